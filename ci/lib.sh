@@ -1,0 +1,192 @@
+# shellcheck shell=bash
+# Shared helpers for the ci/ scripts. Sourced, never executed.
+#
+# Provides: CI_DIR, REPO_ROOT, CI_WORK (= $REPO_ROOT/target/ci), step(), die(),
+# the ERR trap that names the failing step, detect_kver(), and a few utilities.
+
+CI_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$CI_DIR/.." && pwd)
+CI_WORK="$REPO_ROOT/target/ci"
+CI_SCRIPT=$(basename "${BASH_SOURCE[1]:-$0}")
+CURRENT_STEP="start"
+
+export DEBIAN_FRONTEND=noninteractive
+
+# step "description": print a header and remember the step for error messages.
+step() {
+    CURRENT_STEP="$*"
+    printf '\n== %s: %s\n' "$CI_SCRIPT" "$*"
+}
+
+# die "why": fail the current step with a message.
+die() {
+    printf '!! %s: step "%s" failed: %s\n' "$CI_SCRIPT" "$CURRENT_STEP" "$*" >&2
+    exit 1
+}
+
+_ci_on_err() {
+    local rc=$? line=$1 cmd=$2
+    printf '!! %s: step "%s" failed: command `%s` exited with status %d (line %s)\n' \
+        "$CI_SCRIPT" "$CURRENT_STEP" "$cmd" "$rc" "$line" >&2
+}
+trap '_ci_on_err "$LINENO" "$BASH_COMMAND"' ERR
+
+# Seconds since the epoch, with fractions, for timings.
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# Newest installed Debian amd64 kernel that has /boot/vmlinuz-<ver> and its modules.
+# RDMA_CI_KVER overrides. Prints the version, or nothing.
+detect_kver() {
+    if [ -n "${RDMA_CI_KVER:-}" ]; then
+        echo "$RDMA_CI_KVER"
+        return 0
+    fi
+    local pkg ver
+    { dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' 'linux-image-*-amd64' 2>/dev/null || true; } |
+        awk '$1 == "ii" { print $2 }' |
+        while read -r pkg; do
+            ver=${pkg#linux-image-}
+            [ "$ver" = amd64 ] && continue # the meta package
+            if [ -e "/boot/vmlinuz-$ver" ] && [ -d "/lib/modules/$ver/kernel" ]; then
+                echo "$ver"
+            fi
+        done | sort -V | tail -n 1 || true
+}
+
+# Under `sudo`, the invoking user (for cargo and for file ownership); empty otherwise.
+invoking_user() {
+    if [ "$(id -u)" = 0 ] && [ -n "${SUDO_USER:-}" ] && [ "${SUDO_USER}" != root ]; then
+        echo "$SUDO_USER"
+    fi
+}
+
+# Make sure $REPO_ROOT/target exists and, under sudo, belongs to the invoking user,
+# so that root-run steps do not leave a target/ that the user's cargo cannot write.
+ensure_target_dir() {
+    local u
+    u=$(invoking_user)
+    if [ ! -d "$REPO_ROOT/target" ]; then
+        if [ -n "$u" ]; then
+            install -d -o "$u" -g "$(id -g "$u")" "$REPO_ROOT/target"
+        else
+            mkdir -p "$REPO_ROOT/target"
+        fi
+    fi
+    mkdir -p "$CI_WORK"
+}
+
+# Hand files created by root back to the sudo user (no-op otherwise).
+chown_to_invoker() {
+    local u
+    u=$(invoking_user)
+    if [ -n "$u" ]; then
+        chown -R "$u:$(id -g "$u")" "$@" 2>/dev/null || true
+    fi
+}
+
+# Find vng even when sudo's secure_path hides ~/.local/bin or pyenv shims.
+find_vng() {
+    local c
+    if c=$(command -v vng 2>/dev/null); then
+        echo "$c"
+        return 0
+    fi
+    for c in /usr/local/bin/vng "$HOME/.local/bin/vng" "$HOME/.pyenv/shims/vng"; do
+        if [ -x "$c" ]; then
+            echo "$c"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# ---------------------------------------------------------------------------
+# Running cargo: under `sudo`, as the invoking user, so that target/ and ~/.cargo
+# do not fill up with root-owned files; otherwise directly (adding ~/.cargo/bin
+# to PATH when cargo is not on it).
+cargo_cmd() {
+    local u home
+    u=$(invoking_user)
+    if [ -n "$u" ]; then
+        home=$(getent passwd "$u" | cut -d: -f6)
+        sudo -u "$u" -H --preserve-env=RUSTFLAGS,RUSTDOCFLAGS,CARGO_TARGET_DIR,CARGO_TERM_COLOR,CI,RUST_BACKTRACE \
+            -- env "PATH=$home/.cargo/bin:/usr/local/bin:/usr/bin:/bin" cargo "$@"
+    elif command -v cargo >/dev/null 2>&1; then
+        cargo "$@"
+    elif [ -x "$HOME/.cargo/bin/cargo" ]; then
+        PATH="$HOME/.cargo/bin:$PATH" cargo "$@"
+    else
+        die "cargo not found (install a Rust toolchain, e.g. with rustup)"
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# The VM.
+
+# new_run_dir NAME: a fresh folder under target/ci/runs, shared read-write with
+# the guest. Keeps the 10 newest runs.
+new_run_dir() {
+    local d
+    ensure_target_dir
+    mkdir -p "$CI_WORK/runs"
+    d="$CI_WORK/runs/$(date +%Y%m%d-%H%M%S)-$1-$$"
+    mkdir -p "$d"
+    # shellcheck disable=SC2012
+    ls -1dt "$CI_WORK"/runs/*/ 2>/dev/null | tail -n +11 | xargs -r rm -rf
+    echo "$d"
+}
+
+# guest_prelude RUNDIR: the start of every guest script (PATH, cwd, forwarded env).
+guest_prelude() {
+    local rundir=$1 v
+    echo '#!/bin/bash'
+    echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH'
+    printf 'export RDMA_CI_RUN_DIR=%q\n' "$rundir"
+    # Forward the knobs a test may want (RUST_*, RDMA_TEST_*, RDMA_GID_TIMEOUT, RDMA_SIW_KO).
+    while IFS= read -r v; do
+        printf 'export %s=%q\n' "$v" "${!v}"
+    done < <(compgen -e | grep -E '^(RUST_[A-Z_]+|RDMA_TEST_[A-Z0-9_]+|RDMA_GID_TIMEOUT|RDMA_SIW_KO)$' || true)
+    printf 'cd %q || exit 1\n' "$PWD"
+}
+
+# vm_boot RUNDIR SCRIPT: boot the VM once and run `bash SCRIPT` in it, as root.
+# The script reports its result by writing RUNDIR/status. Output goes to the
+# terminal and RUNDIR/console.log. Sets VM_RC (vng/timeout exit status),
+# VM_TIMED_OUT (0/1), VM_STATUS (content of RUNDIR/status, empty if absent),
+# VM_SECONDS. Only one VM at a time (flock on target/ci/vm.lock).
+vm_boot() {
+    local rundir=$1 script=$2 kver vng t0 tmo
+    kver=$(detect_kver)
+    [ -n "$kver" ] || die "no Debian kernel found (run ci/setup.sh)"
+    vng=$(find_vng) || die "vng not found (run ci/setup.sh)"
+    tmo=${RDMA_VM_TIMEOUT:-900}
+    exec 9>"$CI_WORK/vm.lock"
+    if ! flock -n 9; then
+        echo "another VM is running; waiting for $CI_WORK/vm.lock"
+        flock 9
+    fi
+    echo "booting /boot/vmlinuz-$kver under TCG (timeout ${tmo}s), run dir $rundir"
+    t0=$(now)
+    # Pipe the output (never redirect vng straight to a file: lines get lost).
+    # No stdin: vng then does not try to use a terminal.
+    set +e
+    timeout -k 20 "$tmo" "$vng" --run "/boot/vmlinuz-$kver" --disable-kvm \
+        --memory "${RDMA_VM_MEMORY:-2G}" --cpus "${RDMA_VM_CPUS:-2}" \
+        --rwdir "$rundir" --exec "bash $script" </dev/null 2>&1 |
+        tee "$rundir/console.log"
+    VM_RC=${PIPESTATUS[0]}
+    set -e
+    exec 9>&-
+    VM_SECONDS=$(elapsed "$t0")
+    VM_TIMED_OUT=0
+    if [ "$VM_RC" = 124 ] || [ "$VM_RC" = 137 ]; then
+        VM_TIMED_OUT=1
+    fi
+    VM_STATUS=
+    if [ -s "$rundir/status" ]; then
+        VM_STATUS=$(tr -dc '0-9' <"$rundir/status")
+    fi
+    chown_to_invoker "$rundir"
+    echo "VM finished in ${VM_SECONDS}s (vng exit $VM_RC, guest status ${VM_STATUS:-none})"
+}

@@ -1,0 +1,59 @@
+//! Raw bindings to libibverbs, the verbs library of rdma-core.
+//!
+//! Generated at build time by bindgen from the system's
+//! `<infiniband/verbs.h>`, so the layout always matches the rdma-core the
+//! program links against (Debian 12's v44 and newer).
+//!
+//! # Static inline functions
+//! Much of verbs.h is `static inline`. Every one of them is callable:
+//! - outside the data path (`ibv_create_cq_ex`, `ibv_query_device_ex`,
+//!   `ibv_alloc_mw`, `ibv_open_xrcd`, ...) through a C shim compiled from the
+//!   same headers, with exactly the C semantics;
+//! - the names verbs.h redirects with a macro are bound to the macro, not to
+//!   the legacy symbol: [`ibv_reg_mr`] (optional access flags, i.e.
+//!   `ibv_reg_mr_iova2`), [`ibv_reg_mr_iova`], [`ibv_query_port`] (the full
+//!   `ibv_port_attr`);
+//! - the data path ([`ibv_post_send`], [`ibv_post_recv`],
+//!   [`ibv_post_srq_recv`], [`ibv_poll_cq`], [`ibv_req_notify_cq`],
+//!   [`ibv_start_poll`], [`ibv_next_poll`], [`ibv_end_poll`], every
+//!   `ibv_wc_read_*` and `ibv_wr_*`) is ported to `#[inline]` Rust that calls
+//!   the provider's function pointer directly, as the C header does; the C
+//!   shim of each is kept in [`shim`] under the same name.
+//!
+//! # Linking
+//! libibverbs is found with pkg-config and linked dynamically (providers are
+//! plugins it loads at run time). Set `IBVERBS_INCLUDE_DIR` and
+//! `IBVERBS_LIB_DIR` (or `RDMA_CORE_INCLUDE_DIR` / `RDMA_CORE_LIB_DIR`) to use
+//! a custom rdma-core install.
+
+#![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
+#![allow(clippy::all)]
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags, rustdoc::bare_urls)]
+
+mod bindings {
+    #![allow(missing_docs, rustdoc::all)]
+    include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+}
+pub use bindings::*;
+
+// The macros of verbs.h, under their public names (see wrapper.h).
+pub use bindings::{
+    rdma_sys_macro_ibv_query_port as ibv_query_port, rdma_sys_macro_ibv_reg_mr as ibv_reg_mr,
+    rdma_sys_macro_ibv_reg_mr_iova as ibv_reg_mr_iova,
+};
+
+/// The C shims of the data-path static inline functions, named as in C.
+///
+/// Each calls the `static inline` of verbs.h through an exported C wrapper, so
+/// it costs one more call than the port at the crate root. They exist as the
+/// reference the ports are tested against, and to reach data-path functions
+/// of a newer rdma-core that have no port yet.
+pub mod shim {
+    #![allow(missing_docs, rustdoc::all)]
+    use super::*;
+    include!(concat!(env!("OUT_DIR"), "/shim.rs"));
+    include!(concat!(env!("OUT_DIR"), "/shim_names.rs"));
+}
+
+mod data_path;
+pub use data_path::*;
