@@ -60,8 +60,14 @@ mod tests {
     }
 
     #[test]
-    fn umad_size_is_the_64_byte_header() {
-        // SAFETY: umad_size takes no arguments and reads no state.
-        assert_eq!(unsafe { umad_size() }, 64);
+    fn umad_get_mad_skips_exactly_umad_size_bytes() {
+        let mut buf = [0u64; 64];
+        let p = buf.as_mut_ptr().cast::<core::ffi::c_void>();
+        // SAFETY: umad_get_mad only computes an address inside the 512-byte
+        // buffer (`p` plus the header size); umad_size reads no memory.
+        let (mad, size) = unsafe { (umad_get_mad(p), umad_size()) };
+        assert_eq!(mad as usize - p as usize, size);
+        // 64 with the P_Key-aware ABI, 56 before a port has enabled it.
+        assert!(size == 64 || size == 56, "unexpected header size {size}");
     }
 }
