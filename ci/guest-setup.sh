@@ -42,6 +42,8 @@ _rdma_gid_v6() { # fd00:1::1 -> fd00:0001:0000:0000:0000:0000:0000:0001 (needs p
     python3 -c 'import ipaddress, sys; print(ipaddress.IPv6Address(sys.argv[1]).exploded)' "$1"
 }
 
+_rdma_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
 _rdma_guest_fail() {
     echo "!! guest-setup: $*" >&2
     return 1
@@ -67,12 +69,12 @@ _rdma_has_gid() { # dev gid
 
 rdma_guest_setup() {
     local t0 kver siw_ko m dev want deadline missing
-    t0=$(date +%s)
+    t0=$(date +%s.%N)
     echo "== guest-setup: memlock limit"
     ulimit -l unlimited || _rdma_guest_fail "ulimit -l unlimited failed (not root?)" || return 1
     echo "ulimit -l: $(ulimit -l)"
 
-    echo "== guest-setup: kernel modules"
+    echo "== guest-setup: kernel modules ($(_rdma_since "$t0") s)"
     kver=$(uname -r)
     for m in ib_uverbs rdma_ucm ib_umad rdma_rxe iw_cm libcrc32c; do
         modprobe "$m" || _rdma_guest_fail "modprobe $m failed (kernel $kver)" || return 1
@@ -83,11 +85,11 @@ rdma_guest_setup() {
         insmod "$siw_ko" || _rdma_guest_fail "insmod $siw_ko failed" || return 1
     fi
 
-    echo "== guest-setup: netdevs rd0 rd1"
+    echo "== guest-setup: netdevs rd0 rd1 ($(_rdma_since "$t0") s)"
     _rdma_netdev "$RDMA_RXE_NETDEV" "$RDMA_RXE_IPV4" "$RDMA_RXE_IPV6" || return 1
     _rdma_netdev "$RDMA_SIW_NETDEV" "$RDMA_SIW_IPV4" "$RDMA_SIW_IPV6" || return 1
 
-    echo "== guest-setup: rdma links rxe0 siw0"
+    echo "== guest-setup: rdma links rxe0 siw0 ($(_rdma_since "$t0") s)"
     _rdma_link "$RDMA_RXE_DEVICE" rxe "$RDMA_RXE_NETDEV" || return 1
     _rdma_link "$RDMA_SIW_DEVICE" siw "$RDMA_SIW_NETDEV" || return 1
     for dev in "$RDMA_RXE_DEVICE" "$RDMA_SIW_DEVICE"; do
@@ -96,7 +98,7 @@ rdma_guest_setup() {
             return 1
     done
 
-    echo "== guest-setup: wait for ports ACTIVE and rxe0 GIDs"
+    echo "== guest-setup: wait for ports ACTIVE and rxe0 GIDs ($(_rdma_since "$t0") s)"
     want=("$(_rdma_gid_v4mapped "$RDMA_RXE_IPV4")" "$(_rdma_gid_v6 "$RDMA_RXE_IPV6")")
     deadline=$(($(date +%s) + ${RDMA_GID_TIMEOUT:-30}))
     while :; do
@@ -116,7 +118,7 @@ rdma_guest_setup() {
         fi
         sleep 0.2
     done
-    echo "devices ready in $(($(date +%s) - t0)) s:" \
+    echo "devices ready in $(_rdma_since "$t0") s:" \
         "$RDMA_RXE_DEVICE($RDMA_RXE_NETDEV $RDMA_RXE_IPV4 $RDMA_RXE_IPV6)" \
         "$RDMA_SIW_DEVICE($RDMA_SIW_NETDEV $RDMA_SIW_IPV4 $RDMA_SIW_IPV6)"
 }

@@ -170,13 +170,14 @@ vm_boot() {
     t0=$(now)
     # Pipe the output (never redirect vng straight to a file: lines get lost).
     # No stdin: vng then does not try to use a terminal.
-    set +e
-    timeout -k 20 "$tmo" "$vng" --run "/boot/vmlinuz-$kver" --disable-kvm \
+    if timeout -k 20 "$tmo" "$vng" --run "/boot/vmlinuz-$kver" --disable-kvm \
         --memory "${RDMA_VM_MEMORY:-2G}" --cpus "${RDMA_VM_CPUS:-2}" \
         --rwdir "$rundir" --exec "bash $script" </dev/null 2>&1 |
-        tee "$rundir/console.log"
-    VM_RC=${PIPESTATUS[0]}
-    set -e
+        tee "$rundir/console.log"; then
+        VM_RC=0
+    else
+        VM_RC=${PIPESTATUS[0]}
+    fi
     exec 9>&-
     VM_SECONDS=$(elapsed "$t0")
     VM_TIMED_OUT=0

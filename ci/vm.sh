@@ -25,9 +25,9 @@ step "VM: $*"
 RUN_DIR=$(new_run_dir vm)
 {
     guest_prelude "$RUN_DIR"
-    printf 'if ! source %q; then echo 125 > %q; exit 125; fi\n' "$CI_DIR/guest-setup.sh" "$RUN_DIR/status"
+    printf 'if ! source %q; then touch %q; echo 125 > %q; exit 125; fi\n' "$CI_DIR/guest-setup.sh" "$RUN_DIR/setup-failed" "$RUN_DIR/status"
     if [ -n "${RDMA_VM_PROVIDER:-}" ]; then
-        printf 'rdma_use_provider %q || { echo 125 > %q; exit 125; }\n' "$RDMA_VM_PROVIDER" "$RUN_DIR/status"
+        printf 'rdma_use_provider %q || { touch %q; echo 125 > %q; exit 125; }\n' "$RDMA_VM_PROVIDER" "$RUN_DIR/setup-failed" "$RUN_DIR/status"
     fi
     echo 'echo "== guest: running command"'
     printf '%q ' "$@"
@@ -47,7 +47,9 @@ if [ -z "$VM_STATUS" ]; then
     echo "!! vm.sh: the VM gave no exit status (boot failure? see $RUN_DIR/console.log)" >&2
     exit 125
 fi
-if [ "$VM_STATUS" = 125 ]; then
+if [ "$VM_STATUS" = 125 ] && [ -f "$RUN_DIR/setup-failed" ]; then
     echo "!! vm.sh: device setup in the VM failed (see the guest-setup messages above)" >&2
+elif [ "$VM_STATUS" != 0 ]; then
+    echo "vm.sh: command exited with status $VM_STATUS"
 fi
 exit "$VM_STATUS"

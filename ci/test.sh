@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# ci/test.sh: the project's test command (CI: `bash ci/test.sh`; developer: `sudo ci/test.sh`).
+#
+# Steps: ci/setup.sh; cargo build; host tests; clippy -D warnings; rustdoc -D warnings;
+# build the device test binary (package rdma-tests, test `device`); one VM boot that
+# sets up rxe0 and siw0 and runs the device binary once per provider (rxe, then siw).
+# Prints each provider's summary line and `device: N passed, N failed, N skipped`.
+# Exits non-zero when any step fails, a provider has failures, a summary line is
+# missing, or the VM timed out.
+#
+# Knobs (environment):
+#   RDMA_CI_SKIP_SETUP=1     skip ci/setup.sh
+#   RDMA_CI_SKIP_HOST=1      skip the host steps (build, tests, clippy, doc)
+#   RDMA_TEST_FILTER=NAME    first argument of the device binary (run one test)
+#   RDMA_TEST_DEVICE_BIN=P   use this device test binary instead of building it
+#   RDMA_TEST_PROVIDERS      providers to run, in order (default "rxe siw")
+#   RDMA_PROVIDER_TIMEOUT=S  per-provider limit inside the VM (default 400)
+#   RDMA_VM_TIMEOUT=S        limit for the whole VM run (default 900)
+set -Eeuo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+
+T_START=$(now)
+PROVIDERS=(${RDMA_TEST_PROVIDERS:-rxe siw})
+for p in "${PROVIDERS[@]}"; do
+    case "$p" in rxe | siw) ;; *) die "unknown provider '$p' in RDMA_TEST_PROVIDERS (rxe|siw)" ;; esac
+done
+TIMINGS=()
+timed() { # timed NAME CMD...: run and record the duration
+    local name=$1 t0
+    shift
+    t0=$(now)
+    "$@"
+    TIMINGS+=("$name $(elapsed "$t0")s")
+}
+
+if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
+    step "setup (ci/setup.sh)"
+    timed setup bash "$CI_DIR/setup.sh"
+fi
+ensure_target_dir
+
+if [ "${RDMA_CI_SKIP_HOST:-0}" != 1 ]; then
+    step "cargo build --workspace --all-targets"
+    timed build cargo_cmd build --workspace --all-targets
+
+    step "host tests: cargo test --workspace"
+    timed host-tests cargo_cmd test --workspace
+
+    step "cargo clippy --workspace --all-targets -- -D warnings"
+    timed clippy cargo_cmd clippy --workspace --all-targets -- -D warnings
+
+    step "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-Dwarnings)"
+    RUSTDOCFLAGS="${RUSTDOCFLAGS:+$RUSTDOCFLAGS }-Dwarnings" timed doc cargo_cmd doc --workspace --no-deps
+fi
+
+step "device test binary"
+if [ -n "${RDMA_TEST_DEVICE_BIN:-}" ]; then
+    DEVICE_BIN=$(realpath "$RDMA_TEST_DEVICE_BIN")
+    echo "using RDMA_TEST_DEVICE_BIN=$DEVICE_BIN"
+else
+    JSON="$CI_WORK/device-build.json"
+    timed device-build cargo_cmd test -p rdma-tests --test device --no-run --message-format=json >"$JSON"
+    DEVICE_BIN=$(python3 - "$JSON" <<'PY'
+import json, sys
+exe = None
+for line in open(sys.argv[1]):
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    if msg.get("reason") == "compiler-artifact" and msg.get("executable") \
+            and msg["target"]["name"] == "device" and "test" in msg["target"]["kind"]:
+        exe = msg["executable"]
+print(exe or "")
+PY
+)
+    [ -n "$DEVICE_BIN" ] || die "no executable for test target 'device' in cargo's JSON output ($JSON)"
+fi
+[ -x "$DEVICE_BIN" ] || die "device test binary $DEVICE_BIN is missing or not executable"
+echo "device test binary: $DEVICE_BIN"
+
+step "device tests in the VM (${PROVIDERS[*]})"
+RUN_DIR=$(new_run_dir test)
+ARGS=()
+if [ -n "${RDMA_TEST_FILTER:-}" ]; then ARGS=("$RDMA_TEST_FILTER"); fi
+{
+    guest_prelude "$RUN_DIR"
+    printf 'if ! source %q; then touch %q; echo 125 > %q; exit 125; fi\n' \
+        "$CI_DIR/guest-setup.sh" "$RUN_DIR/setup-failed" "$RUN_DIR/status"
+    for p in "${PROVIDERS[@]}"; do
+        printf 'echo; echo "== guest: device tests on %s"\n' "$p"
+        # A subshell per provider: its RDMA_TEST_* env does not leak into the next one.
+        printf '( rdma_use_provider %s && exec timeout -k 10 %q %q' "$p" "${RDMA_PROVIDER_TIMEOUT:-400}" "$DEVICE_BIN"
+        [ "${#ARGS[@]}" -eq 0 ] || printf ' %q' "${ARGS[@]}"
+        printf ' ) 2>&1 | tee %q\n' "$RUN_DIR/$p.log"
+        printf 'echo "${PIPESTATUS[0]}" > %q\n' "$RUN_DIR/$p.status"
+    done
+    printf 'echo 0 > %q\n' "$RUN_DIR/status"
+} >"$RUN_DIR/guest.sh"
+vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
+TIMINGS+=("vm ${VM_SECONDS}s")
+
+step "results"
+FAIL=()
+[ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after ${RDMA_VM_TIMEOUT:-900} s (RDMA_VM_TIMEOUT)")
+if [ -f "$RUN_DIR/setup-failed" ]; then
+    FAIL+=("device setup in the VM failed (see the guest-setup messages above)")
+elif [ -z "$VM_STATUS" ] && [ "$VM_TIMED_OUT" = 0 ]; then
+    FAIL+=("the VM gave no status (vng exit $VM_RC; see $RUN_DIR/console.log)")
+fi
+SUMMARIES=()
+tp=0 tf=0 ts=0
+for p in "${PROVIDERS[@]}"; do
+    line=
+    if [ -f "$RUN_DIR/$p.log" ]; then
+        line=$(tr -d '\r' <"$RUN_DIR/$p.log" |
+            grep -E "^$p: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped\$" | tail -n 1 || true)
+    fi
+    st=$(tr -dc '0-9' <"$RUN_DIR/$p.status" 2>/dev/null || true)
+    if [ -z "$line" ]; then
+        SUMMARIES+=("$p: no summary line (exit status ${st:-none})")
+        FAIL+=("$p: summary line missing")
+        continue
+    fi
+    SUMMARIES+=("$line")
+    read -r n_p n_f n_s < <(echo "$line" | sed -E 's/^[a-z]+: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\1 \2 \3/')
+    tp=$((tp + n_p)) tf=$((tf + n_f)) ts=$((ts + n_s))
+    [ "$n_f" = 0 ] || FAIL+=("$p: $n_f test(s) failed")
+    if [ "$st" = 124 ] || [ "$st" = 137 ]; then
+        FAIL+=("$p: timed out after ${RDMA_PROVIDER_TIMEOUT:-400} s (RDMA_PROVIDER_TIMEOUT)")
+    elif [ "$st" != 0 ]; then
+        FAIL+=("$p: device binary exited with status ${st:-none}")
+    fi
+done
+chown_to_invoker "$CI_WORK"
+echo "timings: ${TIMINGS[*]} total $(elapsed "$T_START")s"
+echo "logs: $RUN_DIR"
+echo
+printf '%s\n' "${SUMMARIES[@]}"
+echo "device: $tp passed, $tf failed, $ts skipped"
+if [ "${#FAIL[@]}" -gt 0 ]; then
+    printf '!! test.sh: %s\n' "${FAIL[@]}" >&2
+    exit 1
+fi

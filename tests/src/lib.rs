@@ -1,0 +1,233 @@
+//! Support for the device tests: a small harness, the test environment the
+//! CI VM describes, and helpers shared by the tests.
+//!
+//! The harness exists because a device test has three outcomes, not two: a
+//! feature the provider lacks (siw has no UD) is reported as *skipped*, with
+//! the reason, and counted apart from passes.
+
+use std::error::Error;
+use std::fmt;
+use std::io::Write;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::process::ExitCode;
+use std::time::Instant;
+
+pub mod defer;
+pub mod sys;
+
+pub use defer::Defer;
+
+/// What a test that did not fail reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The test ran and every check held.
+    Passed,
+    /// The test did not run; the reason says why (a feature the provider lacks).
+    Skipped(String),
+}
+
+/// The result of one device test.
+pub type TestResult = Result<Outcome, Box<dyn Error>>;
+
+/// A failure with a message; `fail!` builds one.
+#[derive(Debug)]
+pub struct Failure(pub String);
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl Error for Failure {}
+
+/// Returns early from a test with a formatted failure.
+#[macro_export]
+macro_rules! fail {
+    ($($t:tt)*) => { return Err(Box::new($crate::Failure(format!($($t)*)))) };
+}
+
+/// Fails the test unless the condition holds.
+#[macro_export]
+macro_rules! check {
+    ($cond:expr) => {
+        if !$cond { $crate::fail!("check failed: {}", stringify!($cond)); }
+    };
+    ($cond:expr, $($t:tt)*) => {
+        if !$cond { $crate::fail!($($t)*); }
+    };
+}
+
+/// The soft-RDMA providers the tests know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// Soft-RoCE: RoCEv2 over an Ethernet netdev.
+    Rxe,
+    /// Soft-iWARP: iWARP over TCP; connections only through rdma_cm.
+    Siw,
+}
+
+impl Provider {
+    /// The provider's name as in `rdma link` (`rxe`, `siw`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Rxe => "rxe",
+            Provider::Siw => "siw",
+        }
+    }
+}
+
+/// The device under test, as the VM harness describes it in the environment.
+#[derive(Debug, Clone)]
+pub struct TestEnv {
+    /// Which provider the device belongs to.
+    pub provider: Provider,
+    /// The verbs device name (`rxe0`).
+    pub device: String,
+    /// The netdev the device is bound to (`rd0`).
+    pub netdev: String,
+    /// The netdev's IPv4 address.
+    pub ipv4: Ipv4Addr,
+    /// The netdev's IPv6 address.
+    pub ipv6: Ipv6Addr,
+}
+
+/// Why there is no test environment.
+#[derive(Debug)]
+enum NoEnv {
+    /// Not in the VM and no device named: every test is skipped.
+    Host,
+    /// In the VM but the description is incomplete or wrong: a failure.
+    Broken(String),
+}
+
+fn var(name: &str) -> Result<String, NoEnv> {
+    std::env::var(name).map_err(|_| NoEnv::Broken(format!("{name} is not set")))
+}
+
+fn test_env() -> Result<TestEnv, NoEnv> {
+    let in_vm = std::env::var_os("RDMA_TEST_IN_VM").is_some_and(|v| v == "1");
+    if !in_vm && std::env::var_os("RDMA_TEST_DEVICE").is_none() {
+        return Err(NoEnv::Host);
+    }
+    let provider = match var("RDMA_TEST_PROVIDER")?.as_str() {
+        "rxe" => Provider::Rxe,
+        "siw" => Provider::Siw,
+        other => return Err(NoEnv::Broken(format!("unknown RDMA_TEST_PROVIDER {other:?}"))),
+    };
+    let parse = |name: &str| var(name);
+    let ipv4 = parse("RDMA_TEST_IPV4")?
+        .parse()
+        .map_err(|e| NoEnv::Broken(format!("RDMA_TEST_IPV4: {e}")))?;
+    let ipv6 = parse("RDMA_TEST_IPV6")?
+        .parse()
+        .map_err(|e| NoEnv::Broken(format!("RDMA_TEST_IPV6: {e}")))?;
+    let env = TestEnv {
+        provider,
+        device: var("RDMA_TEST_DEVICE")?,
+        netdev: var("RDMA_TEST_NETDEV")?,
+        ipv4,
+        ipv6,
+    };
+    let sysfs = format!("/sys/class/infiniband/{}", env.device);
+    if !std::path::Path::new(&sysfs).exists() {
+        return Err(NoEnv::Broken(format!(
+            "device {} does not exist ({sysfs} is missing): the VM set-up did not create it",
+            env.device
+        )));
+    }
+    Ok(env)
+}
+
+/// One device test.
+pub struct Test {
+    /// The name printed and matched by the filter.
+    pub name: &'static str,
+    /// The test body.
+    pub run: fn(&TestEnv) -> TestResult,
+}
+
+/// Runs the tests and prints one line per test and a summary line
+/// `<provider>: N passed, N failed, N skipped`.
+///
+/// The first command-line argument, if any, is a substring filter on names.
+/// Exits with failure if any test failed, or if the environment says the run
+/// is inside the VM and the device is missing.
+pub fn run(tests: &[Test]) -> ExitCode {
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let selected: Vec<&Test> = tests
+        .iter()
+        .filter(|t| filter.as_deref().is_none_or(|f| t.name.contains(f)))
+        .collect();
+    let env = match test_env() {
+        Ok(env) => env,
+        Err(NoEnv::Host) => {
+            let reason = "no RDMA device on this host (the device tests run inside the \
+                          soft-RDMA VM: ci/test.sh)";
+            for t in &selected {
+                println!("test {} ... SKIPPED ({reason})", t.name);
+            }
+            println!("host: 0 passed, 0 failed, {} skipped", selected.len());
+            return ExitCode::SUCCESS;
+        }
+        Err(NoEnv::Broken(why)) => {
+            println!("device test environment is broken: {why}");
+            let name = std::env::var("RDMA_TEST_PROVIDER").unwrap_or_else(|_| "device".into());
+            println!("{name}: 0 passed, {} failed, 0 skipped", selected.len());
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "running {} device tests on {} ({}, {} / {})",
+        selected.len(),
+        env.device,
+        env.netdev,
+        env.ipv4,
+        env.ipv6
+    );
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let mut skips = Vec::new();
+    for t in &selected {
+        print!("test {} ... ", t.name);
+        let _ = std::io::stdout().flush();
+        let start = Instant::now();
+        let result = catch_unwind(AssertUnwindSafe(|| (t.run)(&env)));
+        let ms = start.elapsed().as_millis();
+        match result {
+            Ok(Ok(Outcome::Passed)) => {
+                passed += 1;
+                println!("ok ({ms} ms)");
+            }
+            Ok(Ok(Outcome::Skipped(why))) => {
+                skipped += 1;
+                println!("SKIPPED ({why})");
+                skips.push((t.name, why));
+            }
+            Ok(Err(e)) => {
+                failed += 1;
+                println!("FAILED ({ms} ms): {e}");
+            }
+            Err(panic) => {
+                failed += 1;
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panic".into());
+                println!("FAILED ({ms} ms): panicked: {msg}");
+            }
+        }
+    }
+    for (name, why) in &skips {
+        println!("skipped on {}: {name}: {why}", env.provider.name());
+    }
+    println!(
+        "{}: {passed} passed, {failed} failed, {skipped} skipped",
+        env.provider.name()
+    );
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
