@@ -13,7 +13,8 @@ use rdma_sys_build::{builder, function_names, probe, write, write_name_list, Shi
 
 /// Static inline functions of the data path: ported to `#[inline]` Rust at the
 /// crate root, their C shims kept in `shim`.
-const DATA_PATH: &str = "ibv_(post_send|post_recv|post_srq_recv|post_wq_recv|poll_cq|req_notify_cq|\
+const DATA_PATH: &str =
+    "ibv_(post_send|post_recv|post_srq_recv|post_wq_recv|poll_cq|req_notify_cq|\
                          start_poll|next_poll|end_poll|cq_ex_to_cq|wc_read_.*|wr_.*)";
 
 /// Exported legacy symbols that verbs.h hides behind a macro of the same name.

@@ -31,7 +31,9 @@ fn main() {
         .blocklist_file(r".*/linux/posix_types\.h")
         .blocklist_type("pthread_.*|__pthread_.*|__atomic_wide_counter.*")
         // Socket types come from libc.
-        .blocklist_type("sockaddr.*|in_addr|in6_addr|in_addr_t|in_port_t|sa_family_t|socklen_t|addrinfo")
+        .blocklist_type(
+            "sockaddr.*|in_addr|in6_addr|in_addr_t|in_port_t|sa_family_t|socklen_t|addrinfo",
+        )
         .blocklist_type("__(u|s)(8|16|32|64)|__be(16|32|64)|__le(16|32|64)|__kernel_.*");
     let b = shims
         .wrap(b, "rdmacm_shim")

@@ -9,8 +9,7 @@ fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
     let header = manifest.join("wrapper.h");
     let mut shims = Shims::new();
-    let b = builder(&header, &lib.include_paths)
-        .allowlist_file(r".*/infiniband/umad(_types)?\.h");
+    let b = builder(&header, &lib.include_paths).allowlist_file(r".*/infiniband/umad(_types)?\.h");
     let b = shims
         .wrap(b, "umad_shim")
         .generate()

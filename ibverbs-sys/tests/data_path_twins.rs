@@ -151,15 +151,27 @@ cq_ex_twin!(ibv_wc_read_invalidated_rkey => read_imm_data() -> __be32 = RKEY);
 
 /// A fake context whose op table records the classic data-path calls.
 fn fake_context() -> ibv_context {
-    unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+    unsafe extern "C" fn post_send(
+        qp: *mut ibv_qp,
+        wr: *mut ibv_send_wr,
+        bad: *mut *mut ibv_send_wr,
+    ) -> c_int {
         record("post_send", &[qp.bits(), wr.bits(), bad.bits()]);
         -3
     }
-    unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+    unsafe extern "C" fn post_recv(
+        qp: *mut ibv_qp,
+        wr: *mut ibv_recv_wr,
+        bad: *mut *mut ibv_recv_wr,
+    ) -> c_int {
         record("post_recv", &[qp.bits(), wr.bits(), bad.bits()]);
         12
     }
-    unsafe extern "C" fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+    unsafe extern "C" fn post_srq_recv(
+        srq: *mut ibv_srq,
+        wr: *mut ibv_recv_wr,
+        bad: *mut *mut ibv_recv_wr,
+    ) -> c_int {
         record("post_srq_recv", &[srq.bits(), wr.bits(), bad.bits()]);
         22
     }
@@ -192,7 +204,13 @@ fn ibv_post_send_and_ibv_post_recv() {
     // SAFETY: as above, through the C shim.
     let twin = capture(|| unsafe { sys::shim::ibv_post_send(q, swr, sbad) });
     assert_eq!(port, twin);
-    assert_eq!(port, (-3, vec![("post_send", vec![q.bits(), swr.bits(), sbad.bits()])]));
+    assert_eq!(
+        port,
+        (
+            -3,
+            vec![("post_send", vec![q.bits(), swr.bits(), sbad.bits()])]
+        )
+    );
 
     let (rwr, rbad) = (ptr::<ibv_recv_wr>(0x300), ptr::<*mut ibv_recv_wr>(0x400));
     // SAFETY: as above.
@@ -200,7 +218,13 @@ fn ibv_post_send_and_ibv_post_recv() {
     // SAFETY: as above, through the C shim.
     let twin = capture(|| unsafe { sys::shim::ibv_post_recv(q, rwr, rbad) });
     assert_eq!(port, twin);
-    assert_eq!(port, (12, vec![("post_recv", vec![q.bits(), rwr.bits(), rbad.bits()])]));
+    assert_eq!(
+        port,
+        (
+            12,
+            vec![("post_recv", vec![q.bits(), rwr.bits(), rbad.bits()])]
+        )
+    );
 }
 
 #[test]
@@ -215,12 +239,22 @@ fn ibv_post_srq_recv() {
     // SAFETY: as above, through the C shim.
     let twin = capture(|| unsafe { sys::shim::ibv_post_srq_recv(s, wr, bad) });
     assert_eq!(port, twin);
-    assert_eq!(port, (22, vec![("post_srq_recv", vec![s.bits(), wr.bits(), bad.bits()])]));
+    assert_eq!(
+        port,
+        (
+            22,
+            vec![("post_srq_recv", vec![s.bits(), wr.bits(), bad.bits()])]
+        )
+    );
 }
 
 #[test]
 fn ibv_post_wq_recv() {
-    unsafe extern "C" fn post_recv(wq: *mut ibv_wq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+    unsafe extern "C" fn post_recv(
+        wq: *mut ibv_wq,
+        wr: *mut ibv_recv_wr,
+        bad: *mut *mut ibv_recv_wr,
+    ) -> c_int {
         record("wq.post_recv", &[wq.bits(), wr.bits(), bad.bits()]);
         7
     }
@@ -233,7 +267,13 @@ fn ibv_post_wq_recv() {
     // SAFETY: as above, through the C shim.
     let twin = capture(|| unsafe { sys::shim::ibv_post_wq_recv(w, wr, bad) });
     assert_eq!(port, twin);
-    assert_eq!(port, (7, vec![("wq.post_recv", vec![w.bits(), wr.bits(), bad.bits()])]));
+    assert_eq!(
+        port,
+        (
+            7,
+            vec![("wq.post_recv", vec![w.bits(), wr.bits(), bad.bits()])]
+        )
+    );
 }
 
 #[test]
@@ -256,7 +296,13 @@ fn ibv_poll_cq_and_ibv_req_notify_cq() {
         // SAFETY: as above, through the C shim.
         let twin = capture(|| unsafe { sys::shim::ibv_req_notify_cq(c, solicited) });
         assert_eq!(port, twin);
-        assert_eq!(port, (95, vec![("req_notify_cq", vec![c.bits(), solicited as u64])]));
+        assert_eq!(
+            port,
+            (
+                95,
+                vec![("req_notify_cq", vec![c.bits(), solicited as u64])]
+            )
+        );
     }
 }
 
@@ -279,6 +325,12 @@ fn every_data_path_inline_is_ported() {
     let ports: BTreeSet<&str> = sys::PORTED_FUNCTIONS.iter().copied().collect();
     let unported: Vec<_> = shims.difference(&ports).collect();
     let orphans: Vec<_> = ports.difference(&shims).collect();
-    assert!(unported.is_empty(), "data-path inlines without a Rust port: {unported:?}");
-    assert!(orphans.is_empty(), "ports without a C twin in this verbs.h: {orphans:?}");
+    assert!(
+        unported.is_empty(),
+        "data-path inlines without a Rust port: {unported:?}"
+    );
+    assert!(
+        orphans.is_empty(),
+        "ports without a C twin in this verbs.h: {orphans:?}"
+    );
 }

@@ -115,9 +115,7 @@ impl Shims {
     pub fn wrap(&mut self, builder: bindgen::Builder, stem: &str) -> bindgen::Builder {
         let path = out_dir().join(stem);
         self.c_files.push(path.with_extension("c"));
-        builder
-            .wrap_static_fns(true)
-            .wrap_static_fns_path(path)
+        builder.wrap_static_fns(true).wrap_static_fns_path(path)
     }
 
     /// Compiles every shim into one static library `lib<name>.a` and links it.

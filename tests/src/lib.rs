@@ -113,7 +113,11 @@ fn test_env() -> Result<TestEnv, NoEnv> {
     let provider = match var("RDMA_TEST_PROVIDER")?.as_str() {
         "rxe" => Provider::Rxe,
         "siw" => Provider::Siw,
-        other => return Err(NoEnv::Broken(format!("unknown RDMA_TEST_PROVIDER {other:?}"))),
+        other => {
+            return Err(NoEnv::Broken(format!(
+                "unknown RDMA_TEST_PROVIDER {other:?}"
+            )))
+        }
     };
     let parse = |name: &str| var(name);
     let ipv4 = parse("RDMA_TEST_IPV4")?

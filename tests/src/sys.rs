@@ -116,14 +116,19 @@ impl Drop for Buf {
 
 /// A byte pattern that differs per `seed` and per position.
 pub fn pattern(seed: u8, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 /// Opens the verbs device called `name`; closes it when `defer` drops.
 pub fn open_device(name: &str, defer: &mut Defer) -> Result<*mut ibv_context> {
     let mut n = 0;
     // SAFETY: `n` is writable; the list is freed below.
-    let list = non_null(unsafe { ibv_get_device_list(&mut n) }, "ibv_get_device_list")?;
+    let list = non_null(
+        unsafe { ibv_get_device_list(&mut n) },
+        "ibv_get_device_list",
+    )?;
     let mut ctx = ptr::null_mut();
     for i in 0..n as usize {
         // SAFETY: the list holds `n` valid device pointers.
@@ -266,7 +271,10 @@ pub fn poll_one(path: &DataPath, cq: *mut ibv_cq) -> Result<WcRecord> {
             });
         }
         if start.elapsed() > COMPLETION_TIMEOUT {
-            fail!("no completion within {COMPLETION_TIMEOUT:?} ({})", path.name);
+            fail!(
+                "no completion within {COMPLETION_TIMEOUT:?} ({})",
+                path.name
+            );
         }
         std::thread::yield_now();
     }
@@ -288,7 +296,12 @@ const WRITE_LEN: usize = 512;
 
 /// A SEND from `a` to `b`, then an RDMA WRITE from `a` into `b`'s buffer,
 /// through `path`; verifies the data and returns the completions in order.
-pub fn send_and_write(path: &DataPath, a: &Endpoint, b: &Endpoint, seed: u8) -> Result<Vec<WcRecord>> {
+pub fn send_and_write(
+    path: &DataPath,
+    a: &Endpoint,
+    b: &Endpoint,
+    seed: u8,
+) -> Result<Vec<WcRecord>> {
     let mut out = Vec::new();
     // SAFETY (for the MR reads below): the MRs are live registrations.
     let (a_lkey, b_lkey, b_rkey) = unsafe { ((*a.mr).lkey, (*b.mr).lkey, (*b.mr).rkey) };
@@ -297,13 +310,29 @@ pub fn send_and_write(path: &DataPath, a: &Endpoint, b: &Endpoint, seed: u8) -> 
     let msg = pattern(seed, SEND_LEN);
     a.buf.write(0, &msg);
     b.buf.write(0, &[0; SEND_LEN]);
-    let mut rsge = ibv_sge { addr: b.buf.addr(0), length: 256, lkey: b_lkey };
-    let mut rwr = ibv_recv_wr { wr_id: 0x100, next: ptr::null_mut(), sg_list: &mut rsge, num_sge: 1 };
+    let mut rsge = ibv_sge {
+        addr: b.buf.addr(0),
+        length: 256,
+        lkey: b_lkey,
+    };
+    let mut rwr = ibv_recv_wr {
+        wr_id: 0x100,
+        next: ptr::null_mut(),
+        sg_list: &mut rsge,
+        num_sge: 1,
+    };
     let mut bad_r = ptr::null_mut();
     // SAFETY: `b.qp` is live; the SGE covers registered memory that outlives
     // the completion polled below.
-    ok(unsafe { (path.post_recv)(b.qp, &mut rwr, &mut bad_r) }, "ibv_post_recv")?;
-    let mut ssge = ibv_sge { addr: a.buf.addr(0), length: SEND_LEN as u32, lkey: a_lkey };
+    ok(
+        unsafe { (path.post_recv)(b.qp, &mut rwr, &mut bad_r) },
+        "ibv_post_recv",
+    )?;
+    let mut ssge = ibv_sge {
+        addr: a.buf.addr(0),
+        length: SEND_LEN as u32,
+        lkey: a_lkey,
+    };
     // SAFETY: ibv_send_wr is plain data (unions of integers and pointers).
     let mut swr: ibv_send_wr = unsafe { std::mem::zeroed() };
     swr.wr_id = 0x200;
@@ -313,19 +342,29 @@ pub fn send_and_write(path: &DataPath, a: &Endpoint, b: &Endpoint, seed: u8) -> 
     swr.send_flags = IBV_SEND_SIGNALED;
     let mut bad_s = ptr::null_mut();
     // SAFETY: as for the receive.
-    ok(unsafe { (path.post_send)(a.qp, &mut swr, &mut bad_s) }, "ibv_post_send(SEND)")?;
+    ok(
+        unsafe { (path.post_send)(a.qp, &mut swr, &mut bad_s) },
+        "ibv_post_send(SEND)",
+    )?;
     out.push(poll_one(path, a.cq)?);
     out.push(poll_one(path, b.cq)?);
     let got = b.buf.read(0, SEND_LEN);
     if got != msg {
-        fail!("SEND ({}): receiver's buffer holds other bytes than were sent", path.name);
+        fail!(
+            "SEND ({}): receiver's buffer holds other bytes than were sent",
+            path.name
+        );
     }
 
     // RDMA WRITE.
     let data = pattern(seed.wrapping_add(101), WRITE_LEN);
     a.buf.write(WRITE_OFF, &data);
     b.buf.write(WRITE_OFF, &[0; WRITE_LEN]);
-    let mut wsge = ibv_sge { addr: a.buf.addr(WRITE_OFF), length: WRITE_LEN as u32, lkey: a_lkey };
+    let mut wsge = ibv_sge {
+        addr: a.buf.addr(WRITE_OFF),
+        length: WRITE_LEN as u32,
+        lkey: a_lkey,
+    };
     // SAFETY: as above.
     let mut wwr: ibv_send_wr = unsafe { std::mem::zeroed() };
     wwr.wr_id = 0x300;
@@ -338,11 +377,17 @@ pub fn send_and_write(path: &DataPath, a: &Endpoint, b: &Endpoint, seed: u8) -> 
         rkey: b_rkey,
     };
     // SAFETY: as above; the remote range is inside `b`'s MR.
-    ok(unsafe { (path.post_send)(a.qp, &mut wwr, &mut bad_s) }, "ibv_post_send(RDMA_WRITE)")?;
+    ok(
+        unsafe { (path.post_send)(a.qp, &mut wwr, &mut bad_s) },
+        "ibv_post_send(RDMA_WRITE)",
+    )?;
     out.push(poll_one(path, a.cq)?);
     let got = b.buf.read(WRITE_OFF, WRITE_LEN);
     if got != data {
-        fail!("RDMA WRITE ({}): target buffer holds other bytes than were written", path.name);
+        fail!(
+            "RDMA WRITE ({}): target buffer holds other bytes than were written",
+            path.name
+        );
     }
     Ok(out)
 }
@@ -358,7 +403,10 @@ pub fn fast_matches_shim(a: &Endpoint, b: &Endpoint) -> Result<()> {
         fail!("completion opcodes {got:?}, expected {expect:?}");
     }
     if fast[1].byte_len != SEND_LEN as u32 {
-        fail!("receive completion byte_len {} != {SEND_LEN}", fast[1].byte_len);
+        fail!(
+            "receive completion byte_len {} != {SEND_LEN}",
+            fast[1].byte_len
+        );
     }
     if fast != shim {
         fail!("fast path and C shim differ:\n fast {fast:?}\n shim {shim:?}");

@@ -11,7 +11,10 @@ use rdma_tests::{check, fail, Defer, Outcome, Provider, TestEnv, TestResult};
 fn devices() -> Result<Vec<(String, ibv_node_type, ibv_transport_type)>> {
     let mut n = 0;
     // SAFETY: `n` is writable; the list is freed below.
-    let list = non_null(unsafe { ibv_get_device_list(&mut n) }, "ibv_get_device_list")?;
+    let list = non_null(
+        unsafe { ibv_get_device_list(&mut n) },
+        "ibv_get_device_list",
+    )?;
     let mut out = Vec::new();
     for i in 0..n as usize {
         // SAFETY: the list holds `n` valid device pointers until freed.
@@ -37,7 +40,10 @@ pub fn device_list_has_the_test_device(env: &TestEnv) -> TestResult {
         Provider::Siw => (IBV_NODE_RNIC, IBV_TRANSPORT_IWARP),
     };
     check!(*node == want_node, "node type {node}, expected {want_node}");
-    check!(*transport == want_transport, "transport {transport}, expected {want_transport}");
+    check!(
+        *transport == want_transport,
+        "transport {transport}, expected {want_transport}"
+    );
     Ok(Outcome::Passed)
 }
 
@@ -50,9 +56,15 @@ pub fn every_device_opens_and_answers_queries(_env: &TestEnv) -> TestResult {
         // SAFETY: plain data, filled by the query.
         let mut attr: ibv_device_attr = unsafe { std::mem::zeroed() };
         // SAFETY: `ctx` is open; `attr` is writable.
-        ok(unsafe { ibv_query_device(ctx, &mut attr) }, "ibv_query_device")?;
+        ok(
+            unsafe { ibv_query_device(ctx, &mut attr) },
+            "ibv_query_device",
+        )?;
         check!(attr.phys_port_cnt >= 1, "{name}: no ports");
-        check!(attr.max_qp > 0 && attr.max_cq > 0 && attr.max_mr > 0, "{name}: zero limits");
+        check!(
+            attr.max_qp > 0 && attr.max_cq > 0 && attr.max_mr > 0,
+            "{name}: zero limits"
+        );
         check!(attr.max_sge >= 1, "{name}: max_sge {}", attr.max_sge);
 
         // SAFETY: plain data, filled by the query.
@@ -60,18 +72,35 @@ pub fn every_device_opens_and_answers_queries(_env: &TestEnv) -> TestResult {
         // SAFETY: `ctx` is open; NULL input means no extended input.
         let rc = unsafe { ibv_query_device_ex(ctx, std::ptr::null(), &mut ex) };
         ok(rc, "ibv_query_device_ex")?;
-        check!(ex.orig_attr.max_qp == attr.max_qp, "{name}: query_device_ex disagrees on max_qp");
-        check!(ex.orig_attr.fw_ver == attr.fw_ver, "{name}: query_device_ex disagrees on fw_ver");
+        check!(
+            ex.orig_attr.max_qp == attr.max_qp,
+            "{name}: query_device_ex disagrees on max_qp"
+        );
+        check!(
+            ex.orig_attr.fw_ver == attr.fw_ver,
+            "{name}: query_device_ex disagrees on fw_ver"
+        );
 
         for port in 1..=attr.phys_port_cnt {
             // SAFETY: plain data, filled by the query.
             let mut pa: ibv_port_attr = unsafe { std::mem::zeroed() };
             // SAFETY: `ctx` is open; `pa` is a full ibv_port_attr, as the
             // macro-bound ibv_query_port expects.
-            ok(unsafe { ibv_query_port(ctx, port, &mut pa) }, "ibv_query_port")?;
-            check!(pa.state == IBV_PORT_ACTIVE, "{name} port {port}: state {} (not ACTIVE)", pa.state);
+            ok(
+                unsafe { ibv_query_port(ctx, port, &mut pa) },
+                "ibv_query_port",
+            )?;
+            check!(
+                pa.state == IBV_PORT_ACTIVE,
+                "{name} port {port}: state {} (not ACTIVE)",
+                pa.state
+            );
             check!(pa.gid_tbl_len > 0, "{name} port {port}: empty GID table");
-            check!((1..=5).contains(&pa.active_mtu), "{name} port {port}: active_mtu {}", pa.active_mtu);
+            check!(
+                (1..=5).contains(&pa.active_mtu),
+                "{name} port {port}: active_mtu {}",
+                pa.active_mtu
+            );
         }
     }
     // A port past the last one is refused.
@@ -92,7 +121,10 @@ pub fn gid_table(ctx: *mut ibv_context) -> Result<Vec<ibv_gid_entry>> {
     // SAFETY: `entries` has room for 256 entries.
     let n = unsafe { ibv_query_gid_table(ctx, entries.as_mut_ptr(), entries.len(), 0) };
     if n < 0 {
-        fail!("ibv_query_gid_table failed: {}", std::io::Error::from_raw_os_error((-n) as i32));
+        fail!(
+            "ibv_query_gid_table failed: {}",
+            std::io::Error::from_raw_os_error((-n) as i32)
+        );
     }
     entries.truncate(n as usize);
     Ok(entries.into_iter().filter(|e| e.port_num == 1).collect())
@@ -107,11 +139,17 @@ pub fn gid_addr(e: &ibv_gid_entry) -> Ipv6Addr {
 /// The index of the RoCEv2 GID that carries `addr`.
 pub fn roce_v2_gid_index(ctx: *mut ibv_context, addr: Ipv6Addr) -> Result<u32> {
     let table = gid_table(ctx)?;
-    match table.iter().find(|e| e.gid_type == IBV_GID_TYPE_ROCE_V2 && gid_addr(e) == addr) {
+    match table
+        .iter()
+        .find(|e| e.gid_type == IBV_GID_TYPE_ROCE_V2 && gid_addr(e) == addr)
+    {
         Some(e) => Ok(e.gid_index),
         None => fail!(
             "no RoCEv2 GID {addr} in {:?}",
-            table.iter().map(|e| (e.gid_index, e.gid_type, gid_addr(e))).collect::<Vec<_>>()
+            table
+                .iter()
+                .map(|e| (e.gid_index, e.gid_type, gid_addr(e)))
+                .collect::<Vec<_>>()
         ),
     }
 }
@@ -126,14 +164,28 @@ pub fn gid_table_holds_the_netdev_addresses(env: &TestEnv) -> TestResult {
         // SAFETY: plain data.
         let mut gid: ibv_gid = unsafe { std::mem::zeroed() };
         // SAFETY: `ctx` is open, the index is from the table.
-        ok(unsafe { ibv_query_gid(ctx, 1, e.gid_index as i32, &mut gid) }, "ibv_query_gid")?;
+        ok(
+            unsafe { ibv_query_gid(ctx, 1, e.gid_index as i32, &mut gid) },
+            "ibv_query_gid",
+        )?;
         // SAFETY: any bit pattern is a valid `raw`.
-        check!(unsafe { gid.raw == e.gid.raw }, "ibv_query_gid({}) disagrees", e.gid_index);
+        check!(
+            unsafe { gid.raw == e.gid.raw },
+            "ibv_query_gid({}) disagrees",
+            e.gid_index
+        );
         // SAFETY: plain data.
         let mut ex: ibv_gid_entry = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
-        ok(unsafe { ibv_query_gid_ex(ctx, 1, e.gid_index, &mut ex, 0) }, "ibv_query_gid_ex")?;
-        check!(ex.gid_type == e.gid_type, "ibv_query_gid_ex({}) type disagrees", e.gid_index);
+        ok(
+            unsafe { ibv_query_gid_ex(ctx, 1, e.gid_index, &mut ex, 0) },
+            "ibv_query_gid_ex",
+        )?;
+        check!(
+            ex.gid_type == e.gid_type,
+            "ibv_query_gid_ex({}) type disagrees",
+            e.gid_index
+        );
     }
     match env.provider {
         Provider::Rxe => {
@@ -143,7 +195,10 @@ pub fn gid_table_holds_the_netdev_addresses(env: &TestEnv) -> TestResult {
         }
         Provider::Siw => {
             // iWARP: one GID derived from the netdev's MAC address.
-            check!(gid_addr(&table[0]) != Ipv6Addr::UNSPECIFIED, "siw GID 0 is zero");
+            check!(
+                gid_addr(&table[0]) != Ipv6Addr::UNSPECIFIED,
+                "siw GID 0 is zero"
+            );
         }
     }
     Ok(Outcome::Passed)

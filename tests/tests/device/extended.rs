@@ -10,7 +10,10 @@ use std::ptr;
 use std::time::Instant;
 
 use ibverbs_sys::*;
-use rdma_tests::sys::{alloc_pd, errno, non_null, ok, open_device, pattern, reg_mr, Buf, Result, WcRecord, COMPLETION_TIMEOUT};
+use rdma_tests::sys::{
+    alloc_pd, errno, non_null, ok, open_device, pattern, reg_mr, Buf, Result, WcRecord,
+    COMPLETION_TIMEOUT,
+};
 use rdma_tests::{check, fail, Defer, Outcome, Provider, TestEnv, TestResult};
 
 use crate::enumerate::roce_v2_gid_index;
@@ -38,17 +41,43 @@ macro_rules! ex_ops {
         impl ExOps for $ty {
             const NAME: &'static str = $name;
             // SAFETY (every method): the caller upholds the C function's contract.
-            unsafe fn wr_start(q: *mut ibv_qp_ex) { unsafe { $m::ibv_wr_start(q) } }
-            unsafe fn wr_send(q: *mut ibv_qp_ex) { unsafe { $m::ibv_wr_send(q) } }
-            unsafe fn wr_rdma_write(q: *mut ibv_qp_ex, rkey: u32, addr: u64) { unsafe { $m::ibv_wr_rdma_write(q, rkey, addr) } }
-            unsafe fn wr_set_sge(q: *mut ibv_qp_ex, lkey: u32, addr: u64, len: u32) { unsafe { $m::ibv_wr_set_sge(q, lkey, addr, len) } }
-            unsafe fn wr_complete(q: *mut ibv_qp_ex) -> c_int { unsafe { $m::ibv_wr_complete(q) } }
-            unsafe fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int { unsafe { $m::ibv_start_poll(cq, attr) } }
-            unsafe fn end_poll(cq: *mut ibv_cq_ex) { unsafe { $m::ibv_end_poll(cq) } }
-            unsafe fn read_opcode(cq: *mut ibv_cq_ex) -> ibv_wc_opcode { unsafe { $m::ibv_wc_read_opcode(cq) } }
-            unsafe fn read_byte_len(cq: *mut ibv_cq_ex) -> u32 { unsafe { $m::ibv_wc_read_byte_len(cq) } }
-            unsafe fn read_qp_num(cq: *mut ibv_cq_ex) -> u32 { unsafe { $m::ibv_wc_read_qp_num(cq) } }
-            unsafe fn post_recv(q: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int { unsafe { $m::ibv_post_recv(q, wr, bad) } }
+            unsafe fn wr_start(q: *mut ibv_qp_ex) {
+                unsafe { $m::ibv_wr_start(q) }
+            }
+            unsafe fn wr_send(q: *mut ibv_qp_ex) {
+                unsafe { $m::ibv_wr_send(q) }
+            }
+            unsafe fn wr_rdma_write(q: *mut ibv_qp_ex, rkey: u32, addr: u64) {
+                unsafe { $m::ibv_wr_rdma_write(q, rkey, addr) }
+            }
+            unsafe fn wr_set_sge(q: *mut ibv_qp_ex, lkey: u32, addr: u64, len: u32) {
+                unsafe { $m::ibv_wr_set_sge(q, lkey, addr, len) }
+            }
+            unsafe fn wr_complete(q: *mut ibv_qp_ex) -> c_int {
+                unsafe { $m::ibv_wr_complete(q) }
+            }
+            unsafe fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int {
+                unsafe { $m::ibv_start_poll(cq, attr) }
+            }
+            unsafe fn end_poll(cq: *mut ibv_cq_ex) {
+                unsafe { $m::ibv_end_poll(cq) }
+            }
+            unsafe fn read_opcode(cq: *mut ibv_cq_ex) -> ibv_wc_opcode {
+                unsafe { $m::ibv_wc_read_opcode(cq) }
+            }
+            unsafe fn read_byte_len(cq: *mut ibv_cq_ex) -> u32 {
+                unsafe { $m::ibv_wc_read_byte_len(cq) }
+            }
+            unsafe fn read_qp_num(cq: *mut ibv_cq_ex) -> u32 {
+                unsafe { $m::ibv_wc_read_qp_num(cq) }
+            }
+            unsafe fn post_recv(
+                q: *mut ibv_qp,
+                wr: *mut ibv_recv_wr,
+                bad: *mut *mut ibv_recv_wr,
+            ) -> c_int {
+                unsafe { $m::ibv_post_recv(q, wr, bad) }
+            }
         }
     };
 }
@@ -72,7 +101,10 @@ enum Unsupported {
     No(String),
 }
 
-fn create_cq_ex(ctx: *mut ibv_context, defer: &mut Defer) -> Result<std::result::Result<*mut ibv_cq_ex, Unsupported>> {
+fn create_cq_ex(
+    ctx: *mut ibv_context,
+    defer: &mut Defer,
+) -> Result<std::result::Result<*mut ibv_cq_ex, Unsupported>> {
     // SAFETY: plain data.
     let mut attr: ibv_cq_init_attr_ex = unsafe { std::mem::zeroed() };
     attr.cqe = 32;
@@ -87,20 +119,36 @@ fn create_cq_ex(ctx: *mut ibv_context, defer: &mut Defer) -> Result<std::result:
                 std::io::Error::from_raw_os_error(e)
             ))));
         }
-        fail!("ibv_create_cq_ex failed: {}", std::io::Error::from_raw_os_error(e));
+        fail!(
+            "ibv_create_cq_ex failed: {}",
+            std::io::Error::from_raw_os_error(e)
+        );
     }
     // SAFETY: destroyed once, after its QPs.
-    defer.push("ibv_destroy_cq(ex)", move || unsafe { ibv_destroy_cq(ibv_cq_ex_to_cq(cq)) });
+    defer.push("ibv_destroy_cq(ex)", move || unsafe {
+        ibv_destroy_cq(ibv_cq_ex_to_cq(cq))
+    });
     Ok(Ok(cq))
 }
 
-fn create_qp_ex(ctx: *mut ibv_context, pd: *mut ibv_pd, cq: *mut ibv_cq_ex, defer: &mut Defer) -> Result<std::result::Result<*mut ibv_qp, Unsupported>> {
+fn create_qp_ex(
+    ctx: *mut ibv_context,
+    pd: *mut ibv_pd,
+    cq: *mut ibv_cq_ex,
+    defer: &mut Defer,
+) -> Result<std::result::Result<*mut ibv_qp, Unsupported>> {
     // SAFETY: plain data.
     let mut attr: ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
     attr.send_cq = ibv_cq_ex_to_cq(cq);
     attr.recv_cq = ibv_cq_ex_to_cq(cq);
     attr.qp_type = IBV_QPT_RC;
-    attr.cap = ibv_qp_cap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    attr.cap = ibv_qp_cap {
+        max_send_wr: 16,
+        max_recv_wr: 16,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
     attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     attr.pd = pd;
     attr.send_ops_flags = (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE) as u64;
@@ -114,7 +162,10 @@ fn create_qp_ex(ctx: *mut ibv_context, pd: *mut ibv_pd, cq: *mut ibv_cq_ex, defe
                 std::io::Error::from_raw_os_error(e)
             ))));
         }
-        fail!("ibv_create_qp_ex failed: {}", std::io::Error::from_raw_os_error(e));
+        fail!(
+            "ibv_create_qp_ex failed: {}",
+            std::io::Error::from_raw_os_error(e)
+        );
     }
     // SAFETY: destroyed once, before its CQ and PD.
     defer.push("ibv_destroy_qp(ex)", move || unsafe { ibv_destroy_qp(qp) });
@@ -142,7 +193,13 @@ fn poll_one<O: ExOps>(cq: *mut ibv_cq_ex) -> Result<WcRecord> {
             };
             // SAFETY: ends the poll that start_poll began.
             unsafe { O::end_poll(cq) };
-            check!(rec.status == IBV_WC_SUCCESS, "completion {:#x} status {} ({})", rec.wr_id, rec.status, O::NAME);
+            check!(
+                rec.status == IBV_WC_SUCCESS,
+                "completion {:#x} status {} ({})",
+                rec.wr_id,
+                rec.status,
+                O::NAME
+            );
             return Ok(rec);
         }
         if rc != libc::ENOENT {
@@ -163,11 +220,23 @@ fn exchange<O: ExOps>(a: &ExEndpoint, b: &ExEndpoint, seed: u8) -> Result<Vec<Wc
     let msg = pattern(seed, 64);
     a.buf.write(0, &msg);
     b.buf.write(0, &[0; 64]);
-    let mut rsge = ibv_sge { addr: b.buf.addr(0), length: 256, lkey: b_lkey };
-    let mut rwr = ibv_recv_wr { wr_id: 0x100, next: ptr::null_mut(), sg_list: &mut rsge, num_sge: 1 };
+    let mut rsge = ibv_sge {
+        addr: b.buf.addr(0),
+        length: 256,
+        lkey: b_lkey,
+    };
+    let mut rwr = ibv_recv_wr {
+        wr_id: 0x100,
+        next: ptr::null_mut(),
+        sg_list: &mut rsge,
+        num_sge: 1,
+    };
     let mut bad = ptr::null_mut();
     // SAFETY: live QP; the SGE is inside a registered buffer that outlives the completion.
-    ok(unsafe { O::post_recv(b.qp, &mut rwr, &mut bad) }, "ibv_post_recv")?;
+    ok(
+        unsafe { O::post_recv(b.qp, &mut rwr, &mut bad) },
+        "ibv_post_recv",
+    )?;
     // SAFETY: a live extended QP created with SEND in its send_ops_flags; the
     // SGE is inside a registered buffer that outlives the completion.
     let rc = unsafe {
@@ -181,7 +250,11 @@ fn exchange<O: ExOps>(a: &ExEndpoint, b: &ExEndpoint, seed: u8) -> Result<Vec<Wc
     ok(rc, "ibv_wr_complete(SEND)")?;
     out.push(poll_one::<O>(a.cq)?);
     out.push(poll_one::<O>(b.cq)?);
-    check!(b.buf.read(0, 64) == msg, "SEND ({}): received bytes differ", O::NAME);
+    check!(
+        b.buf.read(0, 64) == msg,
+        "SEND ({}): received bytes differ",
+        O::NAME
+    );
 
     let data = pattern(seed.wrapping_add(77), 512);
     a.buf.write(1024, &data);
@@ -198,7 +271,11 @@ fn exchange<O: ExOps>(a: &ExEndpoint, b: &ExEndpoint, seed: u8) -> Result<Vec<Wc
     };
     ok(rc, "ibv_wr_complete(RDMA_WRITE)")?;
     out.push(poll_one::<O>(a.cq)?);
-    check!(b.buf.read(1024, 512) == data, "RDMA WRITE ({}): target bytes differ", O::NAME);
+    check!(
+        b.buf.read(1024, 512) == data,
+        "RDMA WRITE ({}): target bytes differ",
+        O::NAME
+    );
     Ok(out)
 }
 
@@ -224,9 +301,14 @@ pub fn wr_and_poll_api_fast_path_matches_shim(env: &TestEnv) -> TestResult {
         Err(Unsupported::No(why)) => fail!("second extended QP refused: {why}"),
     };
     if env.provider == Provider::Siw {
-        return Ok(Outcome::Skipped("iWARP QPs connect only through rdma_cm".into()));
+        return Ok(Outcome::Skipped(
+            "iWARP QPs connect only through rdma_cm".into(),
+        ));
     }
-    let (mr_a, mr_b) = (reg_mr(pd, &buf_a, &mut defer)?, reg_mr(pd, &buf_b, &mut defer)?);
+    let (mr_a, mr_b) = (
+        reg_mr(pd, &buf_a, &mut defer)?,
+        reg_mr(pd, &buf_b, &mut defer)?,
+    );
     let gid_index = roce_v2_gid_index(ctx, env.ipv4.to_ipv6_mapped())?;
     let gid = query_gid(ctx, gid_index)?;
     let mtu = active_mtu(ctx)?;
@@ -239,14 +321,39 @@ pub fn wr_and_poll_api_fast_path_matches_shim(env: &TestEnv) -> TestResult {
     let qpx_a = non_null(qpx_a, "ibv_qp_to_qp_ex")?;
     let qpx_b = non_null(qpx_b, "ibv_qp_to_qp_ex")?;
 
-    let a = ExEndpoint { qp: qp_a, qpx: qpx_a, cq: cq_a, buf: &buf_a, mr: mr_a };
-    let b = ExEndpoint { qp: qp_b, qpx: qpx_b, cq: cq_b, buf: &buf_b, mr: mr_b };
+    let a = ExEndpoint {
+        qp: qp_a,
+        qpx: qpx_a,
+        cq: cq_a,
+        buf: &buf_a,
+        mr: mr_a,
+    };
+    let b = ExEndpoint {
+        qp: qp_b,
+        qpx: qpx_b,
+        cq: cq_b,
+        buf: &buf_b,
+        mr: mr_b,
+    };
     let fast = exchange::<Fast>(&a, &b, 3)?;
     let shim = exchange::<Shim>(&a, &b, 4)?;
     let ops: Vec<_> = fast.iter().map(|r| r.opcode).collect();
-    check!(ops == [IBV_WC_SEND, IBV_WC_RECV, IBV_WC_RDMA_WRITE], "opcodes {ops:?}");
-    check!(fast[1].byte_len == 64, "receive byte_len {}", fast[1].byte_len);
-    check!(fast[0].qp_num == qpn_a && fast[1].qp_num == qpn_b, "qp_num {fast:?}");
-    check!(fast == shim, "fast path and C shim differ:\n fast {fast:?}\n shim {shim:?}");
+    check!(
+        ops == [IBV_WC_SEND, IBV_WC_RECV, IBV_WC_RDMA_WRITE],
+        "opcodes {ops:?}"
+    );
+    check!(
+        fast[1].byte_len == 64,
+        "receive byte_len {}",
+        fast[1].byte_len
+    );
+    check!(
+        fast[0].qp_num == qpn_a && fast[1].qp_num == qpn_b,
+        "qp_num {fast:?}"
+    );
+    check!(
+        fast == shim,
+        "fast path and C shim differ:\n fast {fast:?}\n shim {shim:?}"
+    );
     Ok(Outcome::Passed)
 }

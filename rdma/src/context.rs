@@ -1,0 +1,334 @@
+//! An open device: queries of the device, its ports and its GID table.
+
+use std::ffi::CStr;
+use std::fmt;
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::sys;
+use crate::{Error, GidEntry, Result};
+
+/// An open RDMA device (`ibv_context`). Cloning shares it; the device is
+/// closed when the last clone, and every object created from it, is gone.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    raw: NonNull<sys::ibv_context>,
+}
+
+// SAFETY: libibverbs contexts are thread-safe: every verb on a context may be
+// called from any thread (rdma-core locks internally where it must).
+unsafe impl Send for Inner {}
+// SAFETY: as above.
+unsafe impl Sync for Inner {}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // SAFETY: the context is closed once, when nothing uses it any more.
+        // A failure cannot be acted on here; it is ignored, never a panic.
+        unsafe { sys::ibv_close_device(self.raw.as_ptr()) };
+    }
+}
+
+impl Context {
+    /// Takes ownership of an open context.
+    ///
+    /// # Safety
+    /// `raw` must be an open context that nothing else will close.
+    pub unsafe fn from_raw(raw: NonNull<sys::ibv_context>) -> Context {
+        Context {
+            inner: Arc::new(Inner { raw }),
+        }
+    }
+
+    /// The raw context, valid while this value lives.
+    pub fn as_raw(&self) -> *mut sys::ibv_context {
+        self.inner.raw.as_ptr()
+    }
+
+    /// The device's name (`rxe0`).
+    pub fn name(&self) -> &str {
+        // SAFETY: an open context points to its device, whose name is a
+        // NUL-terminated array inside it.
+        let name = unsafe { CStr::from_ptr(sys::ibv_get_device_name((*self.as_raw()).device)) };
+        name.to_str().unwrap_or("?")
+    }
+
+    /// The device's attributes (`ibv_query_device_ex`).
+    pub fn query_device(&self) -> Result<DeviceAttr> {
+        let mut attr = MaybeUninit::<sys::ibv_device_attr_ex>::zeroed();
+        // SAFETY: an open context; `attr` is writable; NULL input is allowed.
+        let rc =
+            unsafe { sys::ibv_query_device_ex(self.as_raw(), std::ptr::null(), attr.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(Error::from_rc("ibv_query_device_ex", rc));
+        }
+        // SAFETY: zero-initialised plain data, filled by the query.
+        Ok(DeviceAttr(unsafe { attr.assume_init() }))
+    }
+
+    /// The attributes of port `port` (numbered from 1).
+    pub fn query_port(&self, port: u8) -> Result<PortAttr> {
+        let mut attr = MaybeUninit::<sys::ibv_port_attr>::zeroed();
+        // SAFETY: an open context; `attr` is a full ibv_port_attr, as the
+        // macro form of ibv_query_port (bound by ibverbs-sys) expects.
+        let rc = unsafe { sys::ibv_query_port(self.as_raw(), port, attr.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(Error::from_rc("ibv_query_port", rc));
+        }
+        // SAFETY: zero-initialised plain data, filled by the query.
+        Ok(PortAttr(unsafe { attr.assume_init() }))
+    }
+
+    /// Every valid GID of every port, with its type and netdev.
+    pub fn gid_table(&self) -> Result<Vec<GidEntry>> {
+        let ports = self.query_device()?.phys_port_cnt();
+        let mut cap = 0usize;
+        for p in 1..=ports {
+            cap += self.query_port(p)?.gid_tbl_len() as usize;
+        }
+        let mut raw: Vec<sys::ibv_gid_entry> = Vec::with_capacity(cap.max(1));
+        // SAFETY: an open context; `raw` has room for `capacity` entries.
+        let n =
+            unsafe { sys::ibv_query_gid_table(self.as_raw(), raw.as_mut_ptr(), raw.capacity(), 0) };
+        if n < 0 {
+            return Err(Error::new("ibv_query_gid_table", (-n) as i32));
+        }
+        // SAFETY: the call initialised the first `n` entries (n <= capacity).
+        unsafe { raw.set_len(n as usize) };
+        Ok(raw.iter().map(GidEntry::from_raw).collect())
+    }
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("device", &self.name())
+            .finish()
+    }
+}
+
+/// Device attributes, from `ibv_query_device_ex`.
+#[derive(Clone, Copy)]
+pub struct DeviceAttr(sys::ibv_device_attr_ex);
+
+impl DeviceAttr {
+    fn orig(&self) -> &sys::ibv_device_attr {
+        &self.0.orig_attr
+    }
+    /// The firmware version string.
+    pub fn fw_ver(&self) -> String {
+        let bytes: Vec<u8> = self
+            .orig()
+            .fw_ver
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+    /// The node GUID, host byte order.
+    pub fn node_guid(&self) -> u64 {
+        u64::from_be(self.orig().node_guid)
+    }
+    /// The system image GUID, host byte order.
+    pub fn sys_image_guid(&self) -> u64 {
+        u64::from_be(self.orig().sys_image_guid)
+    }
+    /// The vendor ID (IEEE OUI).
+    pub fn vendor_id(&self) -> u32 {
+        self.orig().vendor_id
+    }
+    /// The vendor's part ID.
+    pub fn vendor_part_id(&self) -> u32 {
+        self.orig().vendor_part_id
+    }
+    /// The hardware version.
+    pub fn hw_ver(&self) -> u32 {
+        self.orig().hw_ver
+    }
+    /// The number of physical ports.
+    pub fn phys_port_cnt(&self) -> u8 {
+        self.orig().phys_port_cnt
+    }
+    /// The largest number of queue pairs.
+    pub fn max_qp(&self) -> i32 {
+        self.orig().max_qp
+    }
+    /// The largest number of work requests per queue.
+    pub fn max_qp_wr(&self) -> i32 {
+        self.orig().max_qp_wr
+    }
+    /// The largest number of scatter/gather entries per work request.
+    pub fn max_sge(&self) -> i32 {
+        self.orig().max_sge
+    }
+    /// The largest number of completion queues.
+    pub fn max_cq(&self) -> i32 {
+        self.orig().max_cq
+    }
+    /// The largest number of entries per completion queue.
+    pub fn max_cqe(&self) -> i32 {
+        self.orig().max_cqe
+    }
+    /// The largest number of memory regions.
+    pub fn max_mr(&self) -> i32 {
+        self.orig().max_mr
+    }
+    /// The largest memory region, in bytes.
+    pub fn max_mr_size(&self) -> u64 {
+        self.orig().max_mr_size
+    }
+    /// The largest number of protection domains.
+    pub fn max_pd(&self) -> i32 {
+        self.orig().max_pd
+    }
+    /// The `IBV_DEVICE_*` capability flags.
+    pub fn device_cap_flags(&self) -> u32 {
+        self.orig().device_cap_flags
+    }
+    /// The raw attributes, for what has no accessor.
+    pub fn as_raw(&self) -> &sys::ibv_device_attr_ex {
+        &self.0
+    }
+}
+
+impl fmt::Debug for DeviceAttr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceAttr")
+            .field("fw_ver", &self.fw_ver())
+            .field("node_guid", &format_args!("{:#018x}", self.node_guid()))
+            .field("phys_port_cnt", &self.phys_port_cnt())
+            .field("max_qp", &self.max_qp())
+            .field("max_cq", &self.max_cq())
+            .field("max_mr", &self.max_mr())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The logical state of a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortState {
+    /// No state change.
+    Nop,
+    /// The link is down.
+    Down,
+    /// Initialising.
+    Init,
+    /// Armed.
+    Armed,
+    /// Active: traffic can flow.
+    Active,
+    /// Active, deferred.
+    ActiveDefer,
+    /// A value this crate does not know.
+    Other(u32),
+}
+
+/// Port attributes, from `ibv_query_port`.
+#[derive(Clone, Copy)]
+pub struct PortAttr(sys::ibv_port_attr);
+
+impl PortAttr {
+    /// The logical port state.
+    pub fn state(&self) -> PortState {
+        match self.0.state {
+            sys::IBV_PORT_NOP => PortState::Nop,
+            sys::IBV_PORT_DOWN => PortState::Down,
+            sys::IBV_PORT_INIT => PortState::Init,
+            sys::IBV_PORT_ARMED => PortState::Armed,
+            sys::IBV_PORT_ACTIVE => PortState::Active,
+            sys::IBV_PORT_ACTIVE_DEFER => PortState::ActiveDefer,
+            other => PortState::Other(other),
+        }
+    }
+    /// The largest MTU the port supports, in bytes.
+    pub fn max_mtu(&self) -> u32 {
+        mtu_bytes(self.0.max_mtu)
+    }
+    /// The active MTU, in bytes.
+    pub fn active_mtu(&self) -> u32 {
+        mtu_bytes(self.0.active_mtu)
+    }
+    /// The number of GID table entries.
+    pub fn gid_tbl_len(&self) -> i32 {
+        self.0.gid_tbl_len
+    }
+    /// The base LID (0 on RoCE and iWARP).
+    pub fn lid(&self) -> u16 {
+        self.0.lid
+    }
+    /// The subnet manager's LID.
+    pub fn sm_lid(&self) -> u16 {
+        self.0.sm_lid
+    }
+    /// The LID mask control.
+    pub fn lmc(&self) -> u8 {
+        self.0.lmc
+    }
+    /// The link layer: `"InfiniBand"`, `"Ethernet"` or `"Unknown"`.
+    pub fn link_layer(&self) -> &'static str {
+        match self.0.link_layer as u32 {
+            sys::IBV_LINK_LAYER_INFINIBAND => "InfiniBand",
+            sys::IBV_LINK_LAYER_ETHERNET => "Ethernet",
+            _ => "Unknown",
+        }
+    }
+    /// The physical state code (5 = LinkUp).
+    pub fn phys_state(&self) -> u8 {
+        self.0.phys_state
+    }
+    /// The active width code (1 = 1X, 2 = 4X, ...).
+    pub fn active_width(&self) -> u8 {
+        self.0.active_width
+    }
+    /// The active speed code (1 = 2.5 Gb/s, ...).
+    pub fn active_speed(&self) -> u8 {
+        self.0.active_speed
+    }
+    /// The `IBV_PORT_*` capability flags.
+    pub fn port_cap_flags(&self) -> u32 {
+        self.0.port_cap_flags
+    }
+    /// The raw attributes, for what has no accessor.
+    pub fn as_raw(&self) -> &sys::ibv_port_attr {
+        &self.0
+    }
+}
+
+impl fmt::Debug for PortAttr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PortAttr")
+            .field("state", &self.state())
+            .field("active_mtu", &self.active_mtu())
+            .field("link_layer", &self.link_layer())
+            .field("gid_tbl_len", &self.gid_tbl_len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An `IBV_MTU_*` code in bytes (0 for an unknown code).
+fn mtu_bytes(code: sys::ibv_mtu) -> u32 {
+    match code {
+        1..=5 => 128 << code,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mtu_codes_convert_to_bytes() {
+        assert_eq!(mtu_bytes(sys::IBV_MTU_256), 256);
+        assert_eq!(mtu_bytes(sys::IBV_MTU_1024), 1024);
+        assert_eq!(mtu_bytes(sys::IBV_MTU_4096), 4096);
+        assert_eq!(mtu_bytes(0), 0);
+        assert_eq!(mtu_bytes(9), 0);
+    }
+}

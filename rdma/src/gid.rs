@@ -1,0 +1,150 @@
+//! GIDs and GID table entries.
+
+use std::ffi::CStr;
+use std::fmt;
+use std::net::Ipv6Addr;
+
+use crate::sys;
+
+/// A 128-bit global identifier, in network byte order. On RoCE it is an IPv6
+/// address (IPv4-mapped for IPv4), and it prints as one.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Gid(pub [u8; 16]);
+
+impl Gid {
+    /// The GID as an IPv6 address.
+    pub fn to_ipv6(self) -> Ipv6Addr {
+        Ipv6Addr::from(self.0)
+    }
+    /// The IPv4 address of an IPv4-mapped GID.
+    pub fn to_ipv4_mapped(self) -> Option<std::net::Ipv4Addr> {
+        self.to_ipv6().to_ipv4_mapped()
+    }
+    /// The subnet prefix (upper 64 bits), host byte order.
+    pub fn subnet_prefix(self) -> u64 {
+        u64::from_be_bytes(self.0[..8].try_into().expect("8 bytes"))
+    }
+    /// The interface ID (lower 64 bits), host byte order.
+    pub fn interface_id(self) -> u64 {
+        u64::from_be_bytes(self.0[8..].try_into().expect("8 bytes"))
+    }
+}
+
+impl From<sys::ibv_gid> for Gid {
+    fn from(g: sys::ibv_gid) -> Gid {
+        // SAFETY: every bit pattern of the 16-byte union is a valid `raw`.
+        Gid(unsafe { g.raw })
+    }
+}
+
+impl From<Gid> for sys::ibv_gid {
+    fn from(g: Gid) -> sys::ibv_gid {
+        sys::ibv_gid { raw: g.0 }
+    }
+}
+
+impl From<Ipv6Addr> for Gid {
+    fn from(a: Ipv6Addr) -> Gid {
+        Gid(a.octets())
+    }
+}
+
+impl fmt::Display for Gid {
+    /// The usual colon-separated form of `ibv_devinfo -v` (`fe80:0000:...`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, pair) in self.0.chunks(2).enumerate() {
+            if i > 0 {
+                f.write_str(":")?;
+            }
+            write!(f, "{:02x}{:02x}", pair[0], pair[1])?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Gid({})", self.to_ipv6())
+    }
+}
+
+/// The type of a GID table entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GidType {
+    /// InfiniBand.
+    Ib,
+    /// RoCE v1 (Ethernet, no IP header).
+    RoceV1,
+    /// RoCE v2 (UDP/IP).
+    RoceV2,
+    /// A value this crate does not know.
+    Other(u32),
+}
+
+/// One valid entry of a port's GID table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GidEntry {
+    /// The GID.
+    pub gid: Gid,
+    /// Its index in the port's table.
+    pub index: u32,
+    /// The port (from 1).
+    pub port: u32,
+    /// Its type.
+    pub gid_type: GidType,
+    /// The interface index of the netdev it belongs to (0 for none).
+    pub ndev_ifindex: u32,
+}
+
+impl GidEntry {
+    pub(crate) fn from_raw(e: &sys::ibv_gid_entry) -> GidEntry {
+        GidEntry {
+            gid: Gid::from(e.gid),
+            index: e.gid_index,
+            port: e.port_num,
+            gid_type: match e.gid_type {
+                sys::IBV_GID_TYPE_IB => GidType::Ib,
+                sys::IBV_GID_TYPE_ROCE_V1 => GidType::RoceV1,
+                sys::IBV_GID_TYPE_ROCE_V2 => GidType::RoceV2,
+                other => GidType::Other(other),
+            },
+            ndev_ifindex: e.ndev_ifindex,
+        }
+    }
+
+    /// The name of the entry's netdev (`rd0`), if it has one.
+    pub fn netdev(&self) -> Option<String> {
+        if self.ndev_ifindex == 0 {
+            return None;
+        }
+        let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+        // SAFETY: `buf` has IF_NAMESIZE bytes, as if_indextoname requires.
+        let p = unsafe { libc::if_indextoname(self.ndev_ifindex, buf.as_mut_ptr()) };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: on success `buf` holds a NUL-terminated name.
+        Some(
+            unsafe { CStr::from_ptr(buf.as_ptr()) }
+                .to_string_lossy()
+                .into_owned(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gid_prints_like_ibv_devinfo_and_converts_to_ip() {
+        let g = Gid::from("::ffff:192.0.2.1".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(g.to_string(), "0000:0000:0000:0000:0000:ffff:c000:0201");
+        assert_eq!(g.to_ipv4_mapped(), Some("192.0.2.1".parse().unwrap()));
+        let ll = Gid::from("fe80::1:2".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(ll.subnet_prefix(), 0xfe80_0000_0000_0000);
+        assert_eq!(ll.interface_id(), 0x0001_0002);
+        let raw: sys::ibv_gid = ll.into();
+        assert_eq!(Gid::from(raw), ll);
+    }
+}
