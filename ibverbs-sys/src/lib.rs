@@ -40,6 +40,9 @@ mod bindings {
 }
 pub use bindings::*;
 
+// verbs_api.h's names for kernel-ABI items (`IBV_ACCESS_OPTIONAL_RANGE`).
+include!(concat!(env!("OUT_DIR"), "/aliases.rs"));
+
 // The macros of verbs.h, under their public names (see wrapper.h).
 pub use bindings::{
     rdma_sys_macro_ibv_query_port as ibv_query_port, rdma_sys_macro_ibv_reg_mr as ibv_reg_mr,
