@@ -32,14 +32,24 @@ rdma_use_provider() {
     eval "export RDMA_TEST_IPV4=\$RDMA_${P}_IPV4 RDMA_TEST_IPV6=\$RDMA_${P}_IPV6"
 }
 
-# Expanded IPv6 GID strings as they appear in /sys/class/infiniband/*/ports/*/gids/*.
+# GID strings as they appear in /sys/class/infiniband/*/ports/*/gids/*.
 _rdma_gid_v4mapped() { # 192.0.2.1 -> 0000:0000:0000:0000:0000:ffff:c000:0201
     local IFS=. a b c d
     read -r a b c d <<<"$1"
     printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d"
 }
-_rdma_gid_v6() { # fd00:1::1 -> fd00:0001:0000:0000:0000:0000:0000:0001 (needs python3)
-    python3 -c 'import ipaddress, sys; print(ipaddress.IPv6Address(sys.argv[1]).exploded)' "$1"
+_rdma_gid_v6() { # fd00:1::1 -> fd00:0001:0000:0000:0000:0000:0000:0001
+    local addr=$1 head tail i n g out=
+    local -a h=() t=() groups=()
+    if [[ $addr == *::* ]]; then head=${addr%%::*} tail=${addr#*::}; else head=$addr tail=; fi
+    [ -z "$head" ] || IFS=: read -ra h <<<"$head"
+    [ -z "$tail" ] || IFS=: read -ra t <<<"$tail"
+    n=$((8 - ${#h[@]} - ${#t[@]}))
+    groups=("${h[@]}")
+    for ((i = 0; i < n; i++)); do groups+=(0); done
+    groups+=("${t[@]}")
+    for g in "${groups[@]}"; do out+=$(printf '%04x:' "0x$g"); done
+    echo "${out%:}"
 }
 
 _rdma_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -49,12 +59,14 @@ _rdma_guest_fail() {
     return 1
 }
 
-_rdma_netdev() { # name ipv4 ipv6
-    ip link show "$1" >/dev/null 2>&1 || ip link add "$1" type dummy ||
-        _rdma_guest_fail "ip link add $1 type dummy failed" || return 1
-    ip addr replace "$2/24" dev "$1" || _rdma_guest_fail "ip addr add $2/24 dev $1 failed" || return 1
-    ip -6 addr replace "$3/64" dev "$1" nodad || _rdma_guest_fail "ip -6 addr add $3/64 dev $1 failed" || return 1
-    ip link set "$1" up || _rdma_guest_fail "ip link set $1 up failed" || return 1
+_rdma_netdev() { # name ipv4 ipv6 (one `ip -batch` process: exec is slow under TCG)
+    local cmds=
+    ip link show "$1" >/dev/null 2>&1 || cmds+="link add $1 type dummy"$'\n'
+    cmds+="addr replace $2/24 dev $1"$'\n'
+    cmds+="addr replace $3/64 dev $1 nodad"$'\n'
+    cmds+="link set $1 up"$'\n'
+    ip -batch - <<<"$cmds" ||
+        _rdma_guest_fail "setting up dummy netdev $1 ($2/24, $3/64) failed: ip -batch of: ${cmds//$'\n'/; }"
 }
 
 _rdma_link() { # dev type netdev
@@ -76,9 +88,12 @@ rdma_guest_setup() {
 
     echo "== guest-setup: kernel modules ($(_rdma_since "$t0") s)"
     kver=$(uname -r)
-    for m in ib_uverbs rdma_ucm ib_umad rdma_rxe iw_cm libcrc32c; do
-        modprobe "$m" || _rdma_guest_fail "modprobe $m failed (kernel $kver)" || return 1
-    done
+    # One modprobe process for all (process start is slow under TCG).
+    if ! modprobe -a ib_uverbs rdma_ucm ib_umad rdma_rxe iw_cm libcrc32c; then
+        for m in ib_uverbs rdma_ucm ib_umad rdma_rxe iw_cm libcrc32c; do
+            [ -d "/sys/module/$m" ] || _rdma_guest_fail "modprobe $m failed (kernel $kver)" || return 1
+        done
+    fi
     if [ ! -d /sys/module/siw ]; then
         siw_ko=${RDMA_SIW_KO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/ci/siw-$kver/siw.ko}
         [ -f "$siw_ko" ] || _rdma_guest_fail "$siw_ko missing: run ci/setup.sh on the host first" || return 1

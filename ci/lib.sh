@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # globals (VM_*, CI_*) are read by the sourcing scripts
 # Shared helpers for the ci/ scripts. Sourced, never executed.
 #
 # Provides: CI_DIR, REPO_ROOT, CI_WORK (= $REPO_ROOT/target/ci), step(), die(),
@@ -121,6 +122,24 @@ cargo_cmd() {
     fi
 }
 
+# cargo_executable NAME KIND < cargo-json: the executable of target NAME of kind
+# KIND (test, bin, example) from `cargo ... --message-format=json`; empty if none.
+cargo_executable() {
+    python3 -c '
+import json, sys
+name, kind, exe = sys.argv[1], sys.argv[2], ""
+for line in sys.stdin:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    if msg.get("reason") == "compiler-artifact" and msg.get("executable") \
+            and msg["target"]["name"] == name and kind in msg["target"]["kind"]:
+        exe = msg["executable"]
+print(exe)
+' "$1" "$2"
+}
+
 # ---------------------------------------------------------------------------
 # The VM.
 
@@ -150,6 +169,16 @@ guest_prelude() {
     printf 'cd %q || exit 1\n' "$PWD"
 }
 
+_vm_interrupted() {
+    local pid
+    trap - INT TERM HUP
+    echo "!! $CI_SCRIPT: interrupted: stopping the VM" >&2
+    pid=$(cat "$VM_RUN_DIR/timeout.pid" 2>/dev/null || true)
+    [ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null || true
+    wait "$VM_TEE_PID" 2>/dev/null || true
+    exit 130
+}
+
 # vm_boot RUNDIR SCRIPT: boot the VM once and run `bash SCRIPT` in it, as root.
 # The script reports its result by writing RUNDIR/status. Output goes to the
 # terminal and RUNDIR/console.log. Sets VM_RC (vng/timeout exit status),
@@ -168,16 +197,27 @@ vm_boot() {
     fi
     echo "booting /boot/vmlinuz-$kver under TCG (timeout ${tmo}s), run dir $rundir"
     t0=$(now)
+    rm -f "$rundir/vng.rc" "$rundir/timeout.pid"
     # Pipe the output (never redirect vng straight to a file: lines get lost).
-    # No stdin: vng then does not try to use a terminal.
-    if timeout -k 20 "$tmo" "$vng" --run "/boot/vmlinuz-$kver" --disable-kvm \
-        --memory "${RDMA_VM_MEMORY:-2G}" --cpus "${RDMA_VM_CPUS:-2}" \
-        --rwdir "$rundir" --exec "bash $script" </dev/null 2>&1 |
-        tee "$rundir/console.log"; then
-        VM_RC=0
-    else
-        VM_RC=${PIPESTATUS[0]}
-    fi
+    # No stdin: vng then does not try to use a terminal. `--user root`: the guest
+    # command must load modules. timeout runs in its own process group and kills
+    # vng and its qemu child together. The pipeline runs in the background so that
+    # an interrupt (Ctrl-C, CI cancel) reaches the trap below and stops the VM.
+    (
+        timeout -k 20 "$tmo" "$vng" --run "/boot/vmlinuz-$kver" --disable-kvm \
+            --memory "${RDMA_VM_MEMORY:-2G}" --cpus "${RDMA_VM_CPUS:-2}" \
+            --user root --rwdir "$rundir" --exec "bash $script" </dev/null &
+        echo "$!" >"$rundir/timeout.pid"
+        if wait "$!"; then rc=0; else rc=$?; fi
+        echo "$rc" >"$rundir/vng.rc"
+    ) 2>&1 | tee "$rundir/console.log" &
+    VM_TEE_PID=$!
+    VM_RUN_DIR=$rundir
+    trap _vm_interrupted INT TERM HUP
+    wait "$VM_TEE_PID" || true
+    trap - INT TERM HUP
+    VM_RC=$(tr -dc '0-9' <"$rundir/vng.rc" 2>/dev/null || true)
+    VM_RC=${VM_RC:-255}
     exec 9>&-
     VM_SECONDS=$(elapsed "$t0")
     VM_TIMED_OUT=0

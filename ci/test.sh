@@ -21,7 +21,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 
 T_START=$(now)
-PROVIDERS=(${RDMA_TEST_PROVIDERS:-rxe siw})
+read -ra PROVIDERS <<<"${RDMA_TEST_PROVIDERS:-rxe siw}"
 for p in "${PROVIDERS[@]}"; do
     case "$p" in rxe | siw) ;; *) die "unknown provider '$p' in RDMA_TEST_PROVIDERS (rxe|siw)" ;; esac
 done
@@ -61,20 +61,7 @@ if [ -n "${RDMA_TEST_DEVICE_BIN:-}" ]; then
 else
     JSON="$CI_WORK/device-build.json"
     timed device-build cargo_cmd test -p rdma-tests --test device --no-run --message-format=json >"$JSON"
-    DEVICE_BIN=$(python3 - "$JSON" <<'PY'
-import json, sys
-exe = None
-for line in open(sys.argv[1]):
-    try:
-        msg = json.loads(line)
-    except ValueError:
-        continue
-    if msg.get("reason") == "compiler-artifact" and msg.get("executable") \
-            and msg["target"]["name"] == "device" and "test" in msg["target"]["kind"]:
-        exe = msg["executable"]
-print(exe or "")
-PY
-)
+    DEVICE_BIN=$(cargo_executable device test <"$JSON")
     [ -n "$DEVICE_BIN" ] || die "no executable for test target 'device' in cargo's JSON output ($JSON)"
 fi
 [ -x "$DEVICE_BIN" ] || die "device test binary $DEVICE_BIN is missing or not executable"
