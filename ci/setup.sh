@@ -12,7 +12,7 @@ PKGS=(
     rdma-core ibverbs-providers libibverbs-dev librdmacm-dev libibumad-dev
     ibverbs-utils rdmacm-utils perftest infiniband-diags
     # the VM: qemu (TCG), busybox for virtme-ng's initramfs, Debian's kernel
-    qemu-system-x86 busybox-static linux-image-amd64
+    qemu-system-x86 ipxe-qemu busybox-static linux-image-amd64
     # bindgen and the C toolchain for the -sys crates and for siw.ko
     libclang-dev clang gcc libc6-dev make pkg-config xz-utils
     # guest networking and modules
