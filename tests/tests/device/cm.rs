@@ -229,3 +229,8 @@ pub fn connected_send_and_write_fast_path_matches_shim(env: &TestEnv) -> TestRes
     expect_event(ch_c, RDMA_CM_EVENT_DISCONNECTED).map_err(|e| format!("client: {e}"))?;
     Ok(Outcome::Passed)
 }
+
+/// The tests of this module.
+pub const TESTS: &[rdma_tests::Test] = &[
+    rdma_tests::Test { name: "sys::cm::connected_send_and_write_fast_path_matches_shim", run: connected_send_and_write_fast_path_matches_shim },
+];

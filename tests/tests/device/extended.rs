@@ -357,3 +357,8 @@ pub fn wr_and_poll_api_fast_path_matches_shim(env: &TestEnv) -> TestResult {
     );
     Ok(Outcome::Passed)
 }
+
+/// The tests of this module.
+pub const TESTS: &[rdma_tests::Test] = &[
+    rdma_tests::Test { name: "sys::extended::wr_and_poll_api_fast_path_matches_shim", run: wr_and_poll_api_fast_path_matches_shim },
+];

@@ -168,3 +168,8 @@ pub fn hand_connected_send_and_write_fast_path_matches_shim(env: &TestEnv) -> Te
     fast_matches_shim(&a, &b)?;
     Ok(Outcome::Passed)
 }
+
+/// The tests of this module.
+pub const TESTS: &[rdma_tests::Test] = &[
+    rdma_tests::Test { name: "sys::rc::hand_connected_send_and_write_fast_path_matches_shim", run: hand_connected_send_and_write_fast_path_matches_shim },
+];
