@@ -144,6 +144,7 @@ fn test_env() -> Result<TestEnv, NoEnv> {
 }
 
 /// One device test.
+#[derive(Clone, Copy)]
 pub struct Test {
     /// The name printed and matched by the filter.
     pub name: &'static str,

@@ -231,6 +231,7 @@ pub fn connected_send_and_write_fast_path_matches_shim(env: &TestEnv) -> TestRes
 }
 
 /// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test { name: "sys::cm::connected_send_and_write_fast_path_matches_shim", run: connected_send_and_write_fast_path_matches_shim },
-];
+pub const TESTS: &[rdma_tests::Test] = &[rdma_tests::Test {
+    name: "sys::cm::connected_send_and_write_fast_path_matches_shim",
+    run: connected_send_and_write_fast_path_matches_shim,
+}];

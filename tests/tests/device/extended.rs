@@ -359,6 +359,7 @@ pub fn wr_and_poll_api_fast_path_matches_shim(env: &TestEnv) -> TestResult {
 }
 
 /// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test { name: "sys::extended::wr_and_poll_api_fast_path_matches_shim", run: wr_and_poll_api_fast_path_matches_shim },
-];
+pub const TESTS: &[rdma_tests::Test] = &[rdma_tests::Test {
+    name: "sys::extended::wr_and_poll_api_fast_path_matches_shim",
+    run: wr_and_poll_api_fast_path_matches_shim,
+}];

@@ -11,6 +11,13 @@ mod rc;
 mod umad;
 
 fn main() -> std::process::ExitCode {
-    let all: Vec<rdma_tests::Test> = [enumerate::TESTS, rc::TESTS, extended::TESTS, cm::TESTS, umad::TESTS].concat();
+    let all: Vec<rdma_tests::Test> = [
+        enumerate::TESTS,
+        rc::TESTS,
+        extended::TESTS,
+        cm::TESTS,
+        umad::TESTS,
+    ]
+    .concat();
     rdma_tests::run(&all)
 }

@@ -170,6 +170,7 @@ pub fn hand_connected_send_and_write_fast_path_matches_shim(env: &TestEnv) -> Te
 }
 
 /// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test { name: "sys::rc::hand_connected_send_and_write_fast_path_matches_shim", run: hand_connected_send_and_write_fast_path_matches_shim },
-];
+pub const TESTS: &[rdma_tests::Test] = &[rdma_tests::Test {
+    name: "sys::rc::hand_connected_send_and_write_fast_path_matches_shim",
+    run: hand_connected_send_and_write_fast_path_matches_shim,
+}];
