@@ -1,19 +1,21 @@
 //! The one error type of the crate.
 
+use std::borrow::Cow;
 use std::io;
 
-/// An rdma-core call failed: which verb, with which errno, and a hint at the
-/// usual cause where one is known.
+/// An rdma-core call failed, or a request was refused before reaching it:
+/// which verb, with which errno, and the likely cause where one is known.
 #[derive(Debug, thiserror::Error)]
-#[error("{verb} failed: {source}{}", hint.map(|h| format!(" ({h})")).unwrap_or_default())]
+#[error("{verb} failed: {source}{}", hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
 pub struct Error {
-    /// The C function that failed (`ibv_open_device`).
+    /// The C function that failed (`ibv_open_device`), or the method that
+    /// refused its arguments (`MemoryRegion::sge`).
     pub verb: &'static str,
-    /// The OS error it reported.
+    /// The OS error (`EINVAL` for arguments refused by this crate).
     #[source]
     pub source: io::Error,
-    /// The usual cause of this errno for this verb, when known.
-    pub hint: Option<&'static str>,
+    /// The usual cause of this errno for this verb, or what was wrong.
+    pub hint: Option<Cow<'static, str>>,
 }
 
 /// The crate's result type.
@@ -25,7 +27,7 @@ impl Error {
         Error {
             verb,
             source: io::Error::from_raw_os_error(errno),
-            hint: hint(verb, errno),
+            hint: hint(verb, errno).map(Cow::Borrowed),
         }
     }
 
@@ -47,6 +49,21 @@ impl Error {
         }
     }
 
+    /// Arguments refused by this crate before any call: `EINVAL` with `why`.
+    pub fn invalid(verb: &'static str, why: impl Into<Cow<'static, str>>) -> Error {
+        Error {
+            verb,
+            source: io::Error::from_raw_os_error(libc::EINVAL),
+            hint: Some(why.into()),
+        }
+    }
+
+    /// The same error with `hint` as its explanation.
+    pub fn with_hint(mut self, hint: impl Into<Cow<'static, str>>) -> Error {
+        self.hint = Some(hint.into());
+        self
+    }
+
     /// The errno value.
     pub fn errno(&self) -> i32 {
         self.source.raw_os_error().unwrap_or(0)
@@ -58,16 +75,45 @@ fn hint(verb: &str, errno: i32) -> Option<&'static str> {
         (_, libc::EPERM) | (_, libc::EACCES) => {
             Some("RDMA devices need access to /dev/infiniband: run as root or join the rdma group")
         }
-        ("ibv_reg_mr", libc::ENOMEM) => {
-            Some("the locked-memory limit is too low: raise it with `ulimit -l` or in limits.conf")
+        ("ibv_reg_mr", libc::ENOMEM) | ("ibv_reg_mr", libc::EAGAIN) => {
+            Some("the locked-memory limit is probably too low: raise it with `ulimit -l` or in limits.conf")
         }
-        ("ibv_query_port", libc::EINVAL) => {
-            Some("the port number is 0 or past the device's last port")
-        }
+        ("ibv_query_port", libc::EINVAL) => Some("the port number is 0 or past the device's last port"),
         ("ibv_query_gid" | "ibv_query_gid_ex", libc::EINVAL | libc::ENODATA) => {
             Some("no GID at that index of the port's GID table")
         }
+        ("ibv_post_send" | "ibv_post_recv" | "ibv_post_srq_recv", libc::ENOMEM) => {
+            Some("the queue is full: poll completions before posting more")
+        }
+        ("ibv_post_send" | "ibv_post_recv", libc::EINVAL) => Some(
+            "a work request is invalid for this queue pair: its state, its type, or too many SGEs",
+        ),
+        ("ibv_create_qp" | "ibv_create_qp_ex", libc::EINVAL) => {
+            Some("the requested capabilities exceed the device's limits, or a CQ is missing")
+        }
+        ("ibv_create_ah", libc::EINVAL) => Some("the GID index or port does not exist"),
         (_, libc::EOPNOTSUPP) => Some("the provider does not support this operation"),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_names_verb_errno_and_cause() {
+        let e = Error::new("ibv_reg_mr", libc::ENOMEM);
+        let s = e.to_string();
+        assert!(s.starts_with("ibv_reg_mr failed: "), "{s}");
+        assert!(s.contains("ulimit -l"), "{s}");
+        assert_eq!(e.errno(), libc::ENOMEM);
+
+        let e = Error::invalid("MemoryRegion::sge", "range 0..9 is outside");
+        assert_eq!(e.errno(), libc::EINVAL);
+        assert!(e.to_string().contains("range 0..9 is outside"));
+
+        assert_eq!(Error::from_rc("x", 22).errno(), libc::EINVAL);
+        assert_eq!(Error::from_rc("x", -22).errno(), libc::EINVAL);
     }
 }

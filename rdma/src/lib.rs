@@ -1,8 +1,8 @@
 //! Safe RDMA for Rust over rdma-core.
 //!
-//! This crate wraps the verbs of libibverbs in RAII types; the raw bindings
-//! are [`ibverbs_sys`] (re-exported as [`sys`]). So far it covers device
-//! discovery and queries:
+//! RAII types for the verbs of libibverbs; the raw bindings are
+//! [`ibverbs_sys`] (re-exported as [`sys`]). Every object exposes its raw
+//! pointer (`as_raw`) for what the crate does not cover.
 //!
 //! ```no_run
 //! for dev in rdma::DeviceList::new()?.iter() {
@@ -15,18 +15,56 @@
 //! }
 //! # Ok::<(), rdma::Error>(())
 //! ```
+//!
+//! # Ownership
+//! A child keeps its parent alive: a [`MemoryRegion`] holds its
+//! [`ProtectionDomain`], which holds its [`Context`]; a [`QueuePair`] holds
+//! its PD, CQs and SRQ. Objects can be dropped in any order. Drop releases the
+//! kernel object and never panics.
+//!
+//! # Posted buffers
+//! Registered memory is shared with the device, so safe code never holds a
+//! reference into it, and a region is deregistered before its memory is
+//! freed: see [`mr`] for the whole model.
+//!
+//! # Threads
+//! Contexts, PDs, MRs, CQs, QPs, SRQs and AHs are `Send` and `Sync`:
+//! libibverbs allows every verb on them from any thread. An extended poll
+//! ([`ExPoll`]) and a batch of extended work requests ([`WrBatch`]) hold a
+//! provider lock and are neither.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub use ibverbs_sys as sys;
 
+mod ah;
+mod channel;
 mod context;
+mod cq;
 mod device;
 mod error;
 mod gid;
+pub mod mr;
+mod pd;
+mod qp;
+mod srq;
+mod wc;
+mod wr;
 
+pub use ah::AddressHandle;
+pub use channel::CompletionChannel;
 pub use context::{Context, DeviceAttr, PortAttr, PortState};
+pub use cq::{CompletionQueue, CqBuilder, ExCompletion, ExPoll};
 pub use device::{Device, DeviceList, NodeType, TransportType};
 pub use error::{Error, Result};
 pub use gid::{Gid, GidEntry, GidType};
+pub use mr::{AccessFlags, MemoryRegion, RemoteMemory, Sge};
+pub use pd::ProtectionDomain;
+pub use qp::{
+    InitAttr, Mtu, Path, QpBuilder, QpCaps, QpState, QpType, QueuePair, RtrAttr, RtsAttr, SendOps,
+    WrBatch,
+};
+pub use srq::SharedReceiveQueue;
+pub use wc::{WcOpcode, WcStatus, WorkCompletion};
+pub use wr::{RecvWr, SendFlags, SendWr};

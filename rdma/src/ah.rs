@@ -1,0 +1,79 @@
+//! Address handles: where a UD datagram goes.
+
+use std::fmt;
+use std::ptr::NonNull;
+
+use crate::sys;
+use crate::{Error, Path, ProtectionDomain, Result, WorkCompletion};
+
+/// An address handle (`ibv_ah`).
+pub struct AddressHandle {
+    raw: NonNull<sys::ibv_ah>,
+    _pd: ProtectionDomain,
+}
+
+// SAFETY: an AH is immutable after creation and usable from any thread.
+unsafe impl Send for AddressHandle {}
+// SAFETY: as above.
+unsafe impl Sync for AddressHandle {}
+
+impl Drop for AddressHandle {
+    fn drop(&mut self) {
+        // SAFETY: destroyed once. Work requests already posted with it do not
+        // need it: providers copy the address vector at post time.
+        unsafe { sys::ibv_destroy_ah(self.raw.as_ptr()) };
+    }
+}
+
+impl AddressHandle {
+    /// An address handle for `path`.
+    pub fn new(pd: &ProtectionDomain, path: &Path) -> Result<AddressHandle> {
+        let mut attr = path.raw();
+        // SAFETY: a live PD; `attr` is complete.
+        let raw = unsafe { sys::ibv_create_ah(pd.as_raw(), &mut attr) };
+        let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_ah"))?;
+        Ok(AddressHandle {
+            raw,
+            _pd: pd.clone(),
+        })
+    }
+
+    /// An address handle back to the sender of a UD receive: `grh` is the
+    /// 40-byte GRH at the start of the receive buffer (RoCE always has one).
+    pub fn from_wc(
+        pd: &ProtectionDomain,
+        port: u8,
+        wc: &WorkCompletion,
+        grh: &[u8; 40],
+    ) -> Result<AddressHandle> {
+        let mut raw_wc = *wc.as_raw();
+        // SAFETY: a live PD; `raw_wc` and the 40-byte GRH are readable; the C
+        // function does not write them despite its non-const parameters.
+        let raw = unsafe {
+            sys::ibv_create_ah_from_wc(
+                pd.as_raw(),
+                &mut raw_wc,
+                grh.as_ptr() as *mut sys::ibv_grh,
+                port,
+            )
+        };
+        let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_ah_from_wc"))?;
+        Ok(AddressHandle {
+            raw,
+            _pd: pd.clone(),
+        })
+    }
+
+    /// The raw AH, valid while this value lives.
+    pub fn as_raw(&self) -> *mut sys::ibv_ah {
+        self.raw.as_ptr()
+    }
+}
+
+impl fmt::Debug for AddressHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AddressHandle")
+            .field("raw", &self.raw)
+            .finish()
+    }
+}

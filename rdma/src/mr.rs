@@ -1,0 +1,427 @@
+//! Memory regions: memory registered with a device.
+//!
+//! # The memory model of posted buffers
+//! Registered memory is shared with the device. The device reads it when a
+//! send is executed and writes it when a receive completes, an RDMA READ
+//! returns, or a remote peer RDMA-WRITEs into it through its rkey. None of
+//! that is synchronised with Rust's borrows, so this crate never lets safe
+//! code hold a Rust reference into registered memory:
+//!
+//! - A [`MemoryRegion`] owns its memory (page-aligned, zeroed). Safe code
+//!   reads and writes it only by copying ([`MemoryRegion::read`],
+//!   [`MemoryRegion::write`]); a borrowed view is `unsafe`
+//!   ([`MemoryRegion::as_slice`]) with the contract that no device access
+//!   overlaps it.
+//! - Work requests name registered memory by [`Sge`]s, which are
+//!   bounds-checked against their region when built and borrow it only for
+//!   the post call.
+//! - Dropping a region deregisters it *before* freeing its memory. After
+//!   `ibv_dereg_mr` returns the device can no longer reach the memory, and a
+//!   work request still outstanding on it completes with an error instead.
+//!
+//! So no safe call can make the device touch freed memory, whatever the order
+//! in which objects are dropped, also when user code panics with work
+//! requests outstanding.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::fmt;
+use std::ops::{Bound, RangeBounds};
+use std::ptr::{self, NonNull};
+
+use bitflags::bitflags;
+
+use crate::sys;
+use crate::{Error, ProtectionDomain, Result};
+
+bitflags! {
+    /// Access rights of a memory region or a queue pair (`IBV_ACCESS_*`).
+    ///
+    /// Without flags a region is readable by the local device only.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct AccessFlags: u32 {
+        /// The local device may write (receives, RDMA READ results). Required
+        /// by every remote-write or atomic right.
+        const LOCAL_WRITE = sys::IBV_ACCESS_LOCAL_WRITE;
+        /// Remote peers may RDMA WRITE.
+        const REMOTE_WRITE = sys::IBV_ACCESS_REMOTE_WRITE;
+        /// Remote peers may RDMA READ.
+        const REMOTE_READ = sys::IBV_ACCESS_REMOTE_READ;
+        /// Remote peers may perform atomics.
+        const REMOTE_ATOMIC = sys::IBV_ACCESS_REMOTE_ATOMIC;
+        /// Memory windows may be bound to the region.
+        const MW_BIND = sys::IBV_ACCESS_MW_BIND;
+        /// Addresses in work requests are offsets from the region's start.
+        const ZERO_BASED = sys::IBV_ACCESS_ZERO_BASED;
+        /// On-demand paging (not pinned).
+        const ON_DEMAND = sys::IBV_ACCESS_ON_DEMAND;
+        /// The memory is backed by huge pages.
+        const HUGETLB = sys::IBV_ACCESS_HUGETLB;
+        /// The device may reorder writes (an optional flag: ignored where
+        /// unsupported).
+        const RELAXED_ORDERING = sys::IBV_ACCESS_RELAXED_ORDERING;
+    }
+}
+
+/// A memory region (`ibv_mr`) and the memory it covers.
+pub struct MemoryRegion {
+    raw: NonNull<sys::ibv_mr>,
+    memory: Memory,
+    access: AccessFlags,
+    pd: ProtectionDomain,
+}
+
+/// Who frees the memory of a region.
+enum Memory {
+    /// Allocated by the region; freed after deregistration.
+    Owned { ptr: NonNull<u8>, layout: Layout },
+    /// Provided by the caller of `from_raw_parts`, who frees it.
+    Borrowed,
+}
+
+// SAFETY: the region's memory is accessed only through raw copies or unsafe
+// views; the C object may be used and deregistered from any thread.
+unsafe impl Send for MemoryRegion {}
+// SAFETY: `&MemoryRegion` allows only copies in and out of the shared memory
+// (the same as a device access racing with them) and reads of the C object.
+unsafe impl Sync for MemoryRegion {}
+
+const PAGE: usize = 4096;
+
+impl MemoryRegion {
+    /// Allocates `len` zeroed, page-aligned bytes and registers them.
+    pub fn new(pd: &ProtectionDomain, len: usize, access: AccessFlags) -> Result<MemoryRegion> {
+        let layout = Layout::from_size_align(len.max(1), PAGE).map_err(|_| {
+            Error::invalid(
+                "ibv_reg_mr",
+                format!("a memory region of {len} bytes cannot be allocated"),
+            )
+        })?;
+        // SAFETY: `layout` has a non-zero size.
+        let ptr = NonNull::new(unsafe { alloc_zeroed(layout) })
+            .ok_or_else(|| Error::new("ibv_reg_mr", libc::ENOMEM))?;
+        // SAFETY: `ptr` is `len` valid bytes that the region will own.
+        match unsafe { Self::register(pd, ptr.as_ptr(), len, access) } {
+            Ok(raw) => Ok(MemoryRegion {
+                raw,
+                memory: Memory::Owned { ptr, layout },
+                access,
+                pd: pd.clone(),
+            }),
+            Err(e) => {
+                // SAFETY: allocated above with `layout`, never registered.
+                unsafe { dealloc(ptr.as_ptr(), layout) };
+                Err(e)
+            }
+        }
+    }
+
+    /// Registers memory the caller owns.
+    ///
+    /// # Safety
+    /// `addr..addr + len` must be valid, writable memory that stays allocated
+    /// until the returned region is dropped, and that safe Rust code does not
+    /// hold references into while the region exists (the device may write it
+    /// at any time; see the module docs).
+    pub unsafe fn from_raw_parts(
+        pd: &ProtectionDomain,
+        addr: *mut u8,
+        len: usize,
+        access: AccessFlags,
+    ) -> Result<MemoryRegion> {
+        // SAFETY: the caller guarantees the memory for the region's life.
+        let raw = unsafe { Self::register(pd, addr, len, access)? };
+        Ok(MemoryRegion {
+            raw,
+            memory: Memory::Borrowed,
+            access,
+            pd: pd.clone(),
+        })
+    }
+
+    /// # Safety
+    /// `addr..addr + len` must stay valid while the registration exists.
+    unsafe fn register(
+        pd: &ProtectionDomain,
+        addr: *mut u8,
+        len: usize,
+        access: AccessFlags,
+    ) -> Result<NonNull<sys::ibv_mr>> {
+        // SAFETY: a live PD; the memory is valid per the caller. ibv_reg_mr
+        // is the macro form, which handles optional access flags.
+        let raw = unsafe { sys::ibv_reg_mr(pd.as_raw(), addr.cast(), len, access.bits() as i32) };
+        NonNull::new(raw).ok_or_else(|| {
+            let mut e = Error::last("ibv_reg_mr");
+            if e.errno() == libc::EINVAL && len == 0 {
+                e = e.with_hint("a memory region cannot be empty");
+            }
+            e
+        })
+    }
+
+    /// The protection domain of the region.
+    pub fn pd(&self) -> &ProtectionDomain {
+        &self.pd
+    }
+
+    /// The access rights it was registered with.
+    pub fn access(&self) -> AccessFlags {
+        self.access
+    }
+
+    fn mr(&self) -> &sys::ibv_mr {
+        // SAFETY: the registration lives as long as `self`; these fields are
+        // written once by ibv_reg_mr.
+        unsafe { self.raw.as_ref() }
+    }
+
+    /// The start address of the memory.
+    pub fn addr(&self) -> *mut u8 {
+        self.mr().addr.cast()
+    }
+
+    /// The length in bytes.
+    pub fn len(&self) -> usize {
+        self.mr().length
+    }
+
+    /// Whether the region is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The local key, used in SGEs.
+    pub fn lkey(&self) -> u32 {
+        self.mr().lkey
+    }
+
+    /// The remote key, which a peer needs for RDMA READ, WRITE and atomics.
+    pub fn rkey(&self) -> u32 {
+        self.mr().rkey
+    }
+
+    /// The raw region, valid while this value lives.
+    pub fn as_raw(&self) -> *mut sys::ibv_mr {
+        self.raw.as_ptr()
+    }
+
+    /// Checks `range` against the region; returns (offset, length).
+    fn bounds(&self, range: impl RangeBounds<usize>, verb: &'static str) -> Result<(usize, usize)> {
+        let len = self.len();
+        let start = match range.start_bound() {
+            Bound::Included(&s) => s,
+            Bound::Excluded(&s) => s.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => e.saturating_add(1),
+            Bound::Excluded(&e) => e,
+            Bound::Unbounded => len,
+        };
+        if start > end || end > len {
+            return Err(Error::invalid(
+                verb,
+                format!("range {start}..{end} is outside the {len}-byte memory region"),
+            ));
+        }
+        Ok((start, end - start))
+    }
+
+    /// Copies `data` into the region at `offset`.
+    ///
+    /// A copy that races with a device access to the same bytes leaves them
+    /// unspecified, as with memory shared with another process; it is never
+    /// undefined behaviour, because no Rust reference to the bytes exists.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        let (off, n) = self.bounds(
+            offset..offset.saturating_add(data.len()),
+            "MemoryRegion::write",
+        )?;
+        // SAFETY: the range is inside the registered memory, which lives as
+        // long as `self`; `data` cannot overlap it (no references into it).
+        unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.addr().add(off), n) };
+        Ok(())
+    }
+
+    /// Copies bytes of the region at `offset` into `out`.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        let (off, n) = self.bounds(
+            offset..offset.saturating_add(out.len()),
+            "MemoryRegion::read",
+        )?;
+        // SAFETY: as in `write`.
+        unsafe { ptr::copy_nonoverlapping(self.addr().add(off), out.as_mut_ptr(), n) };
+        Ok(())
+    }
+
+    /// Copies `range` of the region into a new vector.
+    pub fn to_vec(&self, range: impl RangeBounds<usize>) -> Result<Vec<u8>> {
+        let (off, n) = self.bounds(range, "MemoryRegion::to_vec")?;
+        let mut v = vec![0; n];
+        self.read(off, &mut v)?;
+        Ok(v)
+    }
+
+    /// Fills `range` of the region with `byte`.
+    pub fn fill(&self, range: impl RangeBounds<usize>, byte: u8) -> Result<()> {
+        let (off, n) = self.bounds(range, "MemoryRegion::fill")?;
+        // SAFETY: the range is inside the registered memory.
+        unsafe { ptr::write_bytes(self.addr().add(off), byte, n) };
+        Ok(())
+    }
+
+    /// The whole region as a slice.
+    ///
+    /// # Safety
+    /// While the slice lives, no device access may write the region: no
+    /// receive, RDMA READ or atomic into it outstanding, and no remote peer
+    /// writing it through its rkey.
+    pub unsafe fn as_slice(&self) -> &[u8] {
+        // SAFETY: valid memory of `len` bytes; the caller excludes writers.
+        unsafe { std::slice::from_raw_parts(self.addr(), self.len()) }
+    }
+
+    /// The whole region as a mutable slice.
+    ///
+    /// # Safety
+    /// As [`as_slice`](Self::as_slice), and no device access may read it
+    /// either; no other view may exist at the same time.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn as_mut_slice(&self) -> &mut [u8] {
+        // SAFETY: valid memory; the caller guarantees exclusivity.
+        unsafe { std::slice::from_raw_parts_mut(self.addr(), self.len()) }
+    }
+
+    /// A scatter/gather entry for `range` of the region, for a work request.
+    pub fn sge(&self, range: impl RangeBounds<usize>) -> Result<Sge<'_>> {
+        let (off, n) = self.bounds(range, "MemoryRegion::sge")?;
+        let length = u32::try_from(n).map_err(|_| {
+            Error::invalid(
+                "MemoryRegion::sge",
+                format!("an SGE of {n} bytes exceeds 4 GiB"),
+            )
+        })?;
+        Ok(Sge {
+            raw: sys::ibv_sge {
+                addr: self.addr() as u64 + off as u64,
+                length,
+                lkey: self.lkey(),
+            },
+            _mr: std::marker::PhantomData,
+        })
+    }
+
+    /// What a peer needs to access `range` of the region remotely.
+    pub fn remote(&self, range: impl RangeBounds<usize>) -> Result<RemoteMemory> {
+        let (off, n) = self.bounds(range, "MemoryRegion::remote")?;
+        Ok(RemoteMemory {
+            addr: self.addr() as u64 + off as u64,
+            len: n as u64,
+            rkey: self.rkey(),
+        })
+    }
+}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        // SAFETY: deregistered once. After this the device cannot access the
+        // memory, so freeing it below is sound even with work requests
+        // outstanding (they complete with an error).
+        let rc = unsafe { sys::ibv_dereg_mr(self.raw.as_ptr()) };
+        if let Memory::Owned { ptr, layout } = self.memory {
+            if rc == 0 {
+                // SAFETY: allocated in `new` with `layout`; no longer registered.
+                unsafe { dealloc(ptr.as_ptr(), layout) };
+            }
+            // If deregistration failed the device may still reach the memory:
+            // it is leaked rather than freed.
+        }
+    }
+}
+
+impl fmt::Debug for MemoryRegion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryRegion")
+            .field("addr", &self.addr())
+            .field("len", &self.len())
+            .field("lkey", &format_args!("{:#x}", self.lkey()))
+            .field("rkey", &format_args!("{:#x}", self.rkey()))
+            .field("access", &self.access)
+            .finish()
+    }
+}
+
+/// A scatter/gather entry: a bounds-checked range of a [`MemoryRegion`].
+///
+/// Layout-identical to `ibv_sge`, so a slice of them is passed to the device
+/// as is. It borrows its region, which therefore outlives the post call.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct Sge<'mr> {
+    raw: sys::ibv_sge,
+    _mr: std::marker::PhantomData<&'mr MemoryRegion>,
+}
+
+impl Sge<'_> {
+    /// The device address.
+    pub fn addr(&self) -> u64 {
+        self.raw.addr
+    }
+    /// The length in bytes.
+    pub fn len(&self) -> u32 {
+        self.raw.length
+    }
+    /// Whether the entry is empty.
+    pub fn is_empty(&self) -> bool {
+        self.raw.length == 0
+    }
+    /// The local key.
+    pub fn lkey(&self) -> u32 {
+        self.raw.lkey
+    }
+    /// The raw entry.
+    pub fn as_raw(&self) -> &sys::ibv_sge {
+        &self.raw
+    }
+}
+
+impl fmt::Debug for Sge<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Sge({:#x}+{}, lkey {:#x})",
+            self.raw.addr, self.raw.length, self.raw.lkey
+        )
+    }
+}
+
+/// A range of a peer's registered memory: the target of RDMA READ, WRITE and
+/// atomics. Plain data, exchanged out of band (TCP, CM private data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RemoteMemory {
+    /// The remote address.
+    pub addr: u64,
+    /// The length in bytes.
+    pub len: u64,
+    /// The remote key.
+    pub rkey: u32,
+}
+
+impl RemoteMemory {
+    /// The sub-range at `offset` of `len` bytes, checked against this range.
+    pub fn slice(&self, offset: u64, len: u64) -> Result<RemoteMemory> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(RemoteMemory {
+                addr: self.addr + offset,
+                len,
+                rkey: self.rkey,
+            }),
+            _ => Err(Error::invalid(
+                "RemoteMemory::slice",
+                format!(
+                    "range {offset}+{len} is outside the {}-byte remote range",
+                    self.len
+                ),
+            )),
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Protection domains.
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::sys;
+use crate::{Context, Error, Result};
+
+/// A protection domain (`ibv_pd`): the scope in which memory regions, queue
+/// pairs and address handles may be used together.
+///
+/// Cloning shares it. Every object created in the domain keeps it alive, so
+/// it is deallocated only after all of them are gone.
+#[derive(Clone)]
+pub struct ProtectionDomain {
+    pub(crate) inner: Arc<PdInner>,
+}
+
+pub(crate) struct PdInner {
+    pub(crate) ctx: Context,
+    raw: NonNull<sys::ibv_pd>,
+}
+
+// SAFETY: verbs on a PD may be called from any thread; the PD itself is not
+// mutated by this crate after creation.
+unsafe impl Send for PdInner {}
+// SAFETY: as above.
+unsafe impl Sync for PdInner {}
+
+impl Drop for PdInner {
+    fn drop(&mut self) {
+        // SAFETY: the PD is deallocated once, after every object created in
+        // it (they hold this Arc). A failure cannot be handled here.
+        unsafe { sys::ibv_dealloc_pd(self.raw.as_ptr()) };
+    }
+}
+
+impl ProtectionDomain {
+    /// Allocates a protection domain on `ctx`.
+    pub fn new(ctx: &Context) -> Result<ProtectionDomain> {
+        // SAFETY: `ctx` is an open context.
+        let raw = unsafe { sys::ibv_alloc_pd(ctx.as_raw()) };
+        let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_alloc_pd"))?;
+        Ok(ProtectionDomain {
+            inner: Arc::new(PdInner {
+                ctx: ctx.clone(),
+                raw,
+            }),
+        })
+    }
+
+    /// The context the domain belongs to.
+    pub fn context(&self) -> &Context {
+        &self.inner.ctx
+    }
+
+    /// The raw PD, valid while this value lives.
+    pub fn as_raw(&self) -> *mut sys::ibv_pd {
+        self.inner.raw.as_ptr()
+    }
+}
+
+impl fmt::Debug for ProtectionDomain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProtectionDomain")
+            .field("device", &self.inner.ctx.name())
+            .finish()
+    }
+}

@@ -1,0 +1,94 @@
+//! Shared receive queues.
+
+use std::fmt;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+use crate::sys;
+use crate::{Error, ProtectionDomain, RecvWr, Result};
+
+/// A shared receive queue (`ibv_srq`): receives that several QPs draw from.
+///
+/// Cloning shares it; QPs using it keep it alive.
+#[derive(Clone)]
+pub struct SharedReceiveQueue {
+    inner: Arc<SrqInner>,
+}
+
+struct SrqInner {
+    _pd: ProtectionDomain,
+    raw: NonNull<sys::ibv_srq>,
+    max_wr: u32,
+}
+
+// SAFETY: libibverbs allows posting to an SRQ from any thread (providers
+// lock it); the Rust fields are immutable.
+unsafe impl Send for SrqInner {}
+// SAFETY: as above.
+unsafe impl Sync for SrqInner {}
+
+impl Drop for SrqInner {
+    fn drop(&mut self) {
+        // SAFETY: destroyed once, after every QP using it (they hold this Arc).
+        unsafe { sys::ibv_destroy_srq(self.raw.as_ptr()) };
+    }
+}
+
+impl SharedReceiveQueue {
+    /// Creates an SRQ of `max_wr` receives of up to `max_sge` SGEs each.
+    pub fn new(pd: &ProtectionDomain, max_wr: u32, max_sge: u32) -> Result<SharedReceiveQueue> {
+        // SAFETY: plain data.
+        let mut attr: sys::ibv_srq_init_attr = unsafe { std::mem::zeroed() };
+        attr.attr.max_wr = max_wr;
+        attr.attr.max_sge = max_sge;
+        // SAFETY: a live PD; `attr` is complete.
+        let raw = unsafe { sys::ibv_create_srq(pd.as_raw(), &mut attr) };
+        let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_srq"))?;
+        Ok(SharedReceiveQueue {
+            inner: Arc::new(SrqInner {
+                _pd: pd.clone(),
+                raw,
+                max_wr: attr.attr.max_wr,
+            }),
+        })
+    }
+
+    /// The number of receives the provider granted.
+    pub fn max_wr(&self) -> u32 {
+        self.inner.max_wr
+    }
+
+    /// The raw SRQ, valid while this value lives.
+    pub fn as_raw(&self) -> *mut sys::ibv_srq {
+        self.inner.raw.as_ptr()
+    }
+
+    /// Posts receive work requests with one call to the provider.
+    #[inline]
+    pub fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
+        let mut head = ptr::null_mut();
+        for wr in wrs.iter_mut().rev() {
+            head = wr.link(head);
+        }
+        if head.is_null() {
+            return Ok(());
+        }
+        let mut bad = ptr::null_mut();
+        // SAFETY: a live SRQ; a valid NULL-terminated list of receives into
+        // registered memory (see crate::mr).
+        let rc = unsafe { sys::ibv_post_srq_recv(self.as_raw(), head, &mut bad) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Error::from_rc("ibv_post_srq_recv", rc))
+        }
+    }
+}
+
+impl fmt::Debug for SharedReceiveQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedReceiveQueue")
+            .field("max_wr", &self.max_wr())
+            .finish()
+    }
+}
