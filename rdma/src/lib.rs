@@ -45,6 +45,7 @@ mod cq;
 mod device;
 mod error;
 mod gid;
+pub mod mad;
 pub mod mr;
 mod pd;
 mod qp;
