@@ -9,6 +9,7 @@ mod enumerate;
 mod extended;
 mod rc;
 mod umad;
+mod verbs;
 
 fn main() -> std::process::ExitCode {
     let all: Vec<rdma_tests::Test> = [
@@ -17,6 +18,7 @@ fn main() -> std::process::ExitCode {
         extended::TESTS,
         cm::TESTS,
         umad::TESTS,
+        verbs::TESTS,
     ]
     .concat();
     rdma_tests::run(&all)
