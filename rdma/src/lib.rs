@@ -50,6 +50,7 @@ pub mod mr;
 mod pd;
 mod qp;
 mod srq;
+pub mod umad;
 mod wc;
 mod wr;
 

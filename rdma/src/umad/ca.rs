@@ -1,0 +1,275 @@
+//! CAs and ports as libibumad sees them, like `ibstat`.
+
+use std::ffi::{c_char, CString};
+
+use super::{Error, Result};
+
+/// A channel adapter with a umad device (`umad_get_ca`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ca {
+    /// The device name (`rxe0`).
+    pub name: String,
+    /// The node type (1 CA, 2 switch, 3 router, 4 RNIC).
+    pub node_type: u32,
+    /// The firmware version.
+    pub fw_ver: String,
+    /// The CA type (the `hca_type` of sysfs).
+    pub ca_type: String,
+    /// The hardware version.
+    pub hw_ver: String,
+    /// The node GUID.
+    pub node_guid: u64,
+    /// The system image GUID.
+    pub system_guid: u64,
+    /// The ports, in port-number order.
+    pub ports: Vec<CaPort>,
+}
+
+/// One port of a [`Ca`] (`umad_port`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaPort {
+    /// The CA's name.
+    pub ca_name: String,
+    /// The port number (from 1).
+    pub port_num: u32,
+    /// The base LID (0 on RoCE).
+    pub base_lid: u32,
+    /// The LID mask count.
+    pub lmc: u32,
+    /// The subnet manager's LID.
+    pub sm_lid: u32,
+    /// The subnet manager's service level.
+    pub sm_sl: u32,
+    /// The logical state (see [`port_state_name`]).
+    pub state: u32,
+    /// The physical state (see [`phys_state_name`]).
+    pub phys_state: u32,
+    /// The rate in Gb/s.
+    pub rate: u32,
+    /// The capability mask (PortInfo:CapabilityMask).
+    pub capability_mask: u32,
+    /// The GID prefix.
+    pub gid_prefix: u64,
+    /// The port GUID.
+    pub port_guid: u64,
+    /// The P_Key table.
+    pub pkeys: Vec<u16>,
+    /// `InfiniBand` or `Ethernet` (RoCE).
+    pub link_layer: String,
+}
+
+impl CaPort {
+    /// Whether the link layer is Ethernet: RoCE, where every MAD needs a GRH
+    /// and only GSI (QP1) exists.
+    pub fn is_ethernet(&self) -> bool {
+        self.link_layer.eq_ignore_ascii_case("ethernet")
+    }
+}
+
+/// The name of a logical port state, as ibstat prints it.
+pub fn port_state_name(state: u32) -> &'static str {
+    match state {
+        1 => "Down",
+        2 => "Initializing",
+        3 => "Armed",
+        4 => "Active",
+        5 => "ActiveDefer",
+        _ => "Unknown",
+    }
+}
+
+/// The name of a physical port state, as ibstat prints it.
+pub fn phys_state_name(state: u32) -> &'static str {
+    match state {
+        1 => "Sleep",
+        2 => "Polling",
+        3 => "Disabled",
+        4 => "PortConfigurationTraining",
+        5 => "LinkUp",
+        6 => "LinkErrorRecovery",
+        7 => "PhyTest",
+        _ => "Unknown",
+    }
+}
+
+fn c_string(s: &[c_char]) -> String {
+    let bytes: Vec<u8> = s
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn rc_errno(rc: i32) -> i32 {
+    if rc == -1 {
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    } else {
+        rc.abs()
+    }
+}
+
+/// The names of the CAs that have umad devices (`umad_get_cas_names`).
+pub fn ca_names() -> Result<Vec<String>> {
+    const MAX: usize = umad_sys::UMAD_MAX_DEVICES as usize;
+    let mut names = [[0 as c_char; umad_sys::UMAD_CA_NAME_LEN as usize]; MAX];
+    // SAFETY: `names` has room for MAX names of UMAD_CA_NAME_LEN bytes, as
+    // the function's array parameter requires; it writes no more than `max`.
+    let n = unsafe { umad_sys::umad_get_cas_names(names.as_mut_ptr(), MAX as i32) };
+    if n < 0 {
+        return Err(Error::io("umad_get_cas_names", rc_errno(n)));
+    }
+    Ok(names
+        .iter()
+        .take((n as usize).min(MAX))
+        .map(|n| c_string(n))
+        .collect())
+}
+
+/// Every CA with a umad device, with its ports.
+pub fn cas() -> Result<Vec<Ca>> {
+    ca_names()?.iter().map(|n| Ca::get(n)).collect()
+}
+
+impl Ca {
+    /// The CA named `name` (`umad_get_ca`).
+    pub fn get(name: &str) -> Result<Ca> {
+        let cname = CString::new(name).map_err(|_| Error::NoDevice(name.to_string()))?;
+        // SAFETY: umad_ca is plain data (arrays, integers, null pointers).
+        let mut raw: umad_sys::umad_ca = unsafe { std::mem::zeroed() };
+        // SAFETY: `cname` is NUL-terminated and `raw` writable; on success the
+        // ports it allocates are released by umad_release_ca below.
+        let rc = unsafe { umad_sys::umad_get_ca(cname.as_ptr(), &mut raw) };
+        if rc != 0 {
+            return Err(Error::io("umad_get_ca", rc_errno(rc)));
+        }
+        let mut ports = Vec::new();
+        for &p in raw.ports.iter() {
+            if p.is_null() {
+                continue;
+            }
+            // SAFETY: a non-null entry points to a port umad_get_ca filled,
+            // valid until umad_release_ca.
+            ports.push(unsafe { CaPort::from_raw(&*p) });
+        }
+        let ca = Ca {
+            name: c_string(&raw.ca_name),
+            node_type: raw.node_type,
+            fw_ver: c_string(&raw.fw_ver),
+            ca_type: c_string(&raw.ca_type),
+            hw_ver: c_string(&raw.hw_ver),
+            node_guid: u64::from_be(raw.node_guid),
+            system_guid: u64::from_be(raw.system_guid),
+            ports,
+        };
+        // SAFETY: `raw` was filled by umad_get_ca and is released once.
+        unsafe { umad_sys::umad_release_ca(&mut raw) };
+        Ok(ca)
+    }
+
+    /// The port numbered `port_num`.
+    pub fn port(&self, port_num: u32) -> Option<&CaPort> {
+        self.ports.iter().find(|p| p.port_num == port_num)
+    }
+}
+
+impl CaPort {
+    /// One port of a CA (`umad_get_port`).
+    pub fn get(ca: &str, port_num: u32) -> Result<CaPort> {
+        let cname = CString::new(ca).map_err(|_| Error::NoDevice(ca.to_string()))?;
+        // SAFETY: umad_port is plain data.
+        let mut raw: umad_sys::umad_port = unsafe { std::mem::zeroed() };
+        // SAFETY: `cname` is NUL-terminated and `raw` writable; the P_Key
+        // table it allocates is freed by umad_release_port below.
+        let rc = unsafe { umad_sys::umad_get_port(cname.as_ptr(), port_num as i32, &mut raw) };
+        if rc != 0 {
+            return Err(Error::io("umad_get_port", rc_errno(rc)));
+        }
+        // SAFETY: `raw` was just filled by umad_get_port.
+        let port = unsafe { CaPort::from_raw(&raw) };
+        // SAFETY: released once; `port` owns copies of everything.
+        unsafe { umad_sys::umad_release_port(&mut raw) };
+        Ok(port)
+    }
+
+    /// Copies a port that libibumad filled.
+    ///
+    /// # Safety
+    /// `p.pkeys` is null or points to `p.pkeys_size` P_Keys.
+    unsafe fn from_raw(p: &umad_sys::umad_port) -> CaPort {
+        let pkeys = if p.pkeys.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: the caller guarantees `pkeys_size` entries at `pkeys`.
+            unsafe { std::slice::from_raw_parts(p.pkeys, p.pkeys_size as usize) }
+                .iter()
+                .map(|&k| u16::from_be(k))
+                .collect()
+        };
+        CaPort {
+            ca_name: c_string(&p.ca_name),
+            port_num: p.portnum as u32,
+            base_lid: p.base_lid,
+            lmc: p.lmc,
+            sm_lid: p.sm_lid,
+            sm_sl: p.sm_sl,
+            state: p.state,
+            phys_state: p.phys_state,
+            rate: p.rate,
+            capability_mask: u32::from_be(p.capmask),
+            gid_prefix: u64::from_be(p.gid_prefix),
+            port_guid: u64::from_be(p.port_guid),
+            pkeys,
+            link_layer: c_string(&p.link_layer),
+        }
+    }
+}
+
+/// The C string of a CA name, for functions that take one.
+pub(crate) fn ca_cstring(name: &str) -> Result<CString> {
+    CString::new(name).map_err(|_| Error::NoDevice(name.to_string()))
+}
+
+/// The index of `gid` in the GID table of `ca`'s port, found through the
+/// verbs GID table query; `None` when the port has no such GID.
+pub fn gid_index(ca: &str, port_num: u8, gid: crate::Gid) -> Result<Option<u8>> {
+    let list = crate::DeviceList::new().map_err(Error::Verbs)?;
+    let Some(dev) = list.iter().find(|d| d.name() == ca) else {
+        return Err(Error::NoDevice(ca.to_string()));
+    };
+    let ctx = dev.open().map_err(Error::Verbs)?;
+    let table = ctx.gid_table().map_err(Error::Verbs)?;
+    Ok(table
+        .iter()
+        .find(|e| e.port == u32::from(port_num) && e.gid == gid)
+        .and_then(|e| u8::try_from(e.index).ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_names_match_ibstat() {
+        assert_eq!(port_state_name(4), "Active");
+        assert_eq!(phys_state_name(5), "LinkUp");
+        assert_eq!(port_state_name(99), "Unknown");
+    }
+
+    #[test]
+    fn c_strings_stop_at_nul() {
+        let raw: [c_char; 6] = [
+            b'r' as c_char,
+            b'x' as c_char,
+            b'e' as c_char,
+            0,
+            b'z' as c_char,
+            0,
+        ];
+        assert_eq!(c_string(&raw), "rxe");
+        let full: [c_char; 2] = [b'a' as c_char, b'b' as c_char];
+        assert_eq!(c_string(&full), "ab");
+    }
+}

@@ -1,0 +1,146 @@
+//! Userspace management datagrams (uMAD) over libibumad: discovery of CAs
+//! and ports, a [`Port`] (an open `/dev/infiniband/umadN`), [`Agent`]
+//! registrations for a management class, sending and receiving MADs with
+//! timeouts, and request/response matching by transaction ID. The MADs
+//! themselves are built and parsed with [`crate::mad`].
+//!
+//! On RoCE (rxe) only the GSI (QP1) exists: subnet management classes are
+//! refused, every MAD needs a GRH ([`Grh`]), the Q_Key must be set to
+//! [`GSI_QKEY`] (also on replies: the kernel reports 0 on receive), and
+//! responses are matched to requests only when the GIDs are IPv6 (not
+//! IPv4-mapped). The kernel rewrites the upper 32 bits of a request's TID;
+//! this module matches responses on the lower 32.
+//!
+//! ```no_run
+//! use rdma::mad::{Mad, MadHeader, Method, Oui, VendorHeader};
+//! use rdma::umad::{Address, Port, Registration};
+//! use std::time::Duration;
+//!
+//! let port = Port::open("rxe0", 1)?;
+//! let agent = port.register(&Registration::new(0x32, 1).oui(Oui::OPENIB))?;
+//! let gid = "fd00:1::1".parse::<std::net::Ipv6Addr>().unwrap().into();
+//! let gid_index = rdma::umad::gid_index("rxe0", 1, gid)?.expect("local GID");
+//! let mut ping = Mad::new(&MadHeader::request(0x32, 1, Method::GET, agent.next_tid(), 0));
+//! ping.set_vendor_header(&VendorHeader::new(Oui::OPENIB))?;
+//! let reply = agent.request(&ping, &Address::gsi(gid, gid_index), Duration::from_millis(500), 2)?;
+//! println!("{:?}", reply.mad.header());
+//! # Ok::<(), rdma::umad::Error>(())
+//! ```
+
+use std::io;
+use std::time::Duration;
+
+mod addr;
+mod agent;
+#[cfg(feature = "tokio")]
+mod async_port;
+mod ca;
+mod port;
+
+pub use addr::{Address, Grh, GSI_QKEY};
+pub use agent::{Agent, Registration};
+#[cfg(feature = "tokio")]
+pub use async_port::{AsyncAgent, AsyncPort};
+pub use ca::{ca_names, cas, gid_index, phys_state_name, port_state_name, Ca, CaPort};
+pub use port::{Port, Received};
+
+/// What went wrong with a umad operation.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A libibumad call or a read/write of the umad device failed.
+    #[error("{op} failed: {source}")]
+    Io {
+        /// The operation (`umad_open_port`, `write`).
+        op: &'static str,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The kernel refused to register an agent for the class.
+    #[error(
+        "management class {class:#04x} cannot be registered on this port: {reason} ({source})"
+    )]
+    ClassRefused {
+        /// The class.
+        class: u8,
+        /// Why, in words.
+        reason: &'static str,
+        /// The errno (EPROTONOSUPPORT for SMI on RoCE, EINVAL for methods
+        /// another agent owns).
+        #[source]
+        source: io::Error,
+    },
+    /// A registration that makes no sense (an OUI outside vendor range 2,
+    /// none inside it).
+    #[error("invalid registration: {0}")]
+    InvalidRegistration(&'static str),
+    /// A request got no response within its timeout and retries.
+    #[error("request with TID {tid:#018x} timed out")]
+    Timeout {
+        /// The TID of the request as the kernel sent it (upper 32 bits
+        /// rewritten).
+        tid: u64,
+    },
+    /// A request with the same TID is still outstanding on this agent.
+    #[error("a request with TID {tid:#x} is already outstanding on this agent")]
+    DuplicateTid {
+        /// The TID.
+        tid: u64,
+    },
+    /// The kernel reported that a send failed (a status other than a
+    /// timeout).
+    #[error("send of TID {tid:#x} failed: {source}")]
+    SendFailed {
+        /// The TID.
+        tid: u64,
+        /// The status.
+        #[source]
+        source: io::Error,
+    },
+    /// A MAD to a RoCE port needs a GRH: MADs are routed by GID there.
+    #[error("a MAD on an Ethernet (RoCE) port needs a GRH (GID and GID index)")]
+    GrhRequired,
+    /// Nothing arrived within the receive timeout.
+    #[error("no MAD arrived within {0:?}")]
+    RecvTimeout(Duration),
+    /// No umad device of that name.
+    #[error("no umad device {0:?}")]
+    NoDevice(String),
+    /// A MAD did not encode or decode.
+    #[error("bad MAD: {0}")]
+    Mad(#[from] crate::mad::Error),
+    /// A verbs query (the GID table) failed.
+    #[error(transparent)]
+    Verbs(crate::Error),
+}
+
+/// The result type of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(op: &'static str, errno: i32) -> Error {
+        Error::Io {
+            op,
+            source: io::Error::from_raw_os_error(errno),
+        }
+    }
+
+    pub(crate) fn last(op: &'static str) -> Error {
+        Error::Io {
+            op,
+            source: io::Error::last_os_error(),
+        }
+    }
+
+    /// The errno behind the error, where there is one.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Io { source, .. }
+            | Error::ClassRefused { source, .. }
+            | Error::SendFailed { source, .. } => source.raw_os_error(),
+            Error::Timeout { .. } | Error::RecvTimeout(_) => Some(libc::ETIMEDOUT),
+            Error::Verbs(e) => Some(e.errno()),
+            _ => None,
+        }
+    }
+}
