@@ -7,7 +7,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::sys;
-use crate::{Error, GidEntry, Result};
+use crate::{Error, Gid, GidEntry, Result};
 
 /// An open RDMA device (`ibv_context`). Cloning shares it; the device is
 /// closed when the last clone, and every object created from it, is gone.
@@ -82,6 +82,58 @@ impl Context {
         }
         // SAFETY: zero-initialised plain data, filled by the query.
         Ok(PortAttr(unsafe { attr.assume_init() }))
+    }
+
+    /// The GID at `index` of port `port` (`ibv_query_gid`). An empty entry
+    /// reads as the all-zero GID, as in C.
+    pub fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
+        let index = i32::try_from(index).map_err(|_| {
+            Error::invalid("ibv_query_gid", format!("GID index {index} is too large"))
+        })?;
+        let mut gid = MaybeUninit::<sys::ibv_gid>::zeroed();
+        // SAFETY: an open context; `gid` is a writable 16-byte union.
+        let rc = unsafe { sys::ibv_query_gid(self.as_raw(), port, index, gid.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(Error::last("ibv_query_gid").with_hint(format!(
+                "port {port} has no GID index {index} (see `ibv_devinfo -v`)"
+            )));
+        }
+        // SAFETY: zero-initialised plain data, filled by the query.
+        Ok(Gid::from(unsafe { gid.assume_init() }))
+    }
+
+    /// The entry at `index` of port `port`'s GID table, with its type and
+    /// netdev (`ibv_query_gid_ex`); `None` when the entry is empty.
+    pub fn query_gid_entry(&self, port: u8, index: u32) -> Result<Option<GidEntry>> {
+        let mut entry = MaybeUninit::<sys::ibv_gid_entry>::zeroed();
+        // SAFETY: an open context; `entry` is a writable ibv_gid_entry, whose
+        // size the inline wrapper passes along.
+        let rc = unsafe {
+            sys::ibv_query_gid_ex(self.as_raw(), u32::from(port), index, entry.as_mut_ptr(), 0)
+        };
+        match rc {
+            0 => {
+                // SAFETY: zero-initialised plain data, filled by the query.
+                Ok(Some(GidEntry::from_raw(unsafe { &entry.assume_init() })))
+            }
+            libc::ENODATA => Ok(None),
+            rc => Err(Error::from_rc("ibv_query_gid_ex", rc)),
+        }
+    }
+
+    /// The number of completion vectors (interrupts) CQs can use.
+    pub fn num_comp_vectors(&self) -> i32 {
+        // SAFETY: an open context; the field is set when it is opened.
+        unsafe { (*self.as_raw()).num_comp_vectors }
+    }
+
+    /// The device's sysfs directory (`/sys/class/infiniband/rxe0`), where
+    /// attributes such as `board_id` live.
+    pub fn ibdev_path(&self) -> std::path::PathBuf {
+        // SAFETY: an open context points to its device, whose ibdev_path is
+        // a NUL-terminated array inside it.
+        let path = unsafe { CStr::from_ptr((*(*self.as_raw()).device).ibdev_path.as_ptr()) };
+        std::path::PathBuf::from(path.to_string_lossy().into_owned())
     }
 
     /// Every valid GID of every port, with its type and netdev.
