@@ -79,6 +79,25 @@ impl CompletionChannel {
     }
 }
 
+/// Sets or clears `O_NONBLOCK` on an fd owned by an rdma-core object.
+pub(crate) fn set_nonblocking(fd: RawFd, nonblocking: bool) -> Result<()> {
+    // SAFETY: fcntl on an open fd that the caller's object owns.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(Error::last("fcntl"));
+    }
+    let flags = if nonblocking {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags) } < 0 {
+        return Err(Error::last("fcntl"));
+    }
+    Ok(())
+}
+
 impl AsRawFd for CompletionChannel {
     fn as_raw_fd(&self) -> RawFd {
         // SAFETY: a live channel; `fd` is set at creation.

@@ -39,11 +39,14 @@
 pub use ibverbs_sys as sys;
 
 mod ah;
+#[cfg(feature = "tokio")]
+mod async_io;
 mod channel;
 mod context;
 mod cq;
 mod device;
 mod error;
+mod event;
 mod gid;
 pub mod mad;
 pub mod mr;
@@ -55,11 +58,14 @@ mod wc;
 mod wr;
 
 pub use ah::AddressHandle;
+#[cfg(feature = "tokio")]
+pub use async_io::{AsyncCompletionQueue, AsyncEvents};
 pub use channel::CompletionChannel;
 pub use context::{Context, DeviceAttr, PortAttr, PortState};
 pub use cq::{CompletionQueue, CqBuilder, ExCompletion, ExPoll};
 pub use device::{Device, DeviceList, NodeType, TransportType};
 pub use error::{Error, Result};
+pub use event::{AsyncEvent, AsyncEventElement, AsyncEventFd, AsyncEventKind};
 pub use gid::{Gid, GidEntry, GidType};
 pub use mr::{AccessFlags, MemoryRegion, RemoteMemory, Sge};
 pub use pd::ProtectionDomain;

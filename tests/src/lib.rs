@@ -44,7 +44,7 @@ impl Error for Failure {}
 /// Returns early from a test with a formatted failure.
 #[macro_export]
 macro_rules! fail {
-    ($($t:tt)*) => { return Err(Box::new($crate::Failure(format!($($t)*)))) };
+    ($($t:tt)*) => { return Err(::std::convert::From::from($crate::Failure(format!($($t)*)))) };
 }
 
 /// Fails the test unless the condition holds.

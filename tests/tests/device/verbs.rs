@@ -820,6 +820,119 @@ pub fn bad_input_gives_typed_errors(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+pub fn async_completions_lose_no_wakeup_under_load(env: &TestEnv) -> TestResult {
+    const N: u64 = 2000;
+    let ctx = open(env)?;
+    let ch = CompletionChannel::new(&ctx)?;
+    // A pair whose receiver's CQ reports events on `ch`.
+    let pd = ProtectionDomain::new(&ctx)?;
+    let send_cq = CompletionQueue::new(&ctx, 256)?;
+    let recv_cq = CompletionQueue::builder(&ctx)
+        .cqe(256)
+        .channel(&ch)
+        .build()?;
+    let caps = QpCaps {
+        max_send_wr: 128,
+        max_recv_wr: 128,
+        ..QpCaps::default()
+    };
+    let a = QueuePair::builder(&pd, QpType::Rc, &send_cq)
+        .caps(caps)
+        .build()?;
+    let b = QueuePair::builder(&pd, QpType::Rc, &recv_cq)
+        .caps(caps)
+        .build()?;
+    let mr_a = MemoryRegion::new(&pd, 8, ACCESS)?;
+    let mr_b = MemoryRegion::new(&pd, 128 * 8, ACCESS)?;
+    let _conn = match env.provider {
+        Provider::Rxe => {
+            let (gid, idx) = roce_gid(&ctx, env)?;
+            for (qp, remote) in [(&a, b.qp_num()), (&b, a.qp_num())] {
+                qp.to_init(&InitAttr {
+                    access: ACCESS,
+                    ..InitAttr::new(1)
+                })?;
+                qp.to_rtr(Some(&RtrAttr {
+                    remote_qpn: remote,
+                    rq_psn: 0,
+                    mtu: Mtu::Mtu1024,
+                    path: Path::to_gid(gid, idx, 1),
+                    max_dest_rd_atomic: 1,
+                    min_rnr_timer: 1,
+                }))?;
+                qp.to_rts(&RtsAttr::default())?;
+            }
+            None
+        }
+        Provider::Siw => Some(cm::connect(env, &a, &b)?),
+    };
+    let slots: Vec<_> = (0..128)
+        .map(|i| mr_b.sge(i * 8..i * 8 + 8))
+        .collect::<Result<_, _>>()?;
+    for (i, s) in slots.iter().enumerate() {
+        b.post_recv(&mut [RecvWr::new(i as u64, std::slice::from_ref(s))])?;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let acq = rt.block_on(async { rdma::AsyncCompletionQueue::new(recv_cq.clone()) })?;
+    let send_sge = [mr_a.sge(0..8)?];
+    let received = rt.block_on(async {
+        let mut received = 0u64;
+        let mut sent = 0u64;
+        let mut buf = [MaybeUninit::<WorkCompletion>::uninit(); 32];
+        let mut sbuf = [MaybeUninit::<WorkCompletion>::uninit(); 32];
+        while received < N {
+            // Keep up to 64 messages in flight (the receiver has 128 slots).
+            while sent < N && sent - received < 64 {
+                mr_a.write(0, &sent.to_le_bytes())?;
+                a.post_send(&mut [SendWr::send(sent, &send_sge).signaled()])?;
+                // Wait for the send so the 8 source bytes can be rewritten.
+                wait(&send_cq, 1)?;
+                sent += 1;
+            }
+            let wcs = tokio::time::timeout(Duration::from_secs(20), acq.poll(&mut buf))
+                .await
+                .map_err(|_| {
+                    format!("no completion within 20 s after {received} messages: a lost wake-up")
+                })??;
+            for wc in wcs.iter() {
+                check!(wc.is_success(), "{wc:?}");
+                let slot = wc.wr_id() as usize;
+                let v =
+                    u64::from_le_bytes(mr_b.to_vec(slot * 8..slot * 8 + 8)?.try_into().unwrap());
+                check!(
+                    v == received,
+                    "message {received} arrived as {v}: lost or reordered"
+                );
+                received += 1;
+                b.post_recv(&mut [RecvWr::new(slot as u64, std::slice::from_ref(&slots[slot]))])?;
+            }
+            let _ = send_cq.poll(&mut sbuf)?;
+        }
+        Ok::<u64, Box<dyn std::error::Error>>(received)
+    })?;
+    check!(received == N);
+    Ok(Outcome::Passed)
+}
+
+pub fn async_events_stay_quiet_without_errors(env: &TestEnv) -> TestResult {
+    let ctx = open(env)?;
+    ctx.set_async_nonblocking(true)?;
+    check!(
+        ctx.get_async_event()?.is_none(),
+        "an async event before any error"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let events = rt.block_on(async { rdma::AsyncEvents::new(&ctx) })?;
+    let none = rt
+        .block_on(async { tokio::time::timeout(Duration::from_millis(200), events.next()).await });
+    check!(none.is_err(), "an async event out of nowhere: {none:?}");
+    Ok(Outcome::Passed)
+}
+
 /// The tests of this module.
 pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
@@ -857,5 +970,13 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "verbs::bad_input_gives_typed_errors",
         run: bad_input_gives_typed_errors,
+    },
+    rdma_tests::Test {
+        name: "verbs::async_completions_lose_no_wakeup_under_load",
+        run: async_completions_lose_no_wakeup_under_load,
+    },
+    rdma_tests::Test {
+        name: "verbs::async_events_stay_quiet_without_errors",
+        run: async_events_stay_quiet_without_errors,
     },
 ];

@@ -1,0 +1,132 @@
+//! tokio integration (feature `tokio`): awaiting completions and
+//! asynchronous events without blocking a runtime thread.
+//!
+//! Each type registers an rdma-core file descriptor with tokio's reactor
+//! ([`AsyncFd`]), sets it non-blocking, and on readiness drains it until
+//! `EAGAIN` before clearing the readiness, so no wake-up is lost. The
+//! blocking API stays available on the wrapped objects.
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, RawFd};
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use crate::event::AsyncEventFd;
+use crate::{
+    AsyncEvent, CompletionChannel, CompletionQueue, Context, Error, Result, WorkCompletion,
+};
+
+impl AsRawFd for ChannelFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// A completion channel as the reactor's fd owner: it keeps the fd open.
+struct ChannelFd(CompletionChannel);
+
+fn io_error(verb: &'static str, e: std::io::Error) -> Error {
+    Error::new(verb, e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// A completion queue whose completions can be awaited.
+///
+/// The queue needs a completion channel of its own: a channel's fd can be
+/// registered with the reactor only once.
+pub struct AsyncCompletionQueue {
+    fd: AsyncFd<ChannelFd>,
+    cq: CompletionQueue,
+}
+
+impl AsyncCompletionQueue {
+    /// Wraps `cq`, which must have been created with a channel. Must be
+    /// called inside a tokio runtime.
+    pub fn new(cq: CompletionQueue) -> Result<AsyncCompletionQueue> {
+        let ch = cq.channel().ok_or_else(|| {
+            Error::invalid(
+                "AsyncCompletionQueue::new",
+                "the CQ has no completion channel",
+            )
+        })?;
+        ch.set_nonblocking(true)?;
+        // SAFETY: the channel's fd stays open, and the same, for as long as
+        // the ChannelFd (which owns a handle to the channel) lives.
+        let fd =
+            unsafe { AsyncFd::register_with_interest(ChannelFd(ch.clone()), Interest::READABLE) }
+                .map_err(|e| io_error("AsyncFd::register", e.into()))?;
+        Ok(AsyncCompletionQueue { fd, cq })
+    }
+
+    /// The wrapped queue, for polling without waiting.
+    pub fn cq(&self) -> &CompletionQueue {
+        &self.cq
+    }
+
+    /// Waits until at least one completion is available and polls up to
+    /// `out.len()` of them into caller-owned storage.
+    pub async fn poll<'a>(
+        &self,
+        out: &'a mut [MaybeUninit<WorkCompletion>],
+    ) -> Result<&'a mut [WorkCompletion]> {
+        let n = loop {
+            let n = self.cq.poll(out)?.len();
+            if n > 0 {
+                break n;
+            }
+            // Arm, then look again: a completion that arrived before the arm
+            // raises no event.
+            self.cq.req_notify(false)?;
+            let n = self.cq.poll(out)?.len();
+            if n > 0 {
+                break n;
+            }
+            let mut guard = self
+                .fd
+                .readable()
+                .await
+                .map_err(|e| io_error("AsyncFd::readable", e))?;
+            // Drain every pending event, then clear the readiness; tokio keeps
+            // a readiness that arrived meanwhile.
+            while self.cq.get_event()? {}
+            guard.clear_ready();
+        };
+        // SAFETY: the last `poll` initialised the first `n` entries of `out`
+        // (WorkCompletion is plain data, layout-identical to ibv_wc).
+        Ok(unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast(), n) })
+    }
+}
+
+/// The asynchronous events of a context, awaitable.
+pub struct AsyncEvents {
+    fd: AsyncFd<AsyncEventFd>,
+}
+
+impl AsyncEvents {
+    /// Registers the context's event fd. Must be called inside a tokio runtime.
+    pub fn new(ctx: &Context) -> Result<AsyncEvents> {
+        ctx.set_async_nonblocking(true)?;
+        // SAFETY: the context's async fd stays open, and the same, for as
+        // long as the AsyncEventFd (which owns a handle to the context) lives.
+        let fd = unsafe {
+            AsyncFd::register_with_interest(AsyncEventFd(ctx.clone()), Interest::READABLE)
+        }
+        .map_err(|e| io_error("AsyncFd::register", e.into()))?;
+        Ok(AsyncEvents { fd })
+    }
+
+    /// The next event.
+    pub async fn next(&self) -> Result<AsyncEvent> {
+        loop {
+            let mut guard = self
+                .fd
+                .readable()
+                .await
+                .map_err(|e| io_error("AsyncFd::readable", e))?;
+            match self.fd.get_ref().0.get_async_event()? {
+                Some(event) => return Ok(event),
+                None => guard.clear_ready(),
+            }
+        }
+    }
+}
