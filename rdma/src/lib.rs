@@ -50,6 +50,7 @@ mod event;
 mod gid;
 pub mod mad;
 pub mod mr;
+mod mw;
 mod pd;
 mod qp;
 mod srq;
@@ -68,7 +69,14 @@ pub use error::{Error, Result};
 pub use event::{AsyncEvent, AsyncEventElement, AsyncEventFd, AsyncEventKind};
 pub use gid::{Gid, GidEntry, GidType};
 pub use mr::{AccessFlags, MemoryRegion, RemoteMemory, Sge};
+pub use mw::{MemoryWindow, MwType};
 pub use pd::ProtectionDomain;
+
+/// The next rkey of a type 2 memory window: the same key with its low byte
+/// (the tag) incremented, as `ibv_inc_rkey`.
+pub fn inc_rkey(rkey: u32) -> u32 {
+    (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
+}
 pub use qp::{
     InitAttr, Mtu, Path, QpBuilder, QpCaps, QpState, QpType, QueuePair, RtrAttr, RtsAttr, SendOps,
     WrBatch,

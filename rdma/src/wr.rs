@@ -156,6 +156,39 @@ impl<'a> SendWr<'a> {
         wr
     }
 
+    /// Binds type 2 window `mw` to `range` of `mr` with remote `access` and
+    /// the new key `rkey` (usually [`inc_rkey`](crate::inc_rkey) of the
+    /// window's current one). Returns the request and what a peer needs.
+    pub fn bind_mw(
+        wr_id: u64,
+        mw: &'a crate::MemoryWindow,
+        rkey: u32,
+        mr: &'a crate::MemoryRegion,
+        range: impl std::ops::RangeBounds<usize>,
+        access: crate::AccessFlags,
+    ) -> crate::Result<(SendWr<'a>, RemoteMemory)> {
+        let remote = mr.remote(range)?;
+        let mut wr = Self::with_opcode(wr_id, sys::IBV_WR_BIND_MW, &[]);
+        wr.raw.__bindgen_anon_2.bind_mw = sys::ibv_send_wr__bindgen_ty_4__bindgen_ty_1 {
+            mw: mw.as_raw(),
+            rkey,
+            bind_info: sys::ibv_mw_bind_info {
+                mr: mr.as_raw(),
+                addr: remote.addr,
+                length: remote.len,
+                mw_access_flags: access.bits(),
+            },
+        };
+        Ok((wr, RemoteMemory { rkey, ..remote }))
+    }
+
+    /// A local invalidate of `rkey` (a type 2 window's key).
+    pub fn local_invalidate(wr_id: u64, rkey: u32) -> SendWr<'a> {
+        let mut wr = Self::with_opcode(wr_id, sys::IBV_WR_LOCAL_INV, &[]);
+        wr.raw.__bindgen_anon_1.invalidate_rkey = rkey;
+        wr
+    }
+
     fn set_rdma(&mut self, remote: RemoteMemory) {
         self.raw.wr.rdma = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
             remote_addr: remote.addr,

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use rdma::{
     AccessFlags, AddressHandle, CompletionChannel, CompletionQueue, Context, DeviceList, Gid,
-    InitAttr, MemoryRegion, Mtu, Path, ProtectionDomain, QpCaps, QpState, QpType, QueuePair,
-    RecvWr, RtrAttr, RtsAttr, SendFlags, SendOps, SendWr, SharedReceiveQueue, WcOpcode, WcStatus,
-    WorkCompletion,
+    InitAttr, MemoryRegion, MemoryWindow, Mtu, MwType, Path, ProtectionDomain, QpCaps, QpState,
+    QpType, QueuePair, RecvWr, RtrAttr, RtsAttr, SendFlags, SendOps, SendWr, SharedReceiveQueue,
+    WcOpcode, WcStatus, WorkCompletion,
 };
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
@@ -933,6 +933,74 @@ pub fn async_events_stay_quiet_without_errors(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+pub fn memory_windows_grant_remote_writes(env: &TestEnv) -> TestResult {
+    if env.provider == Provider::Siw {
+        return Ok(Outcome::Skipped("iWARP (siw) has no memory windows".into()));
+    }
+    let p = Pair::new(env, false, QpCaps::default())?;
+    let mr = MemoryRegion::new(&p.pd, 4096, ACCESS | AccessFlags::MW_BIND)?;
+    p.mr_a.write(0, b"through a type 1 window")?;
+    p.mr_a.write(100, b"through a type 2 window")?;
+
+    let mut mw1 = match MemoryWindow::new(&p.pd, MwType::Type1) {
+        Ok(mw) => mw,
+        Err(e) if e.errno() == libc::EOPNOTSUPP => {
+            return Ok(Outcome::Skipped(format!("no memory windows: {e}")))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let before = mw1.rkey();
+    let remote1 = mw1.bind(&p.qp_b, 50, true, &mr, 0..1024, AccessFlags::REMOTE_WRITE)?;
+    let wc = wait(&p.cq_b, 1)?[0];
+    check!(
+        wc.opcode() == WcOpcode::BindMw && wc.wr_id() == 50,
+        "{wc:?}"
+    );
+    check!(
+        remote1.rkey == mw1.rkey() && remote1.rkey != mr.rkey(),
+        "type 1 bind rkey {before:#x} -> {:#x}",
+        remote1.rkey
+    );
+    let s1 = [p.mr_a.sge(0..23)?];
+    p.qp_a
+        .post_send(&mut [SendWr::rdma_write(51, &s1, remote1.slice(10, 23)?).signaled()])?;
+    wait(&p.cq_a, 1)?;
+    check!(
+        mr.to_vec(10..33)? == b"through a type 1 window",
+        "write through the type 1 window differs"
+    );
+
+    let mw2 = MemoryWindow::new(&p.pd, MwType::Type2)?;
+    let (bind, remote2) = SendWr::bind_mw(
+        60,
+        &mw2,
+        rdma::inc_rkey(mw2.rkey()),
+        &mr,
+        2048..3072,
+        AccessFlags::REMOTE_WRITE,
+    )?;
+    p.qp_b.post_send(&mut [bind.signaled()])?;
+    let wc = wait(&p.cq_b, 1)?[0];
+    check!(
+        wc.opcode() == WcOpcode::BindMw && wc.wr_id() == 60,
+        "{wc:?}"
+    );
+    let s2 = [p.mr_a.sge(100..123)?];
+    p.qp_a
+        .post_send(&mut [SendWr::rdma_write(61, &s2, remote2.slice(0, 23)?).signaled()])?;
+    wait(&p.cq_a, 1)?;
+    check!(
+        mr.to_vec(2048..2071)? == b"through a type 2 window",
+        "write through the type 2 window differs"
+    );
+    // Invalidating the type 2 window's key locally succeeds.
+    p.qp_b
+        .post_send(&mut [SendWr::local_invalidate(62, remote2.rkey).signaled()])?;
+    let wc = wait(&p.cq_b, 1)?[0];
+    check!(wc.opcode() == WcOpcode::LocalInvalidate, "{wc:?}");
+    Ok(Outcome::Passed)
+}
+
 /// The tests of this module.
 pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
@@ -978,5 +1046,9 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "verbs::async_events_stay_quiet_without_errors",
         run: async_events_stay_quiet_without_errors,
+    },
+    rdma_tests::Test {
+        name: "verbs::memory_windows_grant_remote_writes",
+        run: memory_windows_grant_remote_writes,
     },
 ];
