@@ -236,3 +236,31 @@ pub fn run(tests: &[Test]) -> ExitCode {
         ExitCode::FAILURE
     }
 }
+
+/// The kernel's resource counts of `device` (`rdma resource show`): pd, cq,
+/// qp, cm_id, mr, ctx, srq. Used to prove that objects are released.
+pub fn resource_counts(device: &str) -> Result<std::collections::BTreeMap<String, u64>, Box<dyn Error>> {
+    let out = std::process::Command::new("rdma").args(["resource", "show"]).output()?;
+    if !out.status.success() {
+        return Err(Box::new(Failure(format!(
+            "`rdma resource show` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ))));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Lines look like `0: rxe0: pd 1 cq 2 qp 2 cm_id 0 mr 1 ctx 1 srq 0`.
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(_), Some(name)) = (words.next(), words.next()) else { continue };
+        if name.trim_end_matches(':') != device {
+            continue;
+        }
+        let rest: Vec<&str> = words.collect();
+        let counts = rest
+            .chunks(2)
+            .filter_map(|kv| Some((kv.first()?.to_string(), kv.get(1)?.parse().ok()?)))
+            .collect();
+        return Ok(counts);
+    }
+    Err(Box::new(Failure(format!("`rdma resource show` has no line for {device}: {text}"))))
+}

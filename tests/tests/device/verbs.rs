@@ -79,6 +79,42 @@ fn roce_gid(ctx: &Context, env: &TestEnv) -> R<(Gid, u8)> {
     }
 }
 
+/// Connects two RC QPs of one device: by hand on RoCE, through rdma_cm on
+/// iWARP (the returned connection must outlive the QPs' use).
+fn connect_rc(
+    env: &TestEnv,
+    ctx: &Context,
+    a: &QueuePair,
+    b: &QueuePair,
+) -> R<Option<cm::Connection>> {
+    match env.provider {
+        Provider::Rxe => {
+            let (gid, idx) = roce_gid(ctx, env)?;
+            let mtu = Mtu::from_bytes(ctx.query_port(1)?.active_mtu()).unwrap_or(Mtu::Mtu1024);
+            for (qp, remote) in [(a, b.qp_num()), (b, a.qp_num())] {
+                qp.to_init(&InitAttr {
+                    access: ACCESS,
+                    ..InitAttr::new(1)
+                })?;
+                qp.to_rtr(Some(&RtrAttr {
+                    remote_qpn: remote,
+                    rq_psn: 0,
+                    mtu,
+                    path: Path::to_gid(gid, idx, 1),
+                    max_dest_rd_atomic: 4,
+                    min_rnr_timer: 12,
+                }))?;
+                qp.to_rts(&RtsAttr {
+                    max_rd_atomic: 4,
+                    ..RtsAttr::default()
+                })?;
+            }
+            Ok(None)
+        }
+        Provider::Siw => Ok(Some(cm::connect(env, a, b)?)),
+    }
+}
+
 /// Two connected RC queue pairs on one device, each with its CQ and region.
 struct Pair {
     ctx: Context,
@@ -119,32 +155,7 @@ impl Pair {
             .build()?;
         let mr_a = MemoryRegion::new(&pd, 16384, ACCESS)?;
         let mr_b = MemoryRegion::new(&pd, 16384, ACCESS)?;
-        let cm = match env.provider {
-            Provider::Rxe => {
-                let (gid, idx) = roce_gid(&ctx, env)?;
-                let mtu = Mtu::from_bytes(ctx.query_port(1)?.active_mtu()).unwrap_or(Mtu::Mtu1024);
-                for (qp, remote) in [(&qp_a, qp_b.qp_num()), (&qp_b, qp_a.qp_num())] {
-                    qp.to_init(&InitAttr {
-                        access: ACCESS,
-                        ..InitAttr::new(1)
-                    })?;
-                    qp.to_rtr(Some(&RtrAttr {
-                        remote_qpn: remote,
-                        rq_psn: 0,
-                        mtu,
-                        path: Path::to_gid(gid, idx, 1),
-                        max_dest_rd_atomic: 4,
-                        min_rnr_timer: 12,
-                    }))?;
-                    qp.to_rts(&RtsAttr {
-                        max_rd_atomic: 4,
-                        ..RtsAttr::default()
-                    })?;
-                }
-                None
-            }
-            Provider::Siw => Some(cm::connect(env, &qp_a, &qp_b)?),
-        };
+        let cm = connect_rc(env, &ctx, &qp_a, &qp_b)?;
         Ok(Pair {
             ctx,
             pd,
@@ -323,6 +334,17 @@ mod cm {
 }
 
 pub fn objects_drop_in_any_order(env: &TestEnv) -> TestResult {
+    let before = rdma_tests::resource_counts(&env.device)?;
+    drop_in_any_order(env)?;
+    let after = rdma_tests::resource_counts(&env.device)?;
+    check!(
+        before == after,
+        "kernel resources leaked: before {before:?}, after {after:?}"
+    );
+    Ok(Outcome::Passed)
+}
+
+fn drop_in_any_order(env: &TestEnv) -> TestResult {
     // Parents dropped first: children keep them alive.
     let ctx = open(env)?;
     let pd = ProtectionDomain::new(&ctx)?;
@@ -666,23 +688,9 @@ pub fn srq_feeds_two_queue_pairs(env: &TestEnv) -> TestResult {
     let receivers: Vec<QueuePair> = (0..2)
         .map(|_| QueuePair::builder(&pd, QpType::Rc, &cq).srq(&srq).build())
         .collect::<Result<_, _>>()?;
-    let (gid, idx) = roce_gid(&ctx, env)?;
+    let mut _conns = Vec::new();
     for (s, r) in senders.iter().zip(&receivers) {
-        for (qp, remote) in [(s, r.qp_num()), (r, s.qp_num())] {
-            qp.to_init(&InitAttr {
-                access: ACCESS,
-                ..InitAttr::new(1)
-            })?;
-            qp.to_rtr(Some(&RtrAttr {
-                remote_qpn: remote,
-                rq_psn: 0,
-                mtu: Mtu::Mtu1024,
-                path: Path::to_gid(gid, idx, 1),
-                max_dest_rd_atomic: 1,
-                min_rnr_timer: 12,
-            }))?;
-            qp.to_rts(&RtsAttr::default())?;
-        }
+        _conns.push(connect_rc(env, &ctx, s, r)?);
     }
     let sges: Vec<_> = (0..2)
         .map(|i| mr.sge(2048 + i * 512..2048 + (i + 1) * 512))
@@ -844,28 +852,7 @@ pub fn async_completions_lose_no_wakeup_under_load(env: &TestEnv) -> TestResult 
         .build()?;
     let mr_a = MemoryRegion::new(&pd, 8, ACCESS)?;
     let mr_b = MemoryRegion::new(&pd, 128 * 8, ACCESS)?;
-    let _conn = match env.provider {
-        Provider::Rxe => {
-            let (gid, idx) = roce_gid(&ctx, env)?;
-            for (qp, remote) in [(&a, b.qp_num()), (&b, a.qp_num())] {
-                qp.to_init(&InitAttr {
-                    access: ACCESS,
-                    ..InitAttr::new(1)
-                })?;
-                qp.to_rtr(Some(&RtrAttr {
-                    remote_qpn: remote,
-                    rq_psn: 0,
-                    mtu: Mtu::Mtu1024,
-                    path: Path::to_gid(gid, idx, 1),
-                    max_dest_rd_atomic: 1,
-                    min_rnr_timer: 1,
-                }))?;
-                qp.to_rts(&RtsAttr::default())?;
-            }
-            None
-        }
-        Provider::Siw => Some(cm::connect(env, &a, &b)?),
-    };
+    let _conn = connect_rc(env, &ctx, &a, &b)?;
     let slots: Vec<_> = (0..128)
         .map(|i| mr_b.sge(i * 8..i * 8 + 8))
         .collect::<Result<_, _>>()?;
