@@ -988,6 +988,64 @@ pub fn memory_windows_grant_remote_writes(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+pub fn uc_send_and_write(env: &TestEnv) -> TestResult {
+    if env.provider == Provider::Siw {
+        return Ok(Outcome::Skipped("iWARP (siw) has no UC queue pairs".into()));
+    }
+    let ctx = open(env)?;
+    let pd = ProtectionDomain::new(&ctx)?;
+    let cq = CompletionQueue::new(&ctx, 16)?;
+    let a = QueuePair::builder(&pd, QpType::Uc, &cq).build()?;
+    let b = QueuePair::builder(&pd, QpType::Uc, &cq).build()?;
+    let mr = MemoryRegion::new(
+        &pd,
+        4096,
+        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+    )?;
+    let (gid, idx) = roce_gid(&ctx, env)?;
+    for (qp, remote) in [(&a, b.qp_num()), (&b, a.qp_num())] {
+        qp.to_init(&InitAttr {
+            access: AccessFlags::REMOTE_WRITE,
+            ..InitAttr::new(1)
+        })?;
+        qp.to_rtr(Some(&RtrAttr {
+            remote_qpn: remote,
+            rq_psn: 0,
+            mtu: Mtu::Mtu1024,
+            path: Path::to_gid(gid, idx, 1),
+            max_dest_rd_atomic: 0,
+            min_rnr_timer: 0,
+        }))?;
+        qp.to_rts(&RtsAttr::default())?;
+    }
+    check!(a.state()? == QpState::Rts && b.state()? == QpState::Rts);
+    mr.write(0, b"unreliable connected")?;
+    let rs = [mr.sge(1024..2048)?];
+    b.post_recv(&mut [RecvWr::new(1, &rs)])?;
+    let ss = [mr.sge(0..20)?];
+    a.post_send(&mut [SendWr::send(2, &ss).signaled()])?;
+    let wcs = wait(&cq, 2)?;
+    check!(
+        wcs.iter()
+            .any(|w| w.opcode() == WcOpcode::Recv && w.byte_len() == 20),
+        "{wcs:?}"
+    );
+    check!(
+        mr.to_vec(1024..1044)? == b"unreliable connected",
+        "UC SEND data differs"
+    );
+    a.post_send(&mut [SendWr::rdma_write(3, &ss, mr.remote(3000..3020)?).signaled()])?;
+    check!(wait(&cq, 1)?[0].opcode() == WcOpcode::RdmaWrite);
+    // UC has no acknowledgements: the write is complete at the sender when
+    // sent; wait (bounded) until the bytes land.
+    let start = Instant::now();
+    while mr.to_vec(3000..3020)? != b"unreliable connected" {
+        check!(start.elapsed() < TIMEOUT, "UC WRITE data never arrived");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(Outcome::Passed)
+}
+
 /// The tests of this module.
 pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
@@ -1037,5 +1095,9 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "verbs::memory_windows_grant_remote_writes",
         run: memory_windows_grant_remote_writes,
+    },
+    rdma_tests::Test {
+        name: "verbs::uc_send_and_write",
+        run: uc_send_and_write,
     },
 ];
