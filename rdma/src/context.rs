@@ -18,6 +18,9 @@ pub struct Context {
 
 struct Inner {
     raw: NonNull<sys::ibv_context>,
+    /// Whether this value closes the context: false for the contexts that
+    /// librdmacm opens for its ids and closes itself.
+    owned: bool,
 }
 
 // SAFETY: libibverbs contexts are thread-safe: every verb on a context may be
@@ -28,9 +31,11 @@ unsafe impl Sync for Inner {}
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // SAFETY: the context is closed once, when nothing uses it any more.
-        // A failure cannot be acted on here; it is ignored, never a panic.
-        unsafe { sys::ibv_close_device(self.raw.as_ptr()) };
+        if self.owned {
+            // SAFETY: the context is closed once, when nothing uses it any
+            // more. A failure cannot be acted on here; it is ignored.
+            unsafe { sys::ibv_close_device(self.raw.as_ptr()) };
+        }
     }
 }
 
@@ -41,7 +46,20 @@ impl Context {
     /// `raw` must be an open context that nothing else will close.
     pub unsafe fn from_raw(raw: NonNull<sys::ibv_context>) -> Context {
         Context {
-            inner: Arc::new(Inner { raw }),
+            inner: Arc::new(Inner { raw, owned: true }),
+        }
+    }
+
+    /// A context that librdmacm opened for a CM id: this value never closes it.
+    ///
+    /// # Safety
+    /// `raw` must be a context librdmacm keeps open for the life of the
+    /// returned value and everything created from it (librdmacm keeps a
+    /// device's context open until the library is unloaded or the device is
+    /// removed).
+    pub(crate) unsafe fn from_rdmacm(raw: NonNull<sys::ibv_context>) -> Context {
+        Context {
+            inner: Arc::new(Inner { raw, owned: false }),
         }
     }
 

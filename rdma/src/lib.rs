@@ -42,6 +42,7 @@ mod ah;
 #[cfg(feature = "tokio")]
 mod async_io;
 mod channel;
+pub mod cm;
 mod context;
 mod cq;
 mod device;

@@ -5,6 +5,7 @@
 //! module lists its tests in a `TESTS` table.
 
 mod cm;
+mod cmid;
 mod enumerate;
 mod extended;
 mod rc;
@@ -17,6 +18,7 @@ fn main() -> std::process::ExitCode {
         rc::TESTS,
         extended::TESTS,
         cm::TESTS,
+        cmid::TESTS,
         umad::TESTS,
         verbs::TESTS,
     ]

@@ -1,0 +1,247 @@
+//! The safe connection manager of `rdma` (rdma::cm) on rxe and siw.
+
+use std::mem::MaybeUninit;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use rdma::cm::{CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
+use rdma::{
+    AccessFlags, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType, RecvWr, SendWr,
+    WcOpcode, WorkCompletion,
+};
+use rdma_tests::{check, fail, Outcome, TestEnv, TestResult};
+
+type R<T> = Result<T, Box<dyn std::error::Error>>;
+const T: Duration = Duration::from_secs(10);
+
+/// One side of a CM connection with its verbs resources.
+struct Side {
+    id: CmId,
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    _pd: ProtectionDomain,
+}
+
+fn resources(id: &mut CmId) -> R<(ProtectionDomain, CompletionQueue, MemoryRegion)> {
+    let ctx = id.context().ok_or("id has no device")?;
+    let pd = ProtectionDomain::new(&ctx)?;
+    let cq = CompletionQueue::new(&ctx, 32)?;
+    let mr = MemoryRegion::new(
+        &pd,
+        4096,
+        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+    )?;
+    id.create_qp(&pd, QpType::Rc, &cq, &cq, QpCaps::default())?;
+    Ok((pd, cq, mr))
+}
+
+fn wait(cq: &CompletionQueue) -> R<WorkCompletion> {
+    let start = Instant::now();
+    let mut buf = [MaybeUninit::uninit(); 1];
+    loop {
+        if let Some(wc) = cq.poll(&mut buf)?.first() {
+            check!(wc.is_success(), "{wc:?}");
+            return Ok(*wc);
+        }
+        check!(start.elapsed() < T, "no completion within {T:?}");
+        std::thread::yield_now();
+    }
+}
+
+/// A listener on the device's IPv4 address, an ephemeral port.
+fn listener(env: &TestEnv, ch: &EventChannel) -> R<(CmId, SocketAddr)> {
+    let id = CmId::new(ch, PortSpace::Tcp)?;
+    id.bind(SocketAddr::new(IpAddr::V4(env.ipv4), 0))?;
+    id.listen(8)?;
+    let addr = id.local_addr().ok_or("listener has no address")?;
+    check!(addr.port() != 0, "no port bound");
+    Ok((id, addr))
+}
+
+/// Client resolves and connects with `data`; returns the client id and the
+/// server's connect-request event data.
+fn start_connect(ch_c: &EventChannel, to: SocketAddr, data: &[u8]) -> R<Side> {
+    let mut id = CmId::new(ch_c, PortSpace::Tcp)?;
+    id.resolve_addr(None, to, Duration::from_secs(2))?;
+    ch_c.expect(&id, CmEventKind::AddrResolved, T)?;
+    id.resolve_route(Duration::from_secs(2))?;
+    ch_c.expect(&id, CmEventKind::RouteResolved, T)?;
+    let (pd, cq, mr) = resources(&mut id)?;
+    id.connect(&ConnParam::new().with_private_data(data))?;
+    Ok(Side {
+        id,
+        cq,
+        mr,
+        _pd: pd,
+    })
+}
+
+pub fn connect_send_and_disconnect(env: &TestEnv) -> TestResult {
+    let (ch_s, ch_c) = (EventChannel::new()?, EventChannel::new()?);
+    let (listen, addr) = listener(env, &ch_s)?;
+    let client = start_connect(&ch_c, addr, b"hello from the client")?;
+
+    let mut req = ch_s.expect(&listen, CmEventKind::ConnectRequest, T)?;
+    check!(
+        req.private_data().starts_with(b"hello from the client"),
+        "request private data {:?}",
+        req.private_data()
+    );
+    let mut sid = req.take_new_id().ok_or("connect request without an id")?;
+    check!(
+        sid.peer_addr().map(|a| a.ip()) == Some(IpAddr::V4(env.ipv4)),
+        "peer {:?}",
+        sid.peer_addr()
+    );
+    let (pd, cq, mr) = resources(&mut sid)?;
+    let server = Side {
+        id: sid,
+        cq,
+        mr,
+        _pd: pd,
+    };
+    let rs = [server.mr.sge(0..256)?];
+    server
+        .id
+        .qp()
+        .ok_or("no QP")?
+        .post_recv(&mut [RecvWr::new(1, &rs)])?;
+    server
+        .id
+        .accept(&ConnParam::new().with_private_data(b"welcome"))?;
+    let est = ch_c.expect(&client.id, CmEventKind::Established, T)?;
+    check!(
+        est.private_data().starts_with(b"welcome"),
+        "accept private data {:?}",
+        est.private_data()
+    );
+    ch_s.expect(&server.id, CmEventKind::Established, T)?;
+
+    client.mr.write(0, b"payload through a CM connection")?;
+    let ss = [client.mr.sge(0..31)?];
+    client
+        .id
+        .qp()
+        .ok_or("no QP")?
+        .post_send(&mut [SendWr::send(2, &ss).signaled()])?;
+    check!(wait(&client.cq)?.opcode() == WcOpcode::Send);
+    let wc = wait(&server.cq)?;
+    check!(
+        wc.opcode() == WcOpcode::Recv && wc.byte_len() == 31,
+        "{wc:?}"
+    );
+    check!(
+        server.mr.to_vec(0..31)? == b"payload through a CM connection",
+        "data differs"
+    );
+
+    client.id.disconnect()?;
+    ch_s.expect(&server.id, CmEventKind::Disconnected, T)?;
+    server.id.disconnect()?;
+    ch_c.expect(&client.id, CmEventKind::Disconnected, T)?;
+    drop(listen);
+    Ok(Outcome::Passed)
+}
+
+pub fn reject_carries_private_data(env: &TestEnv) -> TestResult {
+    let (ch_s, ch_c) = (EventChannel::new()?, EventChannel::new()?);
+    let (listen, addr) = listener(env, &ch_s)?;
+    let client = start_connect(&ch_c, addr, b"let me in")?;
+    let mut req = ch_s.expect(&listen, CmEventKind::ConnectRequest, T)?;
+    let sid = req.take_new_id().ok_or("connect request without an id")?;
+    sid.reject(b"go away")?;
+    let ev = ch_c.wait_event(T)?.ok_or("no event after reject")?;
+    check!(ev.kind == CmEventKind::Rejected, "{ev:?}");
+    check!(
+        ev.private_data().starts_with(b"go away"),
+        "reject private data {:?}",
+        ev.private_data()
+    );
+    // The typed error a caller gets when it expected Established.
+    let e = rdma::Error::new("rdma_connect", libc::ECONNREFUSED);
+    check!(e.errno() == libc::ECONNREFUSED);
+    drop((client, sid, listen));
+    Ok(Outcome::Passed)
+}
+
+pub fn unreachable_address_fails_within_its_timeout(env: &TestEnv) -> TestResult {
+    let ch = EventChannel::new()?;
+    let id = CmId::new(&ch, PortSpace::Tcp)?;
+    // An address on the device's subnet that nobody has: resolution cannot
+    // complete, so it must fail within the timeout (plus slack).
+    let mut octets = env.ipv4.octets();
+    octets[3] = 99;
+    let dst = SocketAddr::from((octets, 7471));
+    let timeout = Duration::from_millis(500);
+    let start = Instant::now();
+    match id.resolve_addr(None, dst, timeout) {
+        Err(e) => {
+            check!(e.verb == "rdma_resolve_addr", "{e}");
+        }
+        Ok(()) => {
+            let ev = ch
+                .wait_event(Duration::from_secs(10))?
+                .ok_or("no event at all within 10 s")?;
+            if ev.kind == CmEventKind::AddrResolved {
+                // The address resolved (ARP is not needed on this link): the
+                // route or the connection must fail instead.
+                id.resolve_route(timeout)?;
+                let ev = ch
+                    .wait_event(Duration::from_secs(10))?
+                    .ok_or("no route event within 10 s")?;
+                check!(
+                    ev.kind.is_error() || ev.kind == CmEventKind::RouteResolved,
+                    "{ev:?}"
+                );
+                if ev.kind == CmEventKind::RouteResolved {
+                    return Ok(Outcome::Skipped(format!(
+                        "{dst} resolves on this link without a peer; nothing to time out"
+                    )));
+                }
+            } else {
+                check!(ev.kind == CmEventKind::AddrError, "{ev:?}");
+                check!(ev.status < 0, "address error without an errno: {ev:?}");
+            }
+        }
+    }
+    let took = start.elapsed();
+    check!(
+        took < timeout + Duration::from_secs(5),
+        "took {took:?} for a {timeout:?} timeout"
+    );
+    Ok(Outcome::Passed)
+}
+
+pub fn port_in_use_is_a_typed_error(env: &TestEnv) -> TestResult {
+    let ch = EventChannel::new()?;
+    let (_listen, addr) = listener(env, &ch)?;
+    let other = CmId::new(&ch, PortSpace::Tcp)?;
+    match other.bind(addr) {
+        Ok(()) => fail!("a second bind to {addr} succeeded"),
+        Err(e) => {
+            check!(e.errno() == libc::EADDRINUSE, "{e}");
+            check!(e.to_string().contains("already bound"), "{e}");
+        }
+    }
+    Ok(Outcome::Passed)
+}
+
+/// The tests of this module.
+pub const TESTS: &[rdma_tests::Test] = &[
+    rdma_tests::Test {
+        name: "cm::connect_send_and_disconnect",
+        run: connect_send_and_disconnect,
+    },
+    rdma_tests::Test {
+        name: "cm::reject_carries_private_data",
+        run: reject_carries_private_data,
+    },
+    rdma_tests::Test {
+        name: "cm::unreachable_address_fails_within_its_timeout",
+        run: unreachable_address_fails_within_its_timeout,
+    },
+    rdma_tests::Test {
+        name: "cm::port_in_use_is_a_typed_error",
+        run: port_in_use_is_a_typed_error,
+    },
+];
