@@ -13,17 +13,25 @@ impl RawAddr {
         match addr {
             SocketAddr::V4(a) => {
                 // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-                let sin = unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+                let sin = unsafe {
+                    &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+                };
                 sin.sin_family = libc::AF_INET as libc::sa_family_t;
                 sin.sin_port = a.port().to_be();
-                sin.sin_addr = libc::in_addr { s_addr: u32::from(*a.ip()).to_be() };
+                sin.sin_addr = libc::in_addr {
+                    s_addr: u32::from(*a.ip()).to_be(),
+                };
             }
             SocketAddr::V6(a) => {
                 // SAFETY: as above, for sockaddr_in6.
-                let sin6 = unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+                let sin6 = unsafe {
+                    &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+                };
                 sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
                 sin6.sin6_port = a.port().to_be();
-                sin6.sin6_addr = libc::in6_addr { s6_addr: a.ip().octets() };
+                sin6.sin6_addr = libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                };
                 sin6.sin6_flowinfo = a.flowinfo();
                 sin6.sin6_scope_id = a.scope_id();
             }

@@ -60,7 +60,13 @@ impl CmEventKind {
         use CmEventKind::*;
         matches!(
             self,
-            AddrError | RouteError | ConnectError | Unreachable | Rejected | MulticastError | DeviceRemoval
+            AddrError
+                | RouteError
+                | ConnectError
+                | Unreachable
+                | Rejected
+                | MulticastError
+                | DeviceRemoval
         )
     }
 }
@@ -109,11 +115,21 @@ impl ConnParam {
     /// The C struct, pointing into `self.private_data`.
     pub(crate) fn raw(&self) -> crate::Result<cm::rdma_conn_param> {
         let len = u8::try_from(self.private_data.len()).map_err(|_| {
-            crate::Error::invalid("rdma_connect", format!("{} bytes of private data: at most 255", self.private_data.len()))
+            crate::Error::invalid(
+                "rdma_connect",
+                format!(
+                    "{} bytes of private data: at most 255",
+                    self.private_data.len()
+                ),
+            )
         })?;
         // SAFETY: plain data.
         let mut p: cm::rdma_conn_param = unsafe { std::mem::zeroed() };
-        p.private_data = if len == 0 { std::ptr::null() } else { self.private_data.as_ptr().cast() };
+        p.private_data = if len == 0 {
+            std::ptr::null()
+        } else {
+            self.private_data.as_ptr().cast()
+        };
         p.private_data_len = len;
         p.responder_resources = self.responder_resources;
         p.initiator_depth = self.initiator_depth;

@@ -89,7 +89,11 @@ impl EventChannel {
         // SAFETY: a live channel; `ev` is writable.
         if unsafe { cm::rdma_get_cm_event(self.as_raw(), &mut ev) } != 0 {
             let e = Error::last("rdma_get_cm_event");
-            return if e.errno() == libc::EAGAIN { Ok(None) } else { Err(e) };
+            return if e.errno() == libc::EAGAIN {
+                Ok(None)
+            } else {
+                Err(e)
+            };
         }
         // SAFETY: `ev` is a live event until acked below.
         let mut event = unsafe { CmEvent::copy(ev) };
@@ -128,7 +132,8 @@ impl EventChannel {
     pub fn expect(&self, id: &CmId, kind: CmEventKind, timeout: Duration) -> Result<CmEvent> {
         let verb = "rdma_get_cm_event";
         let Some(ev) = self.wait_event(timeout)? else {
-            return Err(Error::new(verb, libc::ETIMEDOUT).with_hint(format!("no {kind:?} within {timeout:?}")));
+            return Err(Error::new(verb, libc::ETIMEDOUT)
+                .with_hint(format!("no {kind:?} within {timeout:?}")));
         };
         if ev.kind == kind && ev.is_for(id) {
             return Ok(ev);
@@ -143,13 +148,20 @@ pub(crate) fn event_error(verb: &'static str, ev: &CmEvent, wanted: CmEventKind)
         CmEventKind::Rejected => libc::ECONNREFUSED,
         CmEventKind::Unreachable => libc::EHOSTUNREACH,
         CmEventKind::AddrError | CmEventKind::RouteError => {
-            if ev.status < 0 { -ev.status } else { libc::EHOSTUNREACH }
+            if ev.status < 0 {
+                -ev.status
+            } else {
+                libc::EHOSTUNREACH
+            }
         }
         CmEventKind::ConnectError => libc::ECONNABORTED,
         _ if ev.status < 0 => -ev.status,
         _ => libc::EPROTO,
     };
-    Error::new(verb, errno).with_hint(format!("{:?} (status {}) instead of {wanted:?}", ev.kind, ev.status))
+    Error::new(verb, errno).with_hint(format!(
+        "{:?} (status {}) instead of {wanted:?}",
+        ev.kind, ev.status
+    ))
 }
 
 impl AsRawFd for EventChannel {
@@ -168,7 +180,9 @@ impl AsFd for EventChannel {
 
 impl fmt::Debug for EventChannel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EventChannel").field("fd", &self.as_raw_fd()).finish()
+        f.debug_struct("EventChannel")
+            .field("fd", &self.as_raw_fd())
+            .finish()
     }
 }
 
@@ -217,14 +231,23 @@ impl CmId {
         let mut raw = ptr::null_mut();
         // SAFETY: a live channel; `raw` is writable; no context pointer.
         rc("rdma_create_id", unsafe {
-            cm::rdma_create_id(channel.as_raw(), &mut raw, ptr::null_mut(), port_space.raw())
+            cm::rdma_create_id(
+                channel.as_raw(),
+                &mut raw,
+                ptr::null_mut(),
+                port_space.raw(),
+            )
         })?;
         let raw = NonNull::new(raw).ok_or_else(|| Error::new("rdma_create_id", libc::ENOMEM))?;
         Ok(CmId::from_new(raw, channel.clone()))
     }
 
     pub(crate) fn from_new(raw: NonNull<cm::rdma_cm_id>, channel: EventChannel) -> CmId {
-        CmId { raw, qp: None, channel }
+        CmId {
+            raw,
+            qp: None,
+            channel,
+        }
     }
 
     /// The raw id, valid while this value lives.
@@ -241,7 +264,10 @@ impl CmId {
     pub fn bind(&self, addr: SocketAddr) -> Result<()> {
         let mut a = RawAddr::new(addr);
         // SAFETY: a live id; a complete socket address.
-        rc("rdma_bind_addr", unsafe { cm::rdma_bind_addr(self.as_raw(), a.as_mut_ptr()) }).map_err(|e| {
+        rc("rdma_bind_addr", unsafe {
+            cm::rdma_bind_addr(self.as_raw(), a.as_mut_ptr())
+        })
+        .map_err(|e| {
             if e.errno() == libc::EADDRINUSE {
                 e.with_hint(format!("{addr} is already bound by another CM id"))
             } else if e.errno() == libc::EADDRNOTAVAIL || e.errno() == libc::ENODEV {
@@ -255,12 +281,19 @@ impl CmId {
     /// Listens for connect requests.
     pub fn listen(&self, backlog: i32) -> Result<()> {
         // SAFETY: a live id.
-        rc("rdma_listen", unsafe { cm::rdma_listen(self.as_raw(), backlog) })
+        rc("rdma_listen", unsafe {
+            cm::rdma_listen(self.as_raw(), backlog)
+        })
     }
 
     /// Starts resolving `dst` (and binds to `src` or a local address of the
     /// route); completes with an `AddrResolved` or `AddrError` event.
-    pub fn resolve_addr(&self, src: Option<SocketAddr>, dst: SocketAddr, timeout: Duration) -> Result<()> {
+    pub fn resolve_addr(
+        &self,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        timeout: Duration,
+    ) -> Result<()> {
         let mut d = RawAddr::new(dst);
         let mut s = src.map(RawAddr::new);
         let sp = s.as_mut().map_or(ptr::null_mut(), |s| s.as_mut_ptr());
@@ -273,7 +306,9 @@ impl CmId {
     /// Starts resolving the route; completes with `RouteResolved` or `RouteError`.
     pub fn resolve_route(&self, timeout: Duration) -> Result<()> {
         // SAFETY: a live id with a resolved address.
-        rc("rdma_resolve_route", unsafe { cm::rdma_resolve_route(self.as_raw(), timeout_ms(timeout)) })
+        rc("rdma_resolve_route", unsafe {
+            cm::rdma_resolve_route(self.as_raw(), timeout_ms(timeout))
+        })
     }
 
     /// The verbs context of the device the id is bound to (after address
@@ -308,16 +343,23 @@ impl CmId {
         if self.qp.is_some() {
             return Err(Error::invalid("rdma_create_qp", "the id already has a QP"));
         }
-        let ctx = self
-            .context()
-            .ok_or_else(|| Error::invalid("rdma_create_qp", "the id is not bound to a device yet"))?;
+        let ctx = self.context().ok_or_else(|| {
+            Error::invalid("rdma_create_qp", "the id is not bound to a device yet")
+        })?;
         if ctx.name() != pd.context().name() {
             return Err(Error::invalid(
                 "rdma_create_qp",
-                format!("the PD is on {}, the id on {}", pd.context().name(), ctx.name()),
+                format!(
+                    "the PD is on {}, the id on {}",
+                    pd.context().name(),
+                    ctx.name()
+                ),
             ));
         }
-        let qp = QueuePair::builder(pd, qp_type, send_cq).recv_cq(recv_cq).caps(caps).build()?;
+        let qp = QueuePair::builder(pd, qp_type, send_cq)
+            .recv_cq(recv_cq)
+            .caps(caps)
+            .build()?;
         let mut attr = self.init_qp_attr(crate::sys::IBV_QPS_INIT)?;
         qp.modify(&mut attr.0, attr.1)?;
         if qp_type == QpType::Ud {
@@ -331,13 +373,18 @@ impl CmId {
     }
 
     /// The attributes the CM prescribes for moving the id's QP to `state`.
-    pub fn init_qp_attr(&self, state: crate::sys::ibv_qp_state) -> Result<(crate::sys::ibv_qp_attr, u32)> {
+    pub fn init_qp_attr(
+        &self,
+        state: crate::sys::ibv_qp_state,
+    ) -> Result<(crate::sys::ibv_qp_attr, u32)> {
         // SAFETY: plain data.
         let mut attr: crate::sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         attr.qp_state = state;
         let mut mask = 0;
         // SAFETY: a live id; writable out-parameters.
-        rc("rdma_init_qp_attr", unsafe { cm::rdma_init_qp_attr(self.as_raw(), &mut attr, &mut mask) })?;
+        rc("rdma_init_qp_attr", unsafe {
+            cm::rdma_init_qp_attr(self.as_raw(), &mut attr, &mut mask)
+        })?;
         Ok((attr, mask as u32))
     }
 
@@ -351,29 +398,41 @@ impl CmId {
     pub fn connect(&self, param: &ConnParam) -> Result<()> {
         let mut p = param.raw()?;
         // SAFETY: a live id; `p` points into `param`, alive during the call.
-        rc("rdma_connect", unsafe { cm::rdma_connect(self.as_raw(), &mut p) })
+        rc("rdma_connect", unsafe {
+            cm::rdma_connect(self.as_raw(), &mut p)
+        })
     }
 
     /// Accepts the connect request this id was created by.
     pub fn accept(&self, param: &ConnParam) -> Result<()> {
         let mut p = param.raw()?;
         // SAFETY: as in `connect`.
-        rc("rdma_accept", unsafe { cm::rdma_accept(self.as_raw(), &mut p) })
+        rc("rdma_accept", unsafe {
+            cm::rdma_accept(self.as_raw(), &mut p)
+        })
     }
 
     /// Rejects the connect request this id was created by, with private data.
     pub fn reject(&self, private_data: &[u8]) -> Result<()> {
         let len = u8::try_from(private_data.len())
             .map_err(|_| Error::invalid("rdma_reject", "at most 255 bytes of private data"))?;
-        let p = if len == 0 { ptr::null() } else { private_data.as_ptr().cast() };
+        let p = if len == 0 {
+            ptr::null()
+        } else {
+            private_data.as_ptr().cast()
+        };
         // SAFETY: a live id; `p` is NULL or `len` readable bytes.
-        rc("rdma_reject", unsafe { cm::rdma_reject(self.as_raw(), p, len) })
+        rc("rdma_reject", unsafe {
+            cm::rdma_reject(self.as_raw(), p, len)
+        })
     }
 
     /// Disconnects; both sides then get `Disconnected`.
     pub fn disconnect(&self) -> Result<()> {
         // SAFETY: a live id.
-        rc("rdma_disconnect", unsafe { cm::rdma_disconnect(self.as_raw()) })
+        rc("rdma_disconnect", unsafe {
+            cm::rdma_disconnect(self.as_raw())
+        })
     }
 
     /// Joins the multicast group `addr`; completes with `MulticastJoin`
@@ -390,7 +449,9 @@ impl CmId {
     pub fn leave_multicast(&self, addr: SocketAddr) -> Result<()> {
         let mut a = RawAddr::new(addr);
         // SAFETY: a live id; a complete address.
-        rc("rdma_leave_multicast", unsafe { cm::rdma_leave_multicast(self.as_raw(), a.as_mut_ptr()) })
+        rc("rdma_leave_multicast", unsafe {
+            cm::rdma_leave_multicast(self.as_raw(), a.as_mut_ptr())
+        })
     }
 
     /// Lets the id's address be reused (`RDMA_OPTION_ID_REUSEADDR`).

@@ -19,6 +19,10 @@
 mod addr;
 mod event;
 mod id;
+#[cfg(feature = "tokio")]
+mod tokio;
 
+#[cfg(feature = "tokio")]
+pub use self::tokio::{AsyncCm, AsyncCmId, ConnectRequest, Listener};
 pub use event::{CmEvent, CmEventKind, ConnParam, UdParam};
 pub use id::{CmId, EventChannel, PortSpace};

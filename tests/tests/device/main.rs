@@ -5,6 +5,7 @@
 //! module lists its tests in a `TESTS` table.
 
 mod cm;
+mod cm_async;
 mod cmid;
 mod enumerate;
 mod extended;
@@ -19,6 +20,7 @@ fn main() -> std::process::ExitCode {
         extended::TESTS,
         cm::TESTS,
         cmid::TESTS,
+        cm_async::TESTS,
         umad::TESTS,
         verbs::TESTS,
     ]
