@@ -1,0 +1,7 @@
+//! Code shared by the example programs.
+//!
+//! [`pingpong`] is what the four `*_pingpong` programs have in common with
+//! each other and with rdma-core's `ibv_*_pingpong`: the TCP exchange of
+//! queue pair addresses, the command line and the ping-pong loop.
+
+pub mod pingpong;
