@@ -62,6 +62,8 @@ if [ -n "${RDMA_TEST_DEVICE_BIN:-}" ]; then
     DEVICE_BIN=$(realpath "$RDMA_TEST_DEVICE_BIN")
     echo "using RDMA_TEST_DEVICE_BIN=$DEVICE_BIN"
 else
+    # The interop tests run the example programs built next to the device binary.
+    timed examples-build cargo_cmd build -p rdma-examples
     JSON="$CI_WORK/device-build.json"
     timed device-build cargo_cmd test -p rdma-tests --test device --no-run --message-format=json >"$JSON"
     DEVICE_BIN=$(cargo_executable device test <"$JSON")

@@ -9,6 +9,7 @@ mod cm_async;
 mod cmid;
 mod enumerate;
 mod extended;
+mod interop;
 mod rc;
 mod umad;
 mod verbs;
@@ -23,6 +24,7 @@ fn main() -> std::process::ExitCode {
         cm_async::TESTS,
         umad::TESTS,
         verbs::TESTS,
+        interop::TESTS,
     ]
     .concat();
     rdma_tests::run(&all)
