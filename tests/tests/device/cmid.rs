@@ -164,7 +164,7 @@ pub fn reject_carries_private_data(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-pub fn unreachable_address_fails_within_its_timeout(env: &TestEnv) -> TestResult {
+pub fn unreachable_address_fails_within_its_timeout(_env: &TestEnv) -> TestResult {
     let ch = EventChannel::new()?;
     let id = CmId::new(&ch, PortSpace::Tcp)?;
     // An address with no route (TEST-NET-3; the VM has no default route):
