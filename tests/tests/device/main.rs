@@ -6,6 +6,7 @@
 
 mod cm;
 mod cm_async;
+mod cm_ud;
 mod cmid;
 mod enumerate;
 mod extended;
@@ -22,6 +23,7 @@ fn main() -> std::process::ExitCode {
         cm::TESTS,
         cmid::TESTS,
         cm_async::TESTS,
+        cm_ud::TESTS,
         umad::TESTS,
         verbs::TESTS,
         interop::TESTS,

@@ -1,0 +1,177 @@
+//! UD through the connection manager, and multicast (RoCE; iWARP has neither).
+
+use std::mem::MaybeUninit;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use rdma::cm::{CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
+use rdma::{
+    AccessFlags, AddressHandle, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType,
+    RecvWr, SendWr, WcOpcode, WorkCompletion,
+};
+use rdma_tests::{check, Outcome, Provider, TestEnv, TestResult};
+
+type R<T> = Result<T, Box<dyn std::error::Error>>;
+const T: Duration = Duration::from_secs(10);
+const GRH: usize = 40;
+
+struct Ud {
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    pd: ProtectionDomain,
+}
+
+fn ud_resources(id: &mut CmId) -> R<Ud> {
+    let ctx = id.context().ok_or("id has no device")?;
+    let pd = ProtectionDomain::new(&ctx)?;
+    let cq = CompletionQueue::new(&ctx, 16)?;
+    let mr = MemoryRegion::new(&pd, 4096, AccessFlags::LOCAL_WRITE)?;
+    id.create_qp(&pd, QpType::Ud, &cq, &cq, QpCaps::default())?;
+    Ok(Ud { cq, mr, pd })
+}
+
+fn wait(cq: &CompletionQueue, opcode: WcOpcode) -> R<WorkCompletion> {
+    let start = Instant::now();
+    let mut buf = [MaybeUninit::uninit(); 1];
+    loop {
+        if let Some(wc) = cq.poll(&mut buf)?.first() {
+            check!(wc.is_success() && wc.opcode() == opcode, "{wc:?}");
+            return Ok(*wc);
+        }
+        check!(start.elapsed() < T, "no {opcode:?} completion within {T:?}");
+        std::thread::yield_now();
+    }
+}
+
+fn skip_on_siw(env: &TestEnv) -> Option<Outcome> {
+    (env.provider == Provider::Siw)
+        .then(|| Outcome::Skipped("iWARP (siw) has no UD and no multicast".into()))
+}
+
+pub fn ud_datagrams_through_the_cm(env: &TestEnv) -> TestResult {
+    if let Some(skip) = skip_on_siw(env) {
+        return Ok(skip);
+    }
+    let (ch_s, ch_c) = (EventChannel::new()?, EventChannel::new()?);
+    let listen = CmId::new(&ch_s, PortSpace::Udp)?;
+    listen.bind(SocketAddr::new(IpAddr::V4(env.ipv4), 0))?;
+    listen.listen(4)?;
+    let addr = listen.local_addr().ok_or("no address")?;
+
+    let mut client = CmId::new(&ch_c, PortSpace::Udp)?;
+    client.resolve_addr(None, addr, Duration::from_secs(2))?;
+    ch_c.expect(&client, CmEventKind::AddrResolved, T)?;
+    client.resolve_route(Duration::from_secs(2))?;
+    ch_c.expect(&client, CmEventKind::RouteResolved, T)?;
+    let c = ud_resources(&mut client)?;
+    client.connect(&ConnParam::new().with_private_data(b"ud hello"))?;
+
+    let mut req = ch_s.expect(&listen, CmEventKind::ConnectRequest, T)?;
+    check!(
+        req.private_data().starts_with(b"ud hello"),
+        "{:?}",
+        req.private_data()
+    );
+    let client_qpn = req
+        .ud
+        .as_ref()
+        .ok_or("UD request without UD parameters")?
+        .qp_num;
+    let mut server = req.take_new_id().ok_or("no new id")?;
+    let s = ud_resources(&mut server)?;
+    let rs = [s.mr.sge(0..1024)?];
+    server
+        .qp()
+        .ok_or("no QP")?
+        .post_recv(&mut [RecvWr::new(1, &rs)])?;
+    server.accept(&ConnParam::new())?;
+
+    let est = ch_c.expect(&client, CmEventKind::Established, T)?;
+    let ud = est.ud.ok_or("UD establish without UD parameters")?;
+    check!(
+        ud.qp_num == server.qp().ok_or("no QP")?.qp_num(),
+        "remote QPN {} from the CM",
+        ud.qp_num
+    );
+    check!(
+        client_qpn == client.qp().ok_or("no QP")?.qp_num(),
+        "client QPN {client_qpn} in the request"
+    );
+    let ah = AddressHandle::new(&c.pd, &ud.path)?;
+    c.mr.write(0, b"datagram via the CM")?;
+    let ss = [c.mr.sge(0..19)?];
+    client
+        .qp()
+        .ok_or("no QP")?
+        .post_send(&mut [SendWr::send(2, &ss).ud(&ah, ud.qp_num, ud.qkey).signaled()])?;
+    wait(&c.cq, WcOpcode::Send)?;
+    let wc = wait(&s.cq, WcOpcode::Recv)?;
+    check!(wc.byte_len() as usize == GRH + 19, "{wc:?}");
+    check!(
+        s.mr.to_vec(GRH..GRH + 19)? == b"datagram via the CM",
+        "UD payload differs"
+    );
+    Ok(Outcome::Passed)
+}
+
+pub fn multicast_join_send_receive_leave(env: &TestEnv) -> TestResult {
+    if let Some(skip) = skip_on_siw(env) {
+        return Ok(skip);
+    }
+    let group: SocketAddr = "239.1.2.3:0".parse()?;
+    let ch = EventChannel::new()?;
+    let mut members = Vec::new();
+    for _ in 0..2 {
+        let mut id = CmId::new(&ch, PortSpace::Udp)?;
+        id.bind(SocketAddr::new(IpAddr::V4(env.ipv4), 0))?;
+        let res = ud_resources(&mut id)?;
+        let rs = [res.mr.sge(0..1024)?];
+        id.qp()
+            .ok_or("no QP")?
+            .post_recv(&mut [RecvWr::new(1, &rs)])?;
+        id.join_multicast(group)?;
+        let ev = ch.expect(&id, CmEventKind::MulticastJoin, T)?;
+        let ud = ev.ud.ok_or("join without UD parameters")?;
+        members.push((id, res, ud));
+    }
+    let (sender, s, group_ud) = &members[0];
+    check!(
+        group_ud.qp_num == 0xFF_FFFF,
+        "group QPN {:#x}",
+        group_ud.qp_num
+    );
+    let ah = AddressHandle::new(&s.pd, &group_ud.path)?;
+    s.mr.write(2048, b"to the whole group")?;
+    let ss = [s.mr.sge(2048..2066)?];
+    sender
+        .qp()
+        .ok_or("no QP")?
+        .post_send(&mut [SendWr::send(9, &ss)
+            .ud(&ah, group_ud.qp_num, group_ud.qkey)
+            .signaled()])?;
+    // Both members receive it (the sender too: it joined the group). The
+    // sender's CQ has its send and its receive, in either order.
+    let (_, r, _) = &members[1];
+    let wc = wait(&r.cq, WcOpcode::Recv)?;
+    check!(wc.byte_len() as usize == GRH + 18, "{wc:?}");
+    check!(
+        r.mr.to_vec(GRH..GRH + 18)? == b"to the whole group",
+        "multicast payload differs"
+    );
+    for (id, _, _) in &members {
+        id.leave_multicast(group)?;
+    }
+    Ok(Outcome::Passed)
+}
+
+/// The tests of this module.
+pub const TESTS: &[rdma_tests::Test] = &[
+    rdma_tests::Test {
+        name: "cm::ud::datagrams_through_the_cm",
+        run: ud_datagrams_through_the_cm,
+    },
+    rdma_tests::Test {
+        name: "cm::ud::multicast_join_send_receive_leave",
+        run: multicast_join_send_receive_leave,
+    },
+];
