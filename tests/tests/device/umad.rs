@@ -5,6 +5,9 @@
 //! fd00:1::1 GID, so requester and responder are two ports (two fds) of the
 //! same device.
 
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,6 +53,14 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "umad::hundred_async_requests_are_matched",
         run: hundred_async_requests_are_matched,
+    },
+    rdma_tests::Test {
+        name: "umad::umad_info_example_lists_the_port",
+        run: umad_info_example_lists_the_port,
+    },
+    rdma_tests::Test {
+        name: "umad::madping_example_pings_its_server",
+        run: madping_example_pings_its_server,
     },
 ];
 
@@ -412,4 +423,129 @@ async fn hundred_requests(r: Rxe) -> TestResult {
         }
         Ok(Outcome::Passed)
     }
+}
+
+/// The example binary `name`, built next to this test binary
+/// (`target/debug/deps/device-*` -> `target/debug/madping`).
+fn example(name: &str) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .ok_or("the test binary has no parent directory")?;
+    let bin = dir.join(name);
+    if !bin.is_file() {
+        return Err(format!(
+            "{} is missing: build the examples first (cargo build -p rdma-examples)",
+            bin.display()
+        )
+        .into());
+    }
+    Ok(bin)
+}
+
+/// Waits for `child` up to `limit`, killing it past that; its stdout.
+fn finish(mut child: Child, limit: Duration) -> Result<(bool, String), Box<dyn std::error::Error>> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output()?;
+            fail!(
+                "{limit:?} passed, killed; output:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output()?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    Ok((out.status.success(), text))
+}
+
+fn umad_info_example_lists_the_port(env: &TestEnv) -> TestResult {
+    let Some(r) = rxe(env)? else { return skip() };
+    let child = Command::new(example("umad_info")?)
+        .arg(&r.ca)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let (ok, out) = finish(child, Duration::from_secs(20))?;
+    check!(ok, "umad_info failed:\n{out}");
+    for want in [
+        format!("CA '{}'", r.ca),
+        "Port 1:".to_string(),
+        "State: Active".to_string(),
+        "Link layer: Ethernet".to_string(),
+    ] {
+        check!(out.contains(&want), "no {want:?} in\n{out}");
+    }
+    Ok(Outcome::Passed)
+}
+
+fn madping_example_pings_its_server(env: &TestEnv) -> TestResult {
+    let Some(r) = rxe(env)? else { return skip() };
+    let bin = example("madping")?;
+    let mut server = Command::new(&bin)
+        .args(["-S", "-d", &r.ca, "-c", "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // The server prints its banner once its agent is registered.
+    let Some(stdout) = server.stdout.take() else {
+        fail!("no server stdout");
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next();
+        let _ = tx.send(first.map(|l| l.unwrap_or_default()));
+        for _ in lines {}
+    });
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Some(line)) if line.starts_with("madping server") => {}
+        other => {
+            let _ = server.kill();
+            let _ = server.wait();
+            fail!("the server did not start: {other:?}");
+        }
+    }
+    let client = Command::new(&bin)
+        .args([
+            "-d",
+            &r.ca,
+            "-G",
+            &env.ipv6.to_string(),
+            "-c",
+            "3",
+            "-t",
+            "1000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let client = finish(client, Duration::from_secs(20));
+    let server = finish(server, Duration::from_secs(5));
+    let (ok, out) = client?;
+    check!(ok, "madping failed:\n{out}");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")?;
+    check!(
+        out.matches(&format!("Pong from {} ({})", host.trim(), env.ipv6))
+            .count()
+            == 3,
+        "three pongs from {} expected:\n{out}",
+        host.trim()
+    );
+    check!(
+        out.contains("3 packets transmitted, 3 received, 0% packet loss"),
+        "{out}"
+    );
+    check!(out.contains("rtt min/avg/max"), "{out}");
+    let (server_ok, server_out) = server?;
+    check!(server_ok, "the server failed:\n{server_out}");
+    Ok(Outcome::Passed)
 }
