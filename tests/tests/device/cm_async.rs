@@ -170,7 +170,10 @@ pub fn dropped_connect_futures_leak_nothing(env: &TestEnv) -> TestResult {
         while let Ok(Ok(req)) =
             tokio::time::timeout(Duration::from_millis(300), listener.accept()).await
         {
-            req.reject(b"abandoned")?;
+            // Best effort: the requester may already be gone (its id was
+            // destroyed with the abandoned future), and dropping the request
+            // destroys its id either way.
+            let _ = req.reject(b"abandoned");
         }
         // The channel still works: a full connection.
         let server = tokio::spawn(async move {

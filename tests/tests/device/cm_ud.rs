@@ -72,11 +72,8 @@ pub fn ud_datagrams_through_the_cm(env: &TestEnv) -> TestResult {
         "{:?}",
         req.private_data()
     );
-    let client_qpn = req
-        .ud
-        .as_ref()
-        .ok_or("UD request without UD parameters")?
-        .qp_num;
+    // A UD connect request (an IB SIDR REQ) carries no QP number.
+    check!(req.ud.is_some(), "UD request without UD parameters");
     let mut server = req.take_new_id().ok_or("no new id")?;
     let s = ud_resources(&mut server)?;
     let rs = [s.mr.sge(0..1024)?];
@@ -92,10 +89,6 @@ pub fn ud_datagrams_through_the_cm(env: &TestEnv) -> TestResult {
         ud.qp_num == server.qp().ok_or("no QP")?.qp_num(),
         "remote QPN {} from the CM",
         ud.qp_num
-    );
-    check!(
-        client_qpn == client.qp().ok_or("no QP")?.qp_num(),
-        "client QPN {client_qpn} in the request"
     );
     let ah = AddressHandle::new(&c.pd, &ud.path)?;
     c.mr.write(0, b"datagram via the CM")?;
