@@ -13,7 +13,7 @@
 //!   holds an unacknowledged event, destroying an id (which waits for its
 //!   events to be acknowledged) never deadlocks.
 //!
-//! With the `tokio` feature, [`AsyncCm`] routes the events
+//! With the `tokio` feature, `AsyncCm` routes the events
 //! of one channel to many ids and offers `connect(addr).await` and a listener.
 
 mod addr;
