@@ -10,6 +10,7 @@ mod cm_ud;
 mod cmid;
 mod enumerate;
 mod extended;
+mod faults;
 mod interop;
 mod rc;
 mod umad;
@@ -26,6 +27,7 @@ fn main() -> std::process::ExitCode {
         cm_ud::TESTS,
         umad::TESTS,
         verbs::TESTS,
+        faults::TESTS,
         interop::TESTS,
     ]
     .concat();

@@ -17,15 +17,15 @@ use rdma::{
 };
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
-type R<T> = Result<T, Box<dyn std::error::Error>>;
+pub type R<T> = Result<T, Box<dyn std::error::Error>>;
 
-const TIMEOUT: Duration = Duration::from_secs(20);
-const ACCESS: AccessFlags = AccessFlags::LOCAL_WRITE
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+pub const ACCESS: AccessFlags = AccessFlags::LOCAL_WRITE
     .union(AccessFlags::REMOTE_WRITE)
     .union(AccessFlags::REMOTE_READ)
     .union(AccessFlags::REMOTE_ATOMIC);
 
-fn open(env: &TestEnv) -> R<Context> {
+pub fn open(env: &TestEnv) -> R<Context> {
     let list = DeviceList::new()?;
     match list.find(&env.device) {
         Some(d) => Ok(d.open()?),
@@ -34,7 +34,7 @@ fn open(env: &TestEnv) -> R<Context> {
 }
 
 /// Polls `cq` until `n` completions arrived (each must succeed).
-fn wait(cq: &CompletionQueue, n: usize) -> R<Vec<WorkCompletion>> {
+pub fn wait(cq: &CompletionQueue, n: usize) -> R<Vec<WorkCompletion>> {
     let start = Instant::now();
     let mut got = Vec::new();
     let mut buf = [MaybeUninit::<WorkCompletion>::uninit(); 16];
@@ -52,7 +52,7 @@ fn wait(cq: &CompletionQueue, n: usize) -> R<Vec<WorkCompletion>> {
 }
 
 /// Polls `cq` until one completion arrives, successful or not.
-fn wait_any(cq: &CompletionQueue) -> R<WorkCompletion> {
+pub fn wait_any(cq: &CompletionQueue) -> R<WorkCompletion> {
     let start = Instant::now();
     let mut buf = [MaybeUninit::<WorkCompletion>::uninit(); 1];
     loop {
@@ -67,7 +67,7 @@ fn wait_any(cq: &CompletionQueue) -> R<WorkCompletion> {
 }
 
 /// The RoCEv2 GID of the device's IPv4 address.
-fn roce_gid(ctx: &Context, env: &TestEnv) -> R<(Gid, u8)> {
+pub fn roce_gid(ctx: &Context, env: &TestEnv) -> R<(Gid, u8)> {
     let want = Gid::from(env.ipv4.to_ipv6_mapped());
     match ctx
         .gid_table()?
@@ -81,11 +81,31 @@ fn roce_gid(ctx: &Context, env: &TestEnv) -> R<(Gid, u8)> {
 
 /// Connects two RC QPs of one device: by hand on RoCE, through rdma_cm on
 /// iWARP (the returned connection must outlive the QPs' use).
-fn connect_rc(
+pub fn connect_rc(
     env: &TestEnv,
     ctx: &Context,
     a: &QueuePair,
     b: &QueuePair,
+) -> R<Option<cm::Connection>> {
+    connect_rc_with(
+        env,
+        ctx,
+        a,
+        b,
+        &RtsAttr {
+            max_rd_atomic: 4,
+            ..RtsAttr::default()
+        },
+    )
+}
+
+/// [`connect_rc`] with the RTS attributes (timeouts, retries) of `rts` on RoCE.
+pub fn connect_rc_with(
+    env: &TestEnv,
+    ctx: &Context,
+    a: &QueuePair,
+    b: &QueuePair,
+    rts: &RtsAttr,
 ) -> R<Option<cm::Connection>> {
     match env.provider {
         Provider::Rxe => {
@@ -104,10 +124,7 @@ fn connect_rc(
                     max_dest_rd_atomic: 4,
                     min_rnr_timer: 12,
                 }))?;
-                qp.to_rts(&RtsAttr {
-                    max_rd_atomic: 4,
-                    ..RtsAttr::default()
-                })?;
+                qp.to_rts(rts)?;
             }
             Ok(None)
         }
@@ -173,7 +190,7 @@ impl Pair {
 /// rdma_cm connection of two safe QPs (iWARP): the CM ids carry no QP; the
 /// QPs are moved to INIT with `rdma_init_qp_attr` and named by number in the
 /// connection parameters; the kernel's iWARP CM moves them to RTS.
-mod cm {
+pub mod cm {
     use super::*;
     use rdmacm_sys as cm;
 
