@@ -60,6 +60,19 @@ impl DeviceList {
         self.iter().find(|d| d.name() == name)
     }
 
+    /// Opens the device called `name`; `ENODEV` naming the devices there are
+    /// if there is none.
+    pub fn open(&self, name: &str) -> Result<Context> {
+        match self.find(name) {
+            Some(d) => d.open(),
+            None => {
+                let names: Vec<String> = self.iter().map(|d| d.name().to_string()).collect();
+                Err(Error::new("ibv_open_device", libc::ENODEV)
+                    .with_hint(format!("no RDMA device named {name:?}; there are {names:?}")))
+            }
+        }
+    }
+
     /// The device whose node GUID is `guid`, if there is one.
     pub fn find_by_guid(&self, guid: u64) -> Option<Device<'_>> {
         self.iter().find(|d| d.guid() == guid)

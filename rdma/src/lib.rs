@@ -33,6 +33,38 @@
 //! ([`ExPoll`]) and a batch of extended work requests ([`WrBatch`]) hold a
 //! provider lock and are neither.
 
+//!
+//! # Bad input
+//! Bad input gets a typed [`Error`] (the verb, the errno, the likely cause)
+//! and changes nothing. Each row is a device test (`tests/tests/device/`,
+//! `bad_input::*`, `verbs::*`, `cm::*`, `faults::*`; MAD cases in `mad`'s unit
+//! tests and the fuzzer):
+//!
+//! | input | error |
+//! |---|---|
+//! | unknown device name | `ibv_open_device`, `ENODEV`, lists the devices there are |
+//! | port 0, or past the last port | `ibv_query_port`, `EINVAL`, "past the device's last port" |
+//! | GID index past the table | `ibv_query_gid`, `EINVAL`/`ENODATA`, "no GID at that index" |
+//! | zero-length memory region | `ibv_reg_mr`, `EINVAL`, "a memory region cannot be empty" |
+//! | huge memory region (memlock) | `ibv_reg_mr`, `ENOMEM`, "raise it with `ulimit -l`" |
+//! | SGE or copy outside its region | `MemoryRegion::sge`/`write`/`read`, `EINVAL`, the range and the size |
+//! | too many SGEs | `ibv_post_recv`/`ibv_post_send`, `EINVAL`, which request was not posted |
+//! | inline data over the limit | `ibv_post_send`, `EINVAL`/`ENOMEM` |
+//! | post on a QP in RESET | `ibv_post_send`, `EINVAL`, "its state" |
+//! | illegal transition (RESET -> RTS, INIT -> RTS) | `ibv_modify_qp`, `EINVAL`, "transition Reset -> Rts refused" |
+//! | RTR without the remote side | `ibv_modify_qp`, `EINVAL` |
+//! | QP deeper than the device allows | `ibv_create_qp`, `EINVAL`, "exceed the device's limits" |
+//! | UD send without an address handle | `ibv_post_send`, `EINVAL`, "no address handle" |
+//! | memory window where the provider has none (siw) | `ibv_alloc_mw`, `EOPNOTSUPP` |
+//! | wrong rkey, or a region without the remote right | a `RemoteAccessError` completion |
+//! | receiver not ready past the RNR retries | an `RnrRetryExceeded` completion |
+//! | CM bind to an address no device has | `rdma_bind_addr`, `EADDRNOTAVAIL`/`ENODEV` |
+//! | CM bind to a port in use | `rdma_bind_addr`, `EADDRINUSE`, "already bound" |
+//! | CM QP before the id has a device | `rdma_create_qp`, `EINVAL`, "not bound to a device" |
+//! | CM private data over 255 bytes | `rdma_connect`/`rdma_reject`, `EINVAL` |
+//! | address without a route | an `AddrError` event, or `rdma_resolve_addr` failing |
+//! | malformed, short or long MAD bytes | [`mad`]'s decoders: a typed `mad::Error` |
+
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

@@ -603,6 +603,16 @@ impl QueuePair {
     /// after it were not posted, the ones before it were.
     #[inline]
     pub fn post_send(&self, wrs: &mut [SendWr<'_>]) -> Result<()> {
+        if self.qp_type == QpType::Ud {
+            // A UD send without an address handle would make the provider
+            // dereference NULL: refuse it here.
+            if let Some(i) = wrs.iter().position(|w| !w.has_ud_address()) {
+                return Err(Error::invalid(
+                    "ibv_post_send",
+                    format!("work request {i} on a UD QP has no address handle: use SendWr::ud"),
+                ));
+            }
+        }
         let mut head = ptr::null_mut();
         for wr in wrs.iter_mut().rev() {
             head = wr.link(head);

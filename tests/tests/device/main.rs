@@ -4,6 +4,7 @@
 //! every test as skipped; `ci/test.sh` runs them in the soft-RDMA VM. Each
 //! module lists its tests in a `TESTS` table.
 
+mod bad_input;
 mod cm;
 mod cm_async;
 mod cm_ud;
@@ -28,6 +29,7 @@ fn main() -> std::process::ExitCode {
         umad::TESTS,
         verbs::TESTS,
         faults::TESTS,
+        bad_input::TESTS,
         interop::TESTS,
     ]
     .concat();
