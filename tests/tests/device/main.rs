@@ -12,6 +12,7 @@ mod cmid;
 mod enumerate;
 mod extended;
 mod faults;
+mod load;
 mod interop;
 mod rc;
 mod umad;
@@ -30,6 +31,7 @@ fn main() -> std::process::ExitCode {
         verbs::TESTS,
         faults::TESTS,
         bad_input::TESTS,
+        load::TESTS,
         interop::TESTS,
     ]
     .concat();
