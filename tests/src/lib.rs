@@ -192,6 +192,9 @@ pub fn run(tests: &[Test]) -> ExitCode {
     );
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     let mut skips = Vec::new();
+    // The kernel's resource counts before any test, to prove afterwards that
+    // the whole suite released everything it created.
+    let baseline = resource_counts(&env.device);
     for t in &selected {
         print!("test {} ... ", t.name);
         let _ = std::io::stdout().flush();
@@ -221,6 +224,19 @@ pub fn run(tests: &[Test]) -> ExitCode {
                     .unwrap_or_else(|| "panic".into());
                 println!("FAILED ({ms} ms): panicked: {msg}");
             }
+        }
+    }
+    match (baseline, resource_counts(&env.device)) {
+        (Ok(before), Ok(after)) if before == after => {
+            println!("resources of {} back at baseline after the suite: {after:?}", env.device);
+        }
+        (Ok(before), Ok(after)) => {
+            failed += 1;
+            println!("FAILED: resources of {} leaked by the suite: before {before:?}, after {after:?}", env.device);
+        }
+        (b, a) => {
+            failed += 1;
+            println!("FAILED: resource counts unavailable: {:?} / {:?}", b.err(), a.err());
         }
     }
     for (name, why) in &skips {
