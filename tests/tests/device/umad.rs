@@ -62,6 +62,10 @@ pub const TESTS: &[rdma_tests::Test] = &[
         name: "umad::madping_example_pings_its_server",
         run: madping_example_pings_its_server,
     },
+    rdma_tests::Test {
+        name: "umad::agent_dropped_with_requests_outstanding_leaves_the_port_usable",
+        run: agent_dropped_with_requests_outstanding_leaves_the_port_usable,
+    },
 ];
 
 const SIW_SKIP: &str = "siw has no MADs: iWARP devices have no umad port";
@@ -244,6 +248,49 @@ fn request_to_nobody_times_out_with_its_tid(env: &TestEnv) -> TestResult {
         took >= Duration::from_millis(350) && took < Duration::from_secs(5),
         "timed out after {took:?} (200 ms x 2 tries)"
     );
+    Ok(Outcome::Passed)
+}
+
+fn agent_dropped_with_requests_outstanding_leaves_the_port_usable(env: &TestEnv) -> TestResult {
+    let Some(r) = rxe(env)? else { return skip() };
+    let port = Port::open(&r.ca, 1)?;
+    let old = port.register(&reg(UNSERVED_CLASS))?;
+    for _ in 0..3 {
+        let tid = old.next_tid();
+        old.send_request(
+            &unanswered(UNSERVED_CLASS, tid, b"abandoned")?,
+            &r.addr,
+            Duration::from_secs(2),
+            3,
+        )?;
+    }
+    // Unregistering cancels the agent's outstanding requests.
+    drop(old);
+    let agent = port.register(&reg(UNSERVED_CLASS))?;
+    let tid = agent.next_tid();
+    let start = Instant::now();
+    match agent.request(
+        &unanswered(UNSERVED_CLASS, tid, b"fresh")?,
+        &r.addr,
+        Duration::from_millis(200),
+        0,
+    ) {
+        Err(Error::Timeout { tid: got }) => check!(
+            got as u32 == tid as u32,
+            "timeout TID {got:#x}, sent {tid:#x}"
+        ),
+        other => fail!("expected this agent's own timeout, got {other:?}"),
+    }
+    check!(
+        start.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        start.elapsed()
+    );
+    // No notice of the dropped agent's requests reaches the new one.
+    match agent.recv(Some(Duration::from_millis(300))) {
+        Err(_) => {}
+        Ok(m) => fail!("a MAD of the dropped agent arrived: TID {:#x}", m.tid()),
+    }
     Ok(Outcome::Passed)
 }
 
