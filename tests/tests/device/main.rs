@@ -7,6 +7,7 @@
 mod bad_input;
 mod cm;
 mod cm_async;
+mod cm_examples;
 mod cm_ud;
 mod cmid;
 mod enumerate;
@@ -27,6 +28,7 @@ fn main() -> std::process::ExitCode {
         cmid::TESTS,
         cm_async::TESTS,
         cm_ud::TESTS,
+        cm_examples::TESTS,
         umad::TESTS,
         verbs::TESTS,
         faults::TESTS,

@@ -1,0 +1,246 @@
+//! The connection-manager examples against rdma-core's tools of the same
+//! name: `rping` Rust <-> C in both directions (rxe and siw).
+//!
+//! The example binaries are found next to this test binary's directory
+//! (`target/debug/deps/device-*` -> `target/debug/rping`); ci/test.sh builds
+//! them with the device binary. Every run is bounded: on timeout the children
+//! are killed and the test fails. Each test uses ports of its own.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use rdma_tests::{fail, Outcome, Provider, Test, TestEnv, TestResult};
+
+pub const TESTS: &[Test] = &[
+    Test {
+        name: "cm_examples::rping_rust_server_c_client",
+        run: rping_rust_server,
+    },
+    Test {
+        name: "cm_examples::rping_c_server_rust_client",
+        run: rping_c_server,
+    },
+    Test {
+        name: "cm_examples::rping_rust_server_rust_client_large",
+        run: rping_rust_both,
+    },
+];
+
+/// How long one pair may run, from the server's start to both exits.
+const TIMEOUT: Duration = Duration::from_secs(60);
+/// Pings per rping run.
+const PINGS: usize = 3;
+
+type R<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// A port of this test's own: `base` on rxe, `base + 1` on siw (the two
+/// providers run one after the other, but a port may linger in TIME_WAIT).
+fn port(env: &TestEnv, base: u16) -> u16 {
+    match env.provider {
+        Provider::Rxe => base,
+        Provider::Siw => base + 1,
+    }
+}
+
+/// Which side runs the Rust example.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Rust,
+    C,
+}
+
+fn rping_rust_server(env: &TestEnv) -> TestResult {
+    rping_pair(env, Side::Rust, Side::C, 64, port(env, 19_311))
+}
+
+fn rping_c_server(env: &TestEnv) -> TestResult {
+    rping_pair(env, Side::C, Side::Rust, 64, port(env, 19_313))
+}
+
+fn rping_rust_both(env: &TestEnv) -> TestResult {
+    rping_pair(env, Side::Rust, Side::Rust, 4000, port(env, 19_315))
+}
+
+fn rping_bin(side: Side) -> R<String> {
+    Ok(match side {
+        Side::Rust => example("rping")?.display().to_string(),
+        Side::C => "rping".to_string(),
+    })
+}
+
+/// `rping -s` on `server`'s side and `rping -c` on `client`'s, `PINGS`
+/// validated and printed pings of `size` bytes on the device's IPv4 address.
+fn rping_pair(env: &TestEnv, server: Side, client: Side, size: usize, port: u16) -> TestResult {
+    let (ip, port_s, count, size_s) = (
+        env.ipv4.to_string(),
+        port.to_string(),
+        PINGS.to_string(),
+        size.to_string(),
+    );
+    let common = [
+        "-a", &ip, "-p", &port_s, "-C", &count, "-S", &size_s, "-V", "-v",
+    ];
+    let mut sargs = vec!["-s"];
+    sargs.extend_from_slice(&common);
+    let mut cargs = vec!["-c"];
+    cargs.extend_from_slice(&common);
+    let (so, co) = run_pair(
+        (&rping_bin(server)?, &sargs),
+        (&rping_bin(client)?, &cargs),
+        port,
+    )?;
+    for i in 0..PINGS {
+        let text = expected_ping(i, size);
+        let client_saw = co.lines().filter(|l| *l == format!("ping data: {text}")).count();
+        let server_saw = so
+            .lines()
+            .filter(|l| *l == format!("server ping data: {text}"))
+            .count();
+        if client_saw != 1 || server_saw != 1 {
+            fail!("ping {i} ({text:?}): the client printed it {client_saw} times, the server {server_saw} times\n{so}\n{co}");
+        }
+    }
+    Ok(Outcome::Passed)
+}
+
+/// The text of ping `i` of `size` bytes, as rping makes it: "rdma-ping-I: ",
+/// then the printable characters 'A'..='z' from the i-th on, cycling, up to
+/// `size - 1` characters (the last byte is the NUL).
+fn expected_ping(i: usize, size: usize) -> String {
+    let mut text = format!("rdma-ping-{i}: ");
+    let mut c = b'A' + (i % 58) as u8;
+    while text.len() < size - 1 {
+        text.push(c as char);
+        c = if c == b'z' { b'A' } else { c + 1 };
+    }
+    text
+}
+
+/// Runs a server and then a client; both must exit with 0 within `TIMEOUT`.
+/// Returns their outputs (stdout and stderr).
+fn run_pair(server: (&str, &[&str]), client: (&str, &[&str]), port: u16) -> R<(String, String)> {
+    let deadline = Instant::now() + TIMEOUT;
+    let mut s = Running::spawn("server", server.0, server.1)?;
+    if let Err(e) = wait_cm_listening(port, &mut s, deadline) {
+        let out = s.finish_killed();
+        fail!("{e}\n{out}");
+    }
+    let mut c = Running::spawn("client", client.0, client.1)?;
+    let (sc, cc) = (s.wait(deadline), c.wait(deadline));
+    let timed_out = sc.is_none() || cc.is_none();
+    let (so, co) = (s.finish_killed(), c.finish_killed());
+    if timed_out {
+        fail!(
+            "timed out after {} s (children killed)\n{so}\n{co}",
+            TIMEOUT.as_secs()
+        );
+    }
+    if sc != Some(0) || cc != Some(0) {
+        fail!("server exited with {sc:?}, client with {cc:?}\n{so}\n{co}");
+    }
+    Ok((so, co))
+}
+
+/// Waits until a CM id listens on `port`, from `rdma resource show cm_id`
+/// (an RDMA listener on RoCE has no TCP socket to look for).
+fn wait_cm_listening(port: u16, server: &mut Running, deadline: Instant) -> Result<(), String> {
+    let needle = format!(":{port} ");
+    loop {
+        let out = Command::new("rdma")
+            .args(["resource", "show", "cm_id"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run `rdma resource show cm_id`: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let listening = text
+            .lines()
+            .any(|l| l.contains("LISTEN") && format!("{l} ").contains(&needle));
+        if listening {
+            return Ok(());
+        }
+        if let Ok(Some(status)) = server.child.try_wait() {
+            return Err(format!(
+                "the server exited ({status}) before listening on port {port}"
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the server did not listen on port {port} in time; cm ids:\n{text}"
+            ));
+        }
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// The example binary `name`, built next to this test binary.
+fn example(name: &str) -> R<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .ok_or("the test binary has no parent directory")?;
+    let bin = dir.join(name);
+    if !bin.is_file() {
+        return Err(format!(
+            "{} is missing: build the examples first (cargo build -p rdma-examples; ci/test.sh does)",
+            bin.display()
+        )
+        .into());
+    }
+    Ok(bin)
+}
+
+/// A child process whose output is collected at the end.
+struct Running {
+    role: &'static str,
+    cmdline: String,
+    child: Child,
+}
+
+impl Running {
+    fn spawn(role: &'static str, prog: &str, args: &[&str]) -> R<Running> {
+        let child = Command::new(prog)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {prog}: {e}"))?;
+        Ok(Running {
+            role,
+            cmdline: format!("{prog} {}", args.join(" ")),
+            child,
+        })
+    }
+
+    /// The exit code, or `None` at the deadline (or when killed by a signal).
+    fn wait(&mut self, deadline: Instant) -> Option<i32> {
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return status.code(),
+                Ok(None) if Instant::now() < deadline => sleep(Duration::from_millis(20)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Kills the child if it still runs, reaps it, and returns its output.
+    fn finish_killed(&mut self) -> String {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        let mut out = String::new();
+        if let Some(mut s) = self.child.stdout.take() {
+            let _ = s.read_to_string(&mut out);
+        }
+        let mut err = String::new();
+        if let Some(mut s) = self.child.stderr.take() {
+            let _ = s.read_to_string(&mut err);
+        }
+        format!("--- {} `{}`:\n{}{}", self.role, self.cmdline, out, err)
+    }
+}
