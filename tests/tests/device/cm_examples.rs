@@ -1,5 +1,6 @@
 //! The connection-manager examples against rdma-core's tools of the same
-//! name: `rping` Rust <-> C in both directions (rxe and siw).
+//! name: `rping` Rust <-> C in both directions (rxe and siw), and the async
+//! echo server with several clients.
 //!
 //! The example binaries are found next to this test binary's directory
 //! (`target/debug/deps/device-*` -> `target/debug/rping`); ci/test.sh builds
@@ -26,6 +27,10 @@ pub const TESTS: &[Test] = &[
     Test {
         name: "cm_examples::rping_rust_server_rust_client_large",
         run: rping_rust_both,
+    },
+    Test {
+        name: "cm_examples::async_echo_eight_concurrent_clients",
+        run: async_echo_clients,
     },
 ];
 
@@ -117,6 +122,62 @@ fn expected_ping(i: usize, size: usize) -> String {
         c = if c == b'z' { b'A' } else { c + 1 };
     }
     text
+}
+
+fn async_echo_clients(env: &TestEnv) -> TestResult {
+    const CLIENTS: usize = 8;
+    const MESSAGES: usize = 200;
+    let bin = example("async_echo")?.display().to_string();
+    let (ip, port) = (env.ipv4.to_string(), port(env, 19_321));
+    let port_s = port.to_string();
+    let (clients, messages) = (CLIENTS.to_string(), MESSAGES.to_string());
+    let (so, co) = run_pair(
+        (
+            &bin,
+            &[
+                "server",
+                "-a",
+                &ip,
+                "-p",
+                &port_s,
+                "--connections",
+                &clients,
+            ],
+        ),
+        (
+            &bin,
+            &[
+                "client",
+                "-a",
+                &ip,
+                "-p",
+                &port_s,
+                "--clients",
+                &clients,
+                "--messages",
+                &messages,
+                "--depth",
+                "4",
+            ],
+        ),
+        port,
+    )?;
+    let want = format!(
+        "{CLIENTS} clients x {MESSAGES} messages: {} echoes",
+        CLIENTS * MESSAGES
+    );
+    if !co.contains(&want) {
+        fail!("the client did not report {want:?}\n{so}\n{co}");
+    }
+    let served = format!("served {CLIENTS} connections, 0 failed");
+    let each = so
+        .lines()
+        .filter(|l| l.ends_with("bytes echoed") && l.contains(&format!(": {MESSAGES} messages,")))
+        .count();
+    if !so.contains(&served) || each != CLIENTS {
+        fail!("the server did not echo {MESSAGES} messages on each of {CLIENTS} connections\n{so}\n{co}");
+    }
+    Ok(Outcome::Passed)
 }
 
 /// Runs a server and then a client; both must exit with 0 within `TIMEOUT`.
