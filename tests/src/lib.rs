@@ -193,7 +193,12 @@ pub fn run(tests: &[Test]) -> ExitCode {
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     let mut skips = Vec::new();
     // The kernel's resource counts before any test, to prove afterwards that
-    // the whole suite released everything it created.
+    // the whole suite released everything it created. librdmacm opens one
+    // context per device on first use and keeps it for the process's life;
+    // make it do so before the baseline.
+    if let Err(e) = open_rdmacm_context(env.ipv4) {
+        println!("note: could not warm up librdmacm: {e}");
+    }
     let baseline = resource_counts(&env.device);
     for t in &selected {
         print!("test {} ... ", t.name);
@@ -228,15 +233,25 @@ pub fn run(tests: &[Test]) -> ExitCode {
     }
     match (baseline, resource_counts(&env.device)) {
         (Ok(before), Ok(after)) if before == after => {
-            println!("resources of {} back at baseline after the suite: {after:?}", env.device);
+            println!(
+                "resources of {} back at baseline after the suite: {after:?}",
+                env.device
+            );
         }
         (Ok(before), Ok(after)) => {
             failed += 1;
-            println!("FAILED: resources of {} leaked by the suite: before {before:?}, after {after:?}", env.device);
+            println!(
+                "FAILED: resources of {} leaked by the suite: before {before:?}, after {after:?}",
+                env.device
+            );
         }
         (b, a) => {
             failed += 1;
-            println!("FAILED: resource counts unavailable: {:?} / {:?}", b.err(), a.err());
+            println!(
+                "FAILED: resource counts unavailable: {:?} / {:?}",
+                b.err(),
+                a.err()
+            );
         }
     }
     for (name, why) in &skips {
@@ -255,8 +270,12 @@ pub fn run(tests: &[Test]) -> ExitCode {
 
 /// The kernel's resource counts of `device` (`rdma resource show`): pd, cq,
 /// qp, cm_id, mr, ctx, srq. Used to prove that objects are released.
-pub fn resource_counts(device: &str) -> Result<std::collections::BTreeMap<String, u64>, Box<dyn Error>> {
-    let out = std::process::Command::new("rdma").args(["resource", "show"]).output()?;
+pub fn resource_counts(
+    device: &str,
+) -> Result<std::collections::BTreeMap<String, u64>, Box<dyn Error>> {
+    let out = std::process::Command::new("rdma")
+        .args(["resource", "show"])
+        .output()?;
     if !out.status.success() {
         return Err(Box::new(Failure(format!(
             "`rdma resource show` failed: {}",
@@ -267,7 +286,9 @@ pub fn resource_counts(device: &str) -> Result<std::collections::BTreeMap<String
     // Lines look like `0: rxe0: pd 1 cq 2 qp 2 cm_id 0 mr 1 ctx 1 srq 0`.
     for line in text.lines() {
         let mut words = line.split_whitespace();
-        let (Some(_), Some(name)) = (words.next(), words.next()) else { continue };
+        let (Some(_), Some(name)) = (words.next(), words.next()) else {
+            continue;
+        };
         if name.trim_end_matches(':') != device {
             continue;
         }
@@ -278,5 +299,40 @@ pub fn resource_counts(device: &str) -> Result<std::collections::BTreeMap<String
             .collect();
         return Ok(counts);
     }
-    Err(Box::new(Failure(format!("`rdma resource show` has no line for {device}: {text}"))))
+    Err(Box::new(Failure(format!(
+        "`rdma resource show` has no line for {device}: {text}"
+    ))))
+}
+
+/// Makes librdmacm open its (process-lifetime) context of the device that
+/// owns `ip`, by binding a CM id to it.
+fn open_rdmacm_context(ip: Ipv4Addr) -> Result<(), Box<dyn Error>> {
+    use rdmacm_sys as cm;
+    // SAFETY: no arguments; NULL on failure.
+    let ch = unsafe { cm::rdma_create_event_channel() };
+    if ch.is_null() {
+        return Err(Box::new(Failure("rdma_create_event_channel failed".into())));
+    }
+    let mut id = std::ptr::null_mut();
+    // SAFETY: a live channel; `id` is writable.
+    let mut rc = unsafe { cm::rdma_create_id(ch, &mut id, std::ptr::null_mut(), cm::RDMA_PS_TCP) };
+    if rc == 0 {
+        // SAFETY: all-zero bytes are a valid sockaddr_in.
+        let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_addr.s_addr = u32::from(ip).to_be();
+        // SAFETY: a live id and a complete address.
+        rc = unsafe { cm::rdma_bind_addr(id, (&mut sa as *mut libc::sockaddr_in).cast()) };
+        // SAFETY: destroyed once; it has no events.
+        unsafe { cm::rdma_destroy_id(id) };
+    }
+    // SAFETY: destroyed once, after its only id.
+    unsafe { cm::rdma_destroy_event_channel(ch) };
+    if rc != 0 {
+        return Err(Box::new(Failure(format!(
+            "binding to {ip}: {}",
+            std::io::Error::last_os_error()
+        ))));
+    }
+    Ok(())
 }

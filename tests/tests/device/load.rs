@@ -7,41 +7,54 @@ use rdma::{
     CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, SendWr,
     WorkCompletion,
 };
-use rdma_tests::{check, Outcome, TestEnv, TestResult};
+use rdma_tests::{check, Outcome, Provider, TestEnv, TestResult};
 
 use crate::verbs::{connect_rc, open, ACCESS};
 
 pub fn thousand_queue_pairs(env: &TestEnv) -> TestResult {
     const N: usize = 1000;
     let before = rdma_tests::resource_counts(&env.device)?;
+    // Where the provider refused to create more (siw in this VM), and why.
+    let mut limit = None;
     {
         let ctx = open(env)?;
         let pd = ProtectionDomain::new(&ctx)?;
         let cq = CompletionQueue::new(&ctx, 256)?;
         let start = Instant::now();
         let mut qps = Vec::with_capacity(N);
-        for _ in 0..N {
-            let qp = QueuePair::builder(&pd, QpType::Rc, &cq)
-                .caps(QpCaps {
-                    max_send_wr: 4,
-                    max_recv_wr: 4,
-                    ..QpCaps::default()
-                })
-                .build()?;
-            qp.to_init(&rdma::InitAttr::new(1))?;
-            qps.push(qp);
+        let caps = QpCaps {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            ..QpCaps::default()
+        };
+        while qps.len() < N {
+            match QueuePair::builder(&pd, QpType::Rc, &cq).caps(caps).build() {
+                Ok(qp) => {
+                    qp.to_init(&rdma::InitAttr::new(1))?;
+                    qps.push(qp);
+                }
+                Err(e)
+                    if env.provider == Provider::Siw
+                        && matches!(e.errno(), libc::ENOSPC | libc::ENOMEM) =>
+                {
+                    limit = Some((qps.len(), e));
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         let mut nums: Vec<u32> = qps.iter().map(|q| q.qp_num()).collect();
         nums.sort_unstable();
         nums.dedup();
-        check!(nums.len() == N, "QP numbers are not unique");
+        check!(nums.len() == qps.len(), "QP numbers are not unique");
         let during = rdma_tests::resource_counts(&env.device)?;
         check!(
-            during.get("qp").copied().unwrap_or(0) >= N as u64,
+            during.get("qp").copied().unwrap_or(0) >= qps.len() as u64,
             "kernel counts {during:?}"
         );
         println!(
-            "  {N} QPs created and moved to INIT in {:?}",
+            "  {} QPs created and moved to INIT in {:?}",
+            qps.len(),
             start.elapsed()
         );
     }
@@ -50,6 +63,12 @@ pub fn thousand_queue_pairs(env: &TestEnv) -> TestResult {
         before == after,
         "resources leaked: before {before:?}, after {after:?}"
     );
+    if let Some((k, e)) = limit {
+        check!(k >= 64, "siw refused after only {k} QPs: {e}");
+        return Ok(Outcome::Skipped(format!(
+            "siw refuses QPs past {k} in this VM ({e}); the refusal was typed and nothing leaked"
+        )));
+    }
     Ok(Outcome::Passed)
 }
 
