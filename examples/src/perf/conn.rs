@@ -1,0 +1,483 @@
+//! Connecting the two sides of a benchmark: through rdma_cm (`-R`) or with
+//! a TCP exchange of each side's queue pair and memory.
+//!
+//! Each side registers one memory region of twice the largest message: the
+//! first half is what it sends (or reads into), the second half is where the
+//! peer's messages land (receives, the peer's RDMA WRITEs) and what the peer
+//! reads. The peer's second half is [`Conn::remote`].
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use rdma::cm::{CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
+use rdma::{
+    AccessFlags, CompletionChannel, CompletionQueue, Context, Gid, GidType, InitAttr, MemoryRegion,
+    Mtu, Path, ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, RemoteMemory, RtrAttr, RtsAttr,
+};
+
+use super::{Config, Kind, Verb};
+use crate::pingpong::{self, Result};
+
+/// How long a side waits for the other to connect or to finish.
+const WAIT: Duration = Duration::from_secs(120);
+/// How long the client retries connecting to a server that is not up yet.
+const CONNECT_RETRY: Duration = Duration::from_secs(10);
+
+/// What one side tells the other: its queue pair and its target memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dest {
+    /// The queue pair number (TCP mode).
+    pub qpn: u32,
+    /// The first packet sequence number (TCP mode).
+    pub psn: u32,
+    /// The GID to send to (TCP mode).
+    pub gid: Gid,
+    /// The memory the peer may write and read.
+    pub remote: RemoteMemory,
+}
+
+impl Dest {
+    /// The length of the wire form.
+    pub const LEN: usize = 44;
+
+    /// The wire form: little-endian fields in declaration order.
+    pub fn to_wire(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[0..4].copy_from_slice(&self.qpn.to_le_bytes());
+        b[4..8].copy_from_slice(&self.psn.to_le_bytes());
+        b[8..24].copy_from_slice(&self.gid.0);
+        b[24..32].copy_from_slice(&self.remote.addr.to_le_bytes());
+        b[32..40].copy_from_slice(&self.remote.len.to_le_bytes());
+        b[40..44].copy_from_slice(&self.remote.rkey.to_le_bytes());
+        b
+    }
+
+    /// Parses the wire form (extra bytes, such as CM padding, are ignored).
+    pub fn from_wire(b: &[u8]) -> Result<Dest> {
+        if b.len() < Self::LEN {
+            return Err(format!(
+                "the peer sent {} bytes, {} expected",
+                b.len(),
+                Self::LEN
+            ));
+        }
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        Ok(Dest {
+            qpn: u32_at(0),
+            psn: u32_at(4),
+            gid: Gid(b[8..24].try_into().unwrap()),
+            remote: RemoteMemory {
+                addr: u64_at(24),
+                len: u64_at(32),
+                rkey: u32_at(40),
+            },
+        })
+    }
+}
+
+/// The link between the two sides, besides the queue pair.
+enum Link {
+    /// A queue pair connected by hand; the TCP stream synchronises.
+    Tcp { qp: QueuePair, stream: TcpStream },
+    /// A queue pair owned by a CM id.
+    Cm {
+        channel: EventChannel,
+        id: Box<CmId>,
+        _listener: Option<CmId>,
+    },
+}
+
+/// A connected queue pair and everything it uses.
+pub struct Conn {
+    /// The device context.
+    pub ctx: Context,
+    /// Send completions.
+    pub send_cq: CompletionQueue,
+    /// Receive completions.
+    pub recv_cq: CompletionQueue,
+    /// Local memory: the send half, then the half the peer targets.
+    pub mr: MemoryRegion,
+    /// The peer's target half.
+    pub remote: RemoteMemory,
+    /// The path MTU.
+    pub mtu: Mtu,
+    /// The local GID index (TCP mode) or `None` (rdma_cm chose).
+    pub gid_index: Option<u32>,
+    /// The inline size the QP was granted.
+    pub inline_size: u32,
+    /// RDMA READs in flight.
+    pub reads: u8,
+    link: Link,
+    _pd: ProtectionDomain,
+}
+
+/// The objects created once the device is known.
+struct Resources {
+    pd: ProtectionDomain,
+    send_cq: CompletionQueue,
+    recv_cq: CompletionQueue,
+    mr: MemoryRegion,
+    caps: QpCaps,
+    reads: u8,
+}
+
+impl Resources {
+    fn new(ctx: &Context, cfg: &Config) -> Result<Resources> {
+        let e = |what: &str, err: rdma::Error| format!("{what}: {err}");
+        let pd = ProtectionDomain::new(ctx).map_err(|err| e("Couldn't allocate PD", err))?;
+        let send_depth = cfg.tx_depth.max(cfg.cq_mod) + cfg.post_list;
+        let cq = |depth: usize| -> Result<CompletionQueue> {
+            let mut b = CompletionQueue::builder(ctx).cqe(depth.min(i32::MAX as usize) as i32);
+            let ch;
+            if cfg.events {
+                ch = CompletionChannel::new(ctx)
+                    .map_err(|err| e("Couldn't create completion channel", err))?;
+                b = b.channel(&ch);
+            }
+            let cq = b.build().map_err(|err| e("Couldn't create CQ", err))?;
+            if cfg.events {
+                cq.req_notify(false)
+                    .map_err(|err| e("Couldn't request CQ notification", err))?;
+            }
+            Ok(cq)
+        };
+        let send_cq = cq(send_depth)?;
+        let recv_cq = cq(cfg.rx_depth + 1)?;
+        let access =
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
+        let mr = MemoryRegion::new(&pd, 2 * cfg.max_size(), access)
+            .map_err(|err| e("Couldn't allocate MR", err))?;
+        let dev = ctx
+            .query_device()
+            .map_err(|err| e("Couldn't query device", err))?;
+        let reads = cfg.reads_in_flight(dev.as_raw().orig_attr.max_qp_rd_atom.max(1) as u32);
+        let caps = QpCaps {
+            max_send_wr: send_depth as u32,
+            max_recv_wr: cfg.rx_depth as u32,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: cfg.inline_size,
+        };
+        Ok(Resources {
+            pd,
+            send_cq,
+            recv_cq,
+            mr,
+            caps,
+            reads,
+        })
+    }
+
+    /// The half of the local memory the peer targets.
+    fn target(&self) -> Result<RemoteMemory> {
+        let half = self.mr.len() / 2;
+        self.mr.remote(half..).map_err(|e| e.to_string())
+    }
+}
+
+/// Keeps `cfg.rx_depth` receives of the largest size posted (SEND tests).
+fn post_initial_receives(cfg: &Config, qp: &QueuePair, mr: &MemoryRegion) -> Result<()> {
+    if !cfg.receives() {
+        return Ok(());
+    }
+    let half = mr.len() / 2;
+    let sge = [mr.sge(half..).map_err(|e| e.to_string())?];
+    let mut wr = [RecvWr::new(0, &sge)];
+    for _ in 0..cfg.rx_depth {
+        qp.post_recv(&mut wr)
+            .map_err(|e| format!("Couldn't post receive: {e}"))?;
+    }
+    Ok(())
+}
+
+impl Conn {
+    /// Connects as the command line says.
+    pub fn establish(cfg: &Config) -> Result<Conn> {
+        if cfg.args.rdma_cm {
+            Self::with_cm(cfg)
+        } else {
+            Self::with_tcp(cfg)
+        }
+    }
+
+    /// The queue pair.
+    pub fn qp(&self) -> &QueuePair {
+        match &self.link {
+            Link::Tcp { qp, .. } => qp,
+            Link::Cm { id, .. } => id.qp().expect("the CM id owns a QP"),
+        }
+    }
+
+    /// Whether the connection was made through rdma_cm.
+    pub fn is_cm(&self) -> bool {
+        matches!(self.link, Link::Cm { .. })
+    }
+
+    fn new(ctx: Context, r: Resources, remote: RemoteMemory, mtu: Mtu, link: Link) -> Conn {
+        let inline_size = match &link {
+            Link::Tcp { qp, .. } => qp.caps().max_inline_data,
+            Link::Cm { id, .. } => id.qp().map_or(0, |q| q.caps().max_inline_data),
+        };
+        Conn {
+            ctx,
+            send_cq: r.send_cq,
+            recv_cq: r.recv_cq,
+            mr: r.mr,
+            remote,
+            mtu,
+            gid_index: None,
+            inline_size,
+            reads: r.reads,
+            link,
+            _pd: r.pd,
+        }
+    }
+
+    fn with_tcp(cfg: &Config) -> Result<Conn> {
+        let ctx = pingpong::open_device(cfg.args.ib_dev.as_deref())?;
+        let port = cfg.args.ib_port;
+        let pa = ctx
+            .query_port(port)
+            .map_err(|e| format!("Couldn't get port info: {e}"))?;
+        let mtu = cfg
+            .args
+            .mtu
+            .or_else(|| Mtu::from_bytes(pa.active_mtu()))
+            .unwrap_or(Mtu::Mtu1024);
+        let gid_index = match cfg.args.gid_index {
+            Some(i) => i,
+            None => default_gid_index(&ctx, port),
+        };
+        let gid = ctx
+            .query_gid(port, gid_index)
+            .map_err(|e| format!("can't read sgid of index {gid_index}: {e}"))?;
+        let r = Resources::new(&ctx, cfg)?;
+        let qp = QueuePair::builder(&r.pd, QpType::Rc, &r.send_cq)
+            .recv_cq(&r.recv_cq)
+            .caps(r.caps)
+            .build()
+            .map_err(|e| format!("Couldn't create QP: {e}"))?;
+        let mut init = InitAttr::new(port);
+        init.access =
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
+        qp.to_init(&init)
+            .map_err(|e| format!("Failed to modify QP to INIT: {e}"))?;
+        post_initial_receives(cfg, &qp, &r.mr)?;
+        let mine = Dest {
+            qpn: qp.qp_num(),
+            psn: pingpong::random_psn(),
+            gid,
+            remote: r.target()?,
+        };
+        let mut stream = match &cfg.args.server {
+            Some(host) => tcp_connect(host, cfg.args.port)?,
+            None => tcp_accept(cfg.args.port)?,
+        };
+        stream
+            .write_all(&mine.to_wire())
+            .map_err(|e| format!("Couldn't send local address: {e}"))?;
+        let mut buf = [0u8; Dest::LEN];
+        stream
+            .read_exact(&mut buf)
+            .map_err(|e| format!("Couldn't read remote address: {e}"))?;
+        let peer = Dest::from_wire(&buf)?;
+        qp.to_rtr(Some(&RtrAttr {
+            remote_qpn: peer.qpn,
+            rq_psn: peer.psn,
+            mtu,
+            path: Path::to_gid(peer.gid, gid_index as u8, port),
+            max_dest_rd_atomic: r.reads,
+            min_rnr_timer: 12,
+        }))
+        .map_err(|e| format!("Failed to modify QP to RTR: {e}"))?;
+        qp.to_rts(&RtsAttr {
+            sq_psn: mine.psn,
+            max_rd_atomic: r.reads,
+            ..RtsAttr::default()
+        })
+        .map_err(|e| format!("Failed to modify QP to RTS: {e}"))?;
+        let mut c = Conn::new(ctx, r, peer.remote, mtu, Link::Tcp { qp, stream });
+        c.gid_index = Some(gid_index);
+        c.barrier()?;
+        Ok(c)
+    }
+
+    fn with_cm(cfg: &Config) -> Result<Conn> {
+        let cme = |what: &str, e: rdma::Error| format!("{what}: {e}");
+        let channel = EventChannel::new().map_err(|e| cme("Couldn't create event channel", e))?;
+        let (mut id, listener, request) = match &cfg.args.server {
+            Some(host) => {
+                let dst = resolve(host, cfg.args.port)?;
+                let id = CmId::new(&channel, PortSpace::Tcp)
+                    .map_err(|e| cme("Couldn't create CM id", e))?;
+                id.resolve_addr(None, dst, Duration::from_secs(2))
+                    .map_err(|e| cme("rdma_resolve_addr", e))?;
+                channel
+                    .expect(&id, CmEventKind::AddrResolved, Duration::from_secs(5))
+                    .map_err(|e| cme("Address resolution", e))?;
+                id.resolve_route(Duration::from_secs(2))
+                    .map_err(|e| cme("rdma_resolve_route", e))?;
+                channel
+                    .expect(&id, CmEventKind::RouteResolved, Duration::from_secs(5))
+                    .map_err(|e| cme("Route resolution", e))?;
+                (id, None, None)
+            }
+            None => {
+                let listener = CmId::new(&channel, PortSpace::Tcp)
+                    .map_err(|e| cme("Couldn't create CM id", e))?;
+                listener
+                    .bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, cfg.args.port)))
+                    .map_err(|e| cme("rdma_bind_addr", e))?;
+                listener.listen(1).map_err(|e| cme("rdma_listen", e))?;
+                let mut ev = channel
+                    .expect(&listener, CmEventKind::ConnectRequest, WAIT)
+                    .map_err(|e| cme("Waiting for a connect request", e))?;
+                let id = ev.take_new_id().ok_or("a connect request without an id")?;
+                let peer = Dest::from_wire(ev.private_data())?;
+                (id, Some(listener), Some(peer))
+            }
+        };
+        let ctx = id.context().ok_or("the CM id has no device")?;
+        if let Some(want) = &cfg.args.ib_dev {
+            if ctx.name() != want {
+                return Err(format!(
+                    "rdma_cm bound {} to {}, not {want}",
+                    cfg.args.server.as_deref().unwrap_or("the server"),
+                    ctx.name()
+                ));
+            }
+        }
+        let mtu = cfg.args.mtu.unwrap_or_else(|| {
+            ctx.query_port(id.port_num())
+                .ok()
+                .and_then(|p| Mtu::from_bytes(p.active_mtu()))
+                .unwrap_or(Mtu::Mtu1024)
+        });
+        let r = Resources::new(&ctx, cfg)?;
+        let qp = id
+            .create_qp(&r.pd, QpType::Rc, &r.send_cq, &r.recv_cq, r.caps)
+            .map_err(|e| cme("Couldn't create QP", e))?;
+        post_initial_receives(cfg, qp, &r.mr)?;
+        let mine = Dest {
+            qpn: qp.qp_num(),
+            psn: 0,
+            gid: Gid::default(),
+            remote: r.target()?,
+        };
+        let mut param = ConnParam::new().with_private_data(&mine.to_wire());
+        param.responder_resources = r.reads;
+        param.initiator_depth = r.reads;
+        let peer = match request {
+            Some(peer) => {
+                id.accept(&param).map_err(|e| cme("rdma_accept", e))?;
+                channel
+                    .expect(&id, CmEventKind::Established, WAIT)
+                    .map_err(|e| cme("Waiting for the connection", e))?;
+                peer
+            }
+            None => {
+                id.connect(&param).map_err(|e| cme("rdma_connect", e))?;
+                let ev = channel
+                    .expect(&id, CmEventKind::Established, WAIT)
+                    .map_err(|e| cme("Connecting", e))?;
+                Dest::from_wire(ev.private_data())?
+            }
+        };
+        let link = Link::Cm {
+            channel,
+            id: Box::new(id),
+            _listener: listener,
+        };
+        Ok(Conn::new(ctx, r, peer.remote, mtu, link))
+    }
+
+    /// Waits until the other side gets here too (TCP mode). With rdma_cm
+    /// the sides need no barrier between sizes: receives stay posted and
+    /// the loops of each size wait for the peer's messages.
+    pub fn barrier(&mut self) -> Result<()> {
+        if let Link::Tcp { stream, .. } = &mut self.link {
+            stream
+                .write_all(b"s")
+                .and_then(|()| stream.read_exact(&mut [0u8; 1]))
+                .map_err(|e| format!("Failed to synchronise with the peer: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Ends the connection once both sides are done. With rdma_cm the side
+    /// whose completions prove the other is done disconnects (the server of
+    /// a ping-pong, whose last SEND or WRITE the client has acknowledged;
+    /// the client otherwise) and the other waits for the disconnection.
+    pub fn finish(&mut self, cfg: &Config) -> Result<()> {
+        let Link::Cm { channel, id, .. } = &self.link else {
+            return Ok(());
+        };
+        let pingpong = cfg.kind == Kind::Lat && cfg.verb != Verb::Read;
+        if pingpong != cfg.is_client() {
+            id.disconnect()
+                .map_err(|e| format!("rdma_disconnect: {e}"))?;
+        }
+        let t0 = Instant::now();
+        while t0.elapsed() < WAIT {
+            match channel.wait_event(WAIT) {
+                Ok(Some(ev)) if ev.kind == CmEventKind::Disconnected => return Ok(()),
+                Ok(_) => {}
+                Err(e) => return Err(format!("Waiting for the disconnection: {e}")),
+            }
+        }
+        Err("the peer did not disconnect".into())
+    }
+}
+
+/// The port's first RoCE v2 GID that maps an IPv4 address, else index 0.
+pub(crate) fn default_gid_index(ctx: &Context, port: u8) -> u32 {
+    ctx.gid_table()
+        .ok()
+        .and_then(|t| {
+            t.into_iter()
+                .find(|g| {
+                    g.port == u32::from(port)
+                        && g.gid_type == GidType::RoceV2
+                        && g.gid.to_ipv4_mapped().is_some()
+                })
+                .map(|g| g.index)
+        })
+        .unwrap_or(0)
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("Couldn't resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host} has no address"))
+}
+
+fn tcp_connect(host: &str, port: u16) -> Result<TcpStream> {
+    let addr = resolve(host, port)?;
+    let t0 = Instant::now();
+    loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) if t0.elapsed() > CONNECT_RETRY => {
+                return Err(format!("Couldn't connect to {host}:{port}: {e}"))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+fn tcp_accept(port: u16) -> Result<TcpStream> {
+    let l = TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))
+        .map_err(|e| format!("Couldn't listen to port {port}: {e}"))?;
+    let (s, _) = l
+        .accept()
+        .map_err(|e| format!("Couldn't accept a client: {e}"))?;
+    let _ = s.set_nodelay(true);
+    Ok(s)
+}
