@@ -1,6 +1,6 @@
 //! The connection-manager examples against rdma-core's tools of the same
-//! name: `rping` Rust <-> C in both directions (rxe and siw), and the async
-//! echo server with several clients.
+//! name: `rping` Rust <-> C in both directions (rxe and siw), the async echo
+//! server with several clients, and `cmtime` side by side with C's.
 //!
 //! The example binaries are found next to this test binary's directory
 //! (`target/debug/deps/device-*` -> `target/debug/rping`); ci/test.sh builds
@@ -31,6 +31,18 @@ pub const TESTS: &[Test] = &[
     Test {
         name: "cm_examples::async_echo_eight_concurrent_clients",
         run: async_echo_clients,
+    },
+    Test {
+        name: "cm_examples::cmtime_rust_client_c_server",
+        run: cmtime_rust_client,
+    },
+    Test {
+        name: "cm_examples::cmtime_c_client_rust_server",
+        run: cmtime_c_client,
+    },
+    Test {
+        name: "cm_examples::cmtime_100_connections_rust_vs_c",
+        run: cmtime_benchmark,
     },
 ];
 
@@ -177,6 +189,128 @@ fn async_echo_clients(env: &TestEnv) -> TestResult {
     if !so.contains(&served) || each != CLIENTS {
         fail!("the server did not echo {MESSAGES} messages on each of {CLIENTS} connections\n{so}\n{co}");
     }
+    Ok(Outcome::Passed)
+}
+
+/// `cmtime` with `connections` connections: the server (which runs until
+/// killed) on one side, the client on the other. Returns the client's table.
+fn cmtime_pair(
+    env: &TestEnv,
+    server: Side,
+    client: Side,
+    connections: u32,
+    port: u16,
+) -> R<Vec<(String, f64)>> {
+    let bin = |side| -> R<String> {
+        Ok(match side {
+            Side::Rust => example("cmtime")?.display().to_string(),
+            Side::C => "cmtime".to_string(),
+        })
+    };
+    let (ip, port_s, n) = (env.ipv4.to_string(), port.to_string(), connections.to_string());
+    let deadline = Instant::now() + TIMEOUT;
+    let mut s = Running::spawn("server", &bin(server)?, &["-b", &ip, "-p", &port_s])?;
+    if let Err(e) = wait_cm_listening(port, &mut s, deadline) {
+        let out = s.finish_killed();
+        fail!("{e}\n{out}");
+    }
+    let mut c = Running::spawn(
+        "client",
+        &bin(client)?,
+        &["-s", &ip, "-p", &port_s, "-c", &n],
+    )?;
+    let cc = c.wait(deadline);
+    let server_alive = matches!(s.child.try_wait(), Ok(None));
+    let (so, co) = (s.finish_killed(), c.finish_killed());
+    if cc.is_none() {
+        fail!(
+            "the client timed out after {} s (children killed)\n{so}\n{co}",
+            TIMEOUT.as_secs()
+        );
+    }
+    if cc != Some(0) || !server_alive {
+        fail!("the client exited with {cc:?}; the server was alive at the end: {server_alive}\n{so}\n{co}");
+    }
+    // Both tools report a failed connection with a line naming the error.
+    if co.to_lowercase().contains("error") || so.to_lowercase().contains("fail") {
+        fail!("errors reported\n{so}\n{co}");
+    }
+    let table = cmtime_table(&co);
+    for step in CM_STEPS {
+        if !table.iter().any(|(name, _)| name == step) {
+            fail!("the client's table has no {step:?} row\n{co}");
+        }
+    }
+    Ok(table)
+}
+
+/// The steps of the connection manager the benchmark compares.
+const CM_STEPS: [&str; 4] = ["resolve addr", "resolve route", "connect", "disconnect"];
+
+/// The rows of cmtime's table: step name and total ms.
+fn cmtime_table(out: &str) -> Vec<(String, f64)> {
+    out.lines()
+        .filter_map(|l| {
+            let (name, nums) = l.split_once(':')?;
+            let total: f64 = nums.split_whitespace().next()?.parse().ok()?;
+            Some((name.trim().to_string(), total))
+        })
+        .collect()
+}
+
+fn cmtime_rust_client(env: &TestEnv) -> TestResult {
+    cmtime_pair(env, Side::C, Side::Rust, 10, port(env, 19_331))?;
+    Ok(Outcome::Passed)
+}
+
+fn cmtime_c_client(env: &TestEnv) -> TestResult {
+    cmtime_pair(env, Side::Rust, Side::C, 10, port(env, 19_333))?;
+    Ok(Outcome::Passed)
+}
+
+/// 100 connections with C's cmtime (client and server), then with ours, in
+/// the same VM run; prints the totals of the CM steps and the ratio
+/// ours / C. A benchmark: the ratio is reported, never judged.
+fn cmtime_benchmark(env: &TestEnv) -> TestResult {
+    const N: u32 = 100;
+    if env.provider == Provider::Siw {
+        return Ok(Outcome::Skipped(
+            "the benchmark runs on rxe: siw in this VM intermittently refuses CQ and QP \
+             creation beyond about 50 connections per process, rdma-core's cmtime included"
+                .into(),
+        ));
+    }
+    let c = cmtime_pair(env, Side::C, Side::C, N, port(env, 19_335))?;
+    let ours = cmtime_pair(env, Side::Rust, Side::Rust, N, port(env, 19_337))?;
+    let total = |t: &[(String, f64)], step: &str| {
+        t.iter()
+            .find(|(name, _)| name == step)
+            .map_or(0.0, |(_, ms)| *ms)
+    };
+    println!();
+    let build = if example("cmtime")?.to_string_lossy().contains("/release/") {
+        "release"
+    } else {
+        "debug"
+    };
+    println!(
+        "    cmtime, {N} connections on {} (total ms; ours is a {build} build):",
+        env.device
+    );
+    println!("    {:<14} {:>10} {:>10} {:>8}", "step", "C", "ours", "ours/C");
+    let (mut sum_c, mut sum_r) = (0.0, 0.0);
+    for step in CM_STEPS {
+        let (tc, tr) = (total(&c, step), total(&ours, step));
+        sum_c += tc;
+        sum_r += tr;
+        println!("    {step:<14} {tc:>10.2} {tr:>10.2} {:>8.2}", tr / tc);
+    }
+    println!(
+        "    {:<14} {sum_c:>10.2} {sum_r:>10.2} {:>8.2}",
+        "CM steps",
+        sum_r / sum_c
+    );
+    print!("    cmtime ratio ours/C = {:.2} ... ", sum_r / sum_c);
     Ok(Outcome::Passed)
 }
 
