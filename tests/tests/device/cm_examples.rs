@@ -33,6 +33,14 @@ pub const TESTS: &[Test] = &[
         run: async_echo_clients,
     },
     Test {
+        name: "cm_examples::udaddy_rust_server_c_client",
+        run: udaddy_rust_server,
+    },
+    Test {
+        name: "cm_examples::udaddy_c_server_rust_client",
+        run: udaddy_c_server,
+    },
+    Test {
         name: "cm_examples::cmtime_rust_client_c_server",
         run: cmtime_rust_client,
     },
@@ -188,6 +196,40 @@ fn async_echo_clients(env: &TestEnv) -> TestResult {
         .count();
     if !so.contains(&served) || each != CLIENTS {
         fail!("the server did not echo {MESSAGES} messages on each of {CLIENTS} connections\n{so}\n{co}");
+    }
+    Ok(Outcome::Passed)
+}
+
+fn udaddy_rust_server(env: &TestEnv) -> TestResult {
+    udaddy_pair(env, Side::Rust, Side::C)
+}
+
+fn udaddy_c_server(env: &TestEnv) -> TestResult {
+    udaddy_pair(env, Side::C, Side::Rust)
+}
+
+/// `udaddy` server and client, 2 connections of 10 datagrams each way. The
+/// C tool always uses port 7174.
+fn udaddy_pair(env: &TestEnv, server: Side, client: Side) -> TestResult {
+    if env.provider == Provider::Siw {
+        return Ok(Outcome::Skipped("iWARP (siw) has no UD".into()));
+    }
+    let bin = |side| -> R<String> {
+        Ok(match side {
+            Side::Rust => example("udaddy")?.display().to_string(),
+            Side::C => "udaddy".to_string(),
+        })
+    };
+    let ip = env.ipv4.to_string();
+    let (so, co) = run_pair(
+        (&bin(server)?, &["-b", &ip, "-c", "2", "-C", "10"]),
+        (&bin(client)?, &["-s", &ip, "-c", "2", "-C", "10"]),
+        7174,
+    )?;
+    for (who, out) in [("server", &so), ("client", &co)] {
+        if !out.contains("data transfers complete") || !out.contains("return status 0") {
+            fail!("the {who} did not complete its transfers\n{so}\n{co}");
+        }
     }
     Ok(Outcome::Passed)
 }
