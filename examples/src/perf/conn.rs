@@ -195,10 +195,20 @@ fn post_initial_receives(cfg: &Config, qp: &QueuePair, mr: &MemoryRegion) -> Res
 impl Conn {
     /// Connects as the command line says.
     pub fn establish(cfg: &Config) -> Result<Conn> {
-        if cfg.args.rdma_cm {
-            Self::with_cm(cfg)
-        } else {
-            Self::with_tcp(cfg)
+        if !cfg.args.rdma_cm {
+            return Self::with_tcp(cfg);
+        }
+        // A client that comes before the server listens is rejected: try
+        // again for a while, as the TCP exchange does.
+        let t0 = Instant::now();
+        loop {
+            if let Some(c) = Self::with_cm(cfg)? {
+                return Ok(c);
+            }
+            if t0.elapsed() > CONNECT_RETRY {
+                return Err("Connecting: the server rejected the connection".into());
+            }
+            std::thread::sleep(Duration::from_millis(200));
         }
     }
 
@@ -304,7 +314,9 @@ impl Conn {
         Ok(c)
     }
 
-    fn with_cm(cfg: &Config) -> Result<Conn> {
+    /// Connects through rdma_cm; `None` when the server rejected the client
+    /// (not listening yet).
+    fn with_cm(cfg: &Config) -> Result<Option<Conn>> {
         let cme = |what: &str, e: rdma::Error| format!("{what}: {e}");
         let channel = EventChannel::new().map_err(|e| cme("Couldn't create event channel", e))?;
         let (mut id, listener, request) = match &cfg.args.server {
@@ -379,10 +391,11 @@ impl Conn {
             }
             None => {
                 id.connect(&param).map_err(|e| cme("rdma_connect", e))?;
-                let ev = channel
-                    .expect(&id, CmEventKind::Established, WAIT)
-                    .map_err(|e| cme("Connecting", e))?;
-                Dest::from_wire(ev.private_data())?
+                match channel.expect(&id, CmEventKind::Established, WAIT) {
+                    Ok(ev) => Dest::from_wire(ev.private_data())?,
+                    Err(e) if e.errno() == ECONNREFUSED => return Ok(None),
+                    Err(e) => return Err(cme("Connecting", e)),
+                }
             }
         };
         let link = Link::Cm {
@@ -390,7 +403,7 @@ impl Conn {
             id: Box::new(id),
             _listener: listener,
         };
-        Ok(Conn::new(ctx, r, peer.remote, mtu, link))
+        Ok(Some(Conn::new(ctx, r, peer.remote, mtu, link)))
     }
 
     /// Waits until the other side gets here too (TCP mode). With rdma_cm
@@ -430,6 +443,9 @@ impl Conn {
         Err("the peer did not disconnect".into())
     }
 }
+
+/// ECONNREFUSED (Linux), the errno `rdma` gives a rejected connection.
+const ECONNREFUSED: i32 = 111;
 
 /// The port's first RoCE v2 GID that maps an IPv4 address, else index 0.
 pub(crate) fn default_gid_index(ctx: &Context, port: u8) -> u32 {
