@@ -5,12 +5,16 @@
 //! counted poll finds the completion and the counts are deterministic.
 //! `ci/perf.sh` runs both under callgrind with `--toggle-collect` on the
 //! two functions.
+//!
+//! With `port` the loop bypasses the safe API and calls the `#[inline]`
+//! ibverbs-sys ports it is built on (`post_one_port`, `poll_one_port`): the
+//! difference between the two is the cost of the safe layer.
 
 use std::mem::MaybeUninit;
 use std::time::Duration;
 
 use rdma::{
-    AccessFlags, CompletionQueue, InitAttr, MemoryRegion, Mtu, Path, ProtectionDomain, QpCaps,
+    sys, AccessFlags, CompletionQueue, InitAttr, MemoryRegion, Mtu, Path, ProtectionDomain, QpCaps,
     QpType, QueuePair, RtrAttr, RtsAttr, SendWr, WorkCompletion,
 };
 
@@ -36,8 +40,35 @@ pub fn poll_one(
     }
 }
 
-/// Runs the loop on the device and port of `args`.
-pub fn run(args: &Args, iters: usize) -> Result<()> {
+/// Posts one raw request through the ibverbs-sys port, as C's inline does.
+///
+/// # Safety
+/// `qp` must be a live QP and `wr` a valid request list for it.
+#[inline(never)]
+pub unsafe fn post_one_port(qp: *mut sys::ibv_qp, wr: *mut sys::ibv_send_wr) -> i32 {
+    let mut bad = std::ptr::null_mut();
+    // SAFETY: per the caller's contract.
+    unsafe { sys::ibv_post_send(qp, wr, &mut bad) }
+}
+
+/// Polls at most one completion through the ibverbs-sys port.
+///
+/// # Safety
+/// `cq` must be a live CQ and `wc` writable.
+#[inline(never)]
+pub unsafe fn poll_one_port(cq: *mut sys::ibv_cq, wc: *mut sys::ibv_wc) -> i32 {
+    // SAFETY: per the caller's contract.
+    let n = unsafe { sys::ibv_poll_cq(cq, 1, wc) };
+    // SAFETY: the provider filled `*wc` when it returned 1.
+    if n > 0 && unsafe { (*wc).status } != sys::IBV_WC_SUCCESS {
+        return -1;
+    }
+    n
+}
+
+/// Runs the loop on the device and port of `args`, through the safe API or
+/// (`port`) through the ibverbs-sys ports.
+pub fn run(args: &Args, iters: usize, port_path: bool) -> Result<()> {
     let e = |err: rdma::Error| err.to_string();
     let ctx = pingpong::open_device(args.ib_dev.as_deref())?;
     let port = args.ib_port;
@@ -77,13 +108,31 @@ pub fn run(args: &Args, iters: usize) -> Result<()> {
     let sge = [mr.sge(0..64).map_err(e)?];
     let remote = mr.remote(2048..2048 + 64).map_err(e)?;
     let mut wr = [SendWr::rdma_write(0, &sge, remote).signaled()];
-    let mut wcs = [MaybeUninit::uninit(); 1];
+    let mut wcs: [MaybeUninit<WorkCompletion>; 1] = [MaybeUninit::uninit(); 1];
     let mut misses = 0u64;
+    // SAFETY: the raw request is only posted by `post_one_port` below, while
+    // `sge`, `mr` and `qp` live; nothing in it is changed.
+    let raw_wr: *mut sys::ibv_send_wr = unsafe { wr[0].as_raw_mut() };
     for _ in 0..iters {
-        post_one(&qp, &mut wr).map_err(e)?;
+        if port_path {
+            // SAFETY: a live QP; `raw_wr` is a complete, NULL-terminated
+            // request (next is NULL) naming registered memory of `mr`.
+            if unsafe { post_one_port(qp.as_raw(), raw_wr) } != 0 {
+                return Err("ibv_post_send failed".into());
+            }
+        } else {
+            post_one(&qp, &mut wr).map_err(e)?;
+        }
         loop {
             std::thread::sleep(Duration::from_millis(1));
-            match poll_one(&cq, &mut wcs).map_err(e)? {
+            let got = if port_path {
+                // SAFETY: a live CQ; `wcs[0]` is room for one completion
+                // (WorkCompletion is a transparent ibv_wc).
+                unsafe { poll_one_port(cq.as_raw(), wcs[0].as_mut_ptr().cast()) }
+            } else {
+                poll_one(&cq, &mut wcs).map_err(e)?
+            };
+            match got {
                 1 => break,
                 0 => misses += 1,
                 _ => return Err("a completion failed".into()),
