@@ -81,8 +81,8 @@ pub struct Args {
     /// Post a list of N work requests with one call.
     #[arg(short = 'l', long = "post_list", default_value_t = 1)]
     pub post_list: usize,
-    /// Generate a completion only every N work requests (default: 1 for
-    /// latency, 100 for bandwidth).
+    /// Generate a completion only every N work requests (default 100, at
+    /// most tx-depth; 1 for messages over 8 KiB).
     #[arg(short = 'Q', long = "cq-mod")]
     pub cq_mod: Option<usize>,
     /// Sleep on completion events instead of busy polling.
@@ -154,7 +154,7 @@ impl Config {
     /// Resolves perftest's defaults for `verb` and `kind`.
     pub fn new(name: &'static str, verb: Verb, kind: Kind, args: Args) -> Result<Config> {
         let (def_size, def_iters, def_tx, def_cq_mod) = match kind {
-            Kind::Lat => (2, 1000, 1, 1),
+            Kind::Lat => (2, 1000, 1, 100),
             Kind::Bw => (65536, 5000, 128, 100),
         };
         let iters = args.iters.unwrap_or(def_iters);
@@ -178,10 +178,14 @@ impl Config {
                 "iters ({iters}) must be a multiple of the post list ({post_list})"
             ));
         }
-        // A completion closes a whole post list.
-        let cq_mod = args.cq_mod.unwrap_or(def_cq_mod).max(1);
-        let cq_mod = cq_mod.div_ceil(post_list) * post_list;
         let tx_depth = args.tx_depth.unwrap_or(def_tx).max(post_list).min(iters);
+        // As perftest: moderation is off by default for messages over 8 KiB
+        // (except with -a or events), and at most the send queue's depth.
+        let large = sizes[0] > 8192 && !args.all && !args.events;
+        let def_cq_mod = if large { 1 } else { def_cq_mod };
+        let cq_mod = args.cq_mod.unwrap_or(def_cq_mod).clamp(1, tx_depth);
+        // A completion closes a whole post list.
+        let cq_mod = cq_mod.div_ceil(post_list) * post_list;
         let rx_depth = args.rx_depth.unwrap_or(512).min(iters).max(1);
         if args.events && verb == Verb::Write && kind == Kind::Lat {
             return Err("events are not supported by WRITE latency (it polls memory)".into());
