@@ -41,6 +41,14 @@ pub const TESTS: &[Test] = &[
         run: udaddy_c_server,
     },
     Test {
+        name: "cm_examples::mckey_c_receiver_rust_sender",
+        run: mckey_c_receiver,
+    },
+    Test {
+        name: "cm_examples::mckey_rust_receiver_c_sender",
+        run: mckey_rust_receiver,
+    },
+    Test {
         name: "cm_examples::cmtime_rust_client_c_server",
         run: cmtime_rust_client,
     },
@@ -479,5 +487,94 @@ impl Running {
             let _ = s.read_to_string(&mut err);
         }
         format!("--- {} `{}`:\n{}{}", self.role, self.cmdline, out, err)
+    }
+}
+
+fn mckey_c_receiver(env: &TestEnv) -> TestResult {
+    mckey_pair(env, Side::C, Side::Rust, "239.255.7.1")
+}
+
+fn mckey_rust_receiver(env: &TestEnv) -> TestResult {
+    mckey_pair(env, Side::Rust, Side::C, "239.255.7.2")
+}
+
+/// `mckey`: a receiver joins `group` and waits for 10 messages of 100 bytes;
+/// then a sender joins and sends them to the group (after the 3 s pause both
+/// tools make after joining). Multicast is unreliable, so the sender starts
+/// only once the receiver's CM id is bound to the group.
+fn mckey_pair(env: &TestEnv, receiver: Side, sender: Side, group: &str) -> TestResult {
+    if env.provider == Provider::Siw {
+        return Ok(Outcome::Skipped("iWARP has no multicast".into()));
+    }
+    let bin = |side| -> R<String> {
+        Ok(match side {
+            Side::Rust => example("mckey")?.display().to_string(),
+            Side::C => "mckey".to_string(),
+        })
+    };
+    let ip = env.ipv4.to_string();
+    let mut rargs = vec!["-m", group, "-b", &ip, "-C", "10", "-S", "100"];
+    if receiver == Side::Rust {
+        rargs.extend(["--timeout", "40"]);
+    }
+    let deadline = Instant::now() + TIMEOUT;
+    let mut r = Running::spawn("receiver", &bin(receiver)?, &rargs)?;
+    if let Err(e) = wait_cm_group(group, &mut r) {
+        let out = r.finish_killed();
+        fail!("{e}\n{out}");
+    }
+    let sargs = ["-m", group, "-b", &ip, "-s", "-C", "10", "-S", "100"];
+    let mut s = Running::spawn("sender", &bin(sender)?, &sargs)?;
+    let (rc, sc) = (r.wait(deadline), s.wait(deadline));
+    let (ro, so) = (r.finish_killed(), s.finish_killed());
+    if rc.is_none() || sc.is_none() {
+        fail!(
+            "timed out after {} s (children killed)\n{ro}\n{so}",
+            TIMEOUT.as_secs()
+        );
+    }
+    if rc != Some(0) || sc != Some(0) {
+        fail!("receiver exited with {rc:?}, sender with {sc:?}\n{ro}\n{so}");
+    }
+    let joined = format!("mckey: joined dgid: ::ffff:{group} ");
+    for (who, out) in [("receiver", &ro), ("sender", &so)] {
+        if !out.contains(&joined)
+            || !out.contains("data transfers complete")
+            || !out.contains("return status 0")
+        {
+            fail!("the {who} did not join and complete its transfers\n{ro}\n{so}");
+        }
+    }
+    Ok(Outcome::Passed)
+}
+
+/// Waits (at most 10 s) until a CM id has `group` as its destination in
+/// `rdma resource show cm_id`, i.e. the receiver resolved the group and is
+/// joining it; then a moment more for the join itself.
+fn wait_cm_group(group: &str, receiver: &mut Running) -> Result<(), String> {
+    let needle = format!("dst-addr {group}:");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = Command::new("rdma")
+            .args(["resource", "show", "cm_id"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run `rdma resource show cm_id`: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if text.contains(&needle) {
+            sleep(Duration::from_millis(500));
+            return Ok(());
+        }
+        if let Ok(Some(status)) = receiver.child.try_wait() {
+            return Err(format!(
+                "the receiver exited ({status}) before joining {group}"
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "no CM id resolved {group} in time; cm ids:\n{text}"
+            ));
+        }
+        sleep(Duration::from_millis(50));
     }
 }

@@ -1,0 +1,302 @@
+//! mckey: UD multicast through the connection manager, on the wire the same
+//! as rdma-core's `mckey`, so either side may be the C tool.
+//!
+//! ```text
+//! mckey -m multicast_address [-b bind_address] [-c connections] [-C count] [-S size] [-p port_space]      # receiver
+//! mckey -m multicast_address -s [-b bind_address] [-c connections] [-C count] [-S size] [-p port_space]   # sender
+//! ```
+//!
+//! Every node resolves the group address (which picks the local device, or
+//! the one of `-b`), creates a UD queue pair and joins the group; the join
+//! event carries the group's QP number (0xFFFFFF), QKey and path. After a
+//! pause (as the C tool, which gives a subnet manager time to program the
+//! switches) the sender sends `-C` datagrams of `-S` bytes to the group (SEND
+//! with its QP number as immediate data) and each receiver counts as many.
+//! Multicast is unreliable: start the receivers first. iWARP has no
+//! multicast: this runs on RoCE and IB.
+
+use std::mem::MaybeUninit;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use rdma::cm::{CmEvent, CmEventKind, CmId, EventChannel, PortSpace};
+use rdma::{
+    AccessFlags, AddressHandle, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType,
+    RecvWr, SendWr,
+};
+
+/// The GRH in front of every UD receive.
+const GRH: usize = 40;
+/// How long to wait for each CM event.
+const EVENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// UD multicast through the CM (like rdma-core's mckey).
+#[derive(Parser, Debug)]
+#[command(name = "mckey")]
+struct Args {
+    /// The multicast group's address (IPv4 or IPv6).
+    #[arg(short = 'm')]
+    multicast: String,
+    /// Run as the sender.
+    #[arg(short = 's')]
+    sender: bool,
+    /// Address to bind to (selects the device).
+    #[arg(short = 'b')]
+    bind: Option<String>,
+    /// Connections (ids that each join the group).
+    #[arg(short = 'c', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    connections: u32,
+    /// Messages to send, or to receive, per connection.
+    #[arg(short = 'C', default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=4096))]
+    count: u32,
+    /// Message size (at most the active MTU); 0 sends nothing.
+    #[arg(short = 'S', default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=4096))]
+    size: u32,
+    /// Port space: 0x111 for UDP (default), 0x2 for IPoIB.
+    #[arg(short = 'p', default_value = "0x111", value_parser = parse_port_space)]
+    port_space: PortSpace,
+    /// Seconds a receiver waits for its messages (the C tool waits forever).
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+    /// Seconds to pause after joining, before the transfers.
+    #[arg(long, default_value_t = 3)]
+    pause: u64,
+}
+
+/// `-p` as strtol(.., 0) reads it: decimal, 0x hex or 0 octal.
+fn parse_port_space(s: &str) -> Result<PortSpace, String> {
+    let v = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u32::from_str_radix(h, 16)
+    } else if s.len() > 1 && s.starts_with('0') {
+        u32::from_str_radix(&s[1..], 8)
+    } else {
+        s.parse()
+    }
+    .map_err(|e| format!("{s:?}: {e}"))?;
+    match v {
+        0x111 => Ok(PortSpace::Udp),
+        0x2 => Ok(PortSpace::IpoIb),
+        _ => Err(format!(
+            "{v:#x} is not a datagram port space (0x111 UDP, 0x2 IPoIB)"
+        )),
+    }
+}
+
+type Error = Box<dyn std::error::Error>;
+type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// One connection: the id (owning its UD QP), its resources, and the group
+/// (address handle, QP number, QKey) once joined.
+struct Node {
+    id: CmId,
+    res: Option<Res>,
+    group: Option<(AddressHandle, u32, u32)>,
+}
+
+struct Res {
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    pd: ProtectionDomain,
+}
+
+/// The PD, CQ, UD QP and message buffer of a node whose address is resolved;
+/// a receiver posts its receives before joining.
+fn setup(id: &mut CmId, a: &Args) -> Result<Res> {
+    let ctx = id.context().ok_or("the CM id has no device")?;
+    let mtu = ctx.query_port(id.port_num())?.active_mtu();
+    if a.count > 0 && a.size > mtu {
+        return Err(format!(
+            "mckey: message_size {} is larger than active mtu {mtu}",
+            a.size
+        )
+        .into());
+    }
+    let pd = ProtectionDomain::new(&ctx)?;
+    let n = a.count.max(1);
+    let cq = CompletionQueue::new(&ctx, 2 * n as i32)?;
+    let caps = QpCaps {
+        max_send_wr: n,
+        max_recv_wr: n,
+        ..QpCaps::default()
+    };
+    id.create_qp(&pd, QpType::Ud, &cq, &cq, caps)?;
+    let size = a.size as usize;
+    let mr = MemoryRegion::new(&pd, GRH + size.max(1), AccessFlags::LOCAL_WRITE)?;
+    // The payload: a pattern (rdma-core's tool sends whatever is in memory).
+    let pattern: Vec<u8> = (0..size).map(|i| i as u8).collect();
+    mr.write(GRH, &pattern)?;
+    if !a.sender && a.size > 0 {
+        let qp = id.qp().ok_or("the CM id has no QP")?;
+        let sge = [mr.sge(..GRH + size)?];
+        for _ in 0..a.count {
+            qp.post_recv(&mut [RecvWr::new(0, &sge)])?;
+        }
+    }
+    Ok(Res { cq, mr, pd })
+}
+
+/// Sends the messages of one node to the group and waits for their
+/// completions (signaled, so that they have left before the QP goes away).
+fn send(node: &Node, a: &Args, deadline: Instant) -> Result<()> {
+    let (Some(res), Some((ah, qpn, qkey))) = (&node.res, &node.group) else {
+        return Ok(());
+    };
+    let qp = node.id.qp().ok_or("the CM id has no QP")?;
+    let sge = [res.mr.sge(GRH..GRH + a.size as usize)?];
+    for _ in 0..a.count {
+        let wr = SendWr::send_with_imm(1, &sge, qp.qp_num())
+            .ud(ah, *qpn, *qkey)
+            .signaled();
+        qp.post_send(&mut [wr])?;
+    }
+    poll(res, a.count, deadline, "sends")
+}
+
+/// Waits for `n` successful completions on `res`'s CQ until `deadline`.
+fn poll(res: &Res, n: u32, deadline: Instant, what: &str) -> Result<()> {
+    let mut done = 0;
+    let mut buf = [MaybeUninit::uninit(); 8];
+    while done < n {
+        for wc in res.cq.poll(&mut buf)?.iter() {
+            if !wc.is_success() {
+                return Err(format!("mckey: completion failed: {wc:?}").into());
+            }
+            done += 1;
+        }
+        if done < n && Instant::now() > deadline {
+            return Err(format!("mckey: {done} of {n} {what} completed in time").into());
+        }
+        std::thread::yield_now();
+    }
+    Ok(())
+}
+
+fn next_event(ch: &EventChannel) -> Result<CmEvent> {
+    ch.wait_event(EVENT_TIMEOUT)?
+        .ok_or_else(|| format!("mckey: no CM event within {EVENT_TIMEOUT:?}").into())
+}
+
+fn run(a: &Args, ch: &EventChannel) -> Result<()> {
+    println!(
+        "mckey: starting {}",
+        if a.sender { "client" } else { "server" }
+    );
+    let src = match &a.bind {
+        Some(b) => Some(resolve(b)?),
+        None => None,
+    };
+    let group = resolve(&a.multicast)?;
+    println!("mckey: joining");
+    let mut nodes = Vec::new();
+    for _ in 0..a.connections {
+        let id = CmId::new(ch, a.port_space)?;
+        if let Some(src) = src {
+            id.bind(src)
+                .map_err(|e| format!("mckey: addr bind failure: {e}"))?;
+        }
+        id.resolve_addr(src, group, Duration::from_secs(2))
+            .map_err(|e| format!("mckey: resolve addr failure: {e}"))?;
+        nodes.push(Node {
+            id,
+            res: None,
+            group: None,
+        });
+    }
+    let mut left = nodes.len();
+    while left > 0 {
+        let ev = next_event(ch)?;
+        let node = nodes
+            .iter_mut()
+            .find(|n| ev.is_for(&n.id))
+            .ok_or("mckey: an event for an unknown id")?;
+        match ev.kind {
+            CmEventKind::AddrResolved => {
+                node.res = Some(setup(&mut node.id, a)?);
+                node.id
+                    .join_multicast(group)
+                    .map_err(|e| format!("mckey: failure joining: {e}"))?;
+            }
+            CmEventKind::MulticastJoin => {
+                let ud = ev
+                    .ud
+                    .as_ref()
+                    .ok_or("mckey: a join without UD parameters")?;
+                let dgid = ud.path.dgid.map(|g| g.to_ipv6().to_string());
+                println!(
+                    "mckey: joined dgid: {} mlid 0x{:x} sl {}",
+                    dgid.as_deref().unwrap_or("-"),
+                    ud.path.dlid,
+                    ud.path.sl
+                );
+                let res = node.res.as_ref().ok_or("mckey: no resources")?;
+                let ah = AddressHandle::new(&res.pd, &ud.path)
+                    .map_err(|e| format!("mckey: failure creating address handle: {e}"))?;
+                node.group = Some((ah, ud.qp_num, ud.qkey));
+                left -= 1;
+            }
+            kind if kind.is_error() => {
+                return Err(format!("mckey: event: {kind:?}, error: {}", ev.status).into());
+            }
+            _ => {}
+        }
+    }
+    // As the C tool: give a subnet manager time to configure the switches.
+    std::thread::sleep(Duration::from_secs(a.pause));
+    let result = transfer(a, &nodes);
+    for node in &nodes {
+        if let Err(e) = node.id.leave_multicast(group) {
+            eprintln!("mckey: failure leaving: {e}");
+        }
+    }
+    result
+}
+
+fn transfer(a: &Args, nodes: &[Node]) -> Result<()> {
+    if a.count == 0 || a.size == 0 {
+        return Ok(());
+    }
+    let deadline = Instant::now() + Duration::from_secs(a.timeout);
+    if a.sender {
+        println!("initiating data transfers");
+        for node in nodes {
+            send(node, a, deadline)?;
+        }
+    } else {
+        println!("receiving data transfers");
+        for node in nodes {
+            let res = node.res.as_ref().ok_or("mckey: no resources")?;
+            poll(res, a.count, deadline, "messages")?;
+        }
+    }
+    println!("data transfers complete");
+    Ok(())
+}
+
+fn resolve(host: &str) -> Result<SocketAddr> {
+    (host, 0)
+        .to_socket_addrs()
+        .map_err(|e| format!("getaddrinfo failed ({e}) - invalid hostname or IP address"))?
+        .next()
+        .ok_or_else(|| format!("{host:?} has no address").into())
+}
+
+fn main() -> ExitCode {
+    let a = Args::parse();
+    let r = EventChannel::new()
+        .map_err(Error::from)
+        .and_then(|ch| run(&a, &ch));
+    println!("test complete");
+    match r {
+        Ok(()) => {
+            println!("return status 0");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            println!("return status 1");
+            ExitCode::FAILURE
+        }
+    }
+}
