@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# ci/perf.sh [--short]: our perftest-like benchmarks against perftest, side by side.
+#
+# Builds send_lat, write_lat, send_bw and write_bw (package rdma-examples,
+# release) and ci/post_poll.c, boots the VM once and runs, on rxe0 (own TCP
+# exchange / perftest's) and on siw0 (-R, rdma_cm), each test with the same
+# sizes and flags as ours and as Debian's perftest, alternating which goes
+# first. Prints one row per test and size: the client's t_typical (median
+# half round trip, us; lower is better) or MsgRate (Mpps; higher is better)
+# of each, and the best case (t_min; BW peak as a message rate), as the
+# median over the rounds, and ours/perftest. Without
+# --short it also counts instructions per post + poll on rxe with callgrind
+# for our path (write_lat --post-poll-loop, through the safe API and
+# through the ibverbs-sys ports under it) and for C (ci/post_poll.c).
+#
+# Absolute figures under TCG mean little; the ratio is what counts. A
+# missed ratio target is reported, never a failure: the script fails only
+# when a run fails (or the VM does).
+#
+# `ci/perf.sh --report DIR` prints the table of an earlier run's DIR again.
+#
+# Knobs: PERF_ROUNDS (rounds per test; default 1 with --short, else 3),
+# PERF_LAT_ITERS, PERF_BW_ITERS, PERF_PROVIDERS (default "rxe siw"),
+# PERF_COUNT_ITERS (callgrind loop length, default 200), and those of
+# ci/vm.sh (RDMA_CI_SKIP_SETUP, RDMA_VM_TIMEOUT, ...).
+set -Eeuo pipefail
+
+TESTS_SHORT=("send_lat 2" "write_lat 64" "send_bw 64" "write_bw 64")
+TESTS_FULL=("send_lat 2" "send_lat 64" "write_lat 64" "write_lat 4096" "send_bw 64" "write_bw 64" "send_bw 65536" "write_bw 65536")
+
+# ---------------------------------------------------------------------------
+# Inside the VM: perf.sh --guest OUTDIR BINDIR POST_POLL SHORT
+guest() {
+    local out=$1 bin=$2 post_poll=$3 short=$4 rounds lat_iters bw_iters
+    local -a tests
+    if [ "$short" = 1 ]; then
+        tests=("${TESTS_SHORT[@]}")
+        rounds=${PERF_ROUNDS:-1} lat_iters=${PERF_LAT_ITERS:-500} bw_iters=${PERF_BW_ITERS:-2000}
+    else
+        tests=("${TESTS_FULL[@]}")
+        rounds=${PERF_ROUNDS:-3} lat_iters=${PERF_LAT_ITERS:-1000} bw_iters=${PERF_BW_ITERS:-5000}
+    fi
+    local port=20000 p dev addr cm gidx t name size iters r order prog run flags
+    for p in ${PERF_PROVIDERS:-rxe siw}; do
+        if [ "$p" = rxe ]; then
+            dev=$RDMA_RXE_DEVICE addr=$RDMA_RXE_IPV4 cm=() gidx=$(ipv4_gid_index "$dev")
+            gidx=(-x "$gidx")
+        else
+            dev=$RDMA_SIW_DEVICE addr=$RDMA_SIW_IPV4 cm=(-R) gidx=()
+        fi
+        for r in $(seq 1 "$rounds"); do
+            for t in "${tests[@]}"; do
+                read -r name size <<<"$t"
+                case $name in
+                    *_lat) iters=$lat_iters flags=() ;;
+                    *) iters=$bw_iters flags=(-t 128 -Q 100) ;;
+                esac
+                # Alternate who goes first: ours in odd rounds, perftest in even ones.
+                if [ $((r % 2)) = 1 ]; then order="ours perftest"; else order="perftest ours"; fi
+                for prog in $order; do
+                    port=$((port + 1))
+                    run="$out/$p.$name.$size.$prog.$r"
+                    if [ "$prog" = ours ]; then cmd=("$bin/$name"); else cmd=("ib_$name"); fi
+                    cmd+=(-d "$dev" -F -s "$size" -n "$iters" -p "$port" "${gidx[@]}" "${cm[@]}" "${flags[@]}")
+                    echo "== $p round $r: ${cmd[*]}"
+                    timeout -k 5 120 "${cmd[@]}" >"$run.server" 2>&1 &
+                    local spid=$!
+                    wait_listen "$port" "${#cm[@]}"
+                    local crc=0 src=0
+                    timeout -k 5 120 "${cmd[@]}" "$addr" >"$run.client" 2>&1 || crc=$?
+                    wait "$spid" || src=$?
+                    echo "$crc $src" >"$run.rc"
+                    grep -E '^ *[0-9]+ +[0-9]+ ' "$run.client" || tail -n 5 "$run.client"
+                done
+            done
+        done
+    done
+    if [ "$short" != 1 ] && [[ " ${PERF_PROVIDERS:-rxe siw} " == *" rxe "* ]]; then
+        count "$out" "$bin" "$post_poll"
+    fi
+    echo 0 >"$out/guest-done"
+}
+
+# wait_listen PORT CM: waits (at most 10 s) until a server listens on PORT:
+# a TCP socket, or with CM=1 an rdma_cm id.
+wait_listen() {
+    local port=$1 cm=$2 i
+    for i in $(seq 1 50); do
+        if [ "$cm" = 1 ]; then
+            rdma res show cm_id 2>/dev/null | grep LISTEN | grep -qE ":$port( |$)" && break
+        else
+            ss -ltn 2>/dev/null | grep -qE ":$port( |$)" && break
+        fi
+        sleep 0.2
+    done
+    sleep 0.2
+}
+
+# The index of the first RoCE v2 GID of DEV port 1 that maps an IPv4 address.
+ipv4_gid_index() {
+    local d=/sys/class/infiniband/$1/ports/1 i
+    for i in $(seq 0 15); do
+        if [ "$(cat "$d/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] &&
+            [[ "$(cat "$d/gids/$i" 2>/dev/null)" == 0000:0000:0000:0000:0000:ffff:* ]]; then
+            echo "$i"
+            return
+        fi
+    done
+    echo 0
+}
+
+# Instructions per post + poll under callgrind, ours and C, on rxe.
+count() {
+    local out=$1 bin=$2 post_poll=$3 n=${PERF_COUNT_ITERS:-200} gidx
+    gidx=$(ipv4_gid_index "$RDMA_RXE_DEVICE")
+    local vg=(valgrind --tool=callgrind --toggle-collect='*post_one*' --toggle-collect='*poll_one*')
+    echo "== callgrind: C (ci/post_poll.c), $n iterations"
+    "${vg[@]}" --callgrind-out-file="$out/callgrind.c" "$post_poll" "$RDMA_RXE_DEVICE" "$gidx" "$n" \
+        >"$out/count.c.log" 2>&1 || echo "callgrind of C failed: $?" >>"$out/count.failed"
+    grep post_poll: "$out/count.c.log" || tail -n 5 "$out/count.c.log"
+    echo "== callgrind: ours (write_lat --post-poll-loop), $n iterations"
+    "${vg[@]}" --callgrind-out-file="$out/callgrind.rust" "$bin/write_lat" -d "$RDMA_RXE_DEVICE" \
+        -x "$gidx" --post-poll-loop "$n" >"$out/count.rust.log" 2>&1 ||
+        echo "callgrind of ours failed: $?" >>"$out/count.failed"
+    grep post_poll: "$out/count.rust.log" || tail -n 5 "$out/count.rust.log"
+    echo "== callgrind: the ibverbs-sys ports under it (--post-poll-path port), $n iterations"
+    "${vg[@]}" --callgrind-out-file="$out/callgrind.port" "$bin/write_lat" -d "$RDMA_RXE_DEVICE" \
+        -x "$gidx" --post-poll-loop "$n" --post-poll-path port >"$out/count.port.log" 2>&1 ||
+        echo "callgrind of the ports failed: $?" >>"$out/count.failed"
+    grep post_poll: "$out/count.port.log" || tail -n 5 "$out/count.port.log"
+    echo "$n" >"$out/count.iters"
+}
+
+# report OUT: the side-by-side table (median over rounds) and the instruction counts.
+report() {
+    python3 - "$1" <<'EOF'
+import glob, os, re, statistics, sys
+out = sys.argv[1]
+vals = {}
+for f in sorted(glob.glob(os.path.join(out, "*.client"))):
+    prov, test, size, prog, rnd = os.path.basename(f)[: -len(".client")].split(".")
+    for line in open(f, errors="replace"):
+        cols = line.split()
+        if len(cols) >= 5 and cols[0] == size and cols[1].isdigit():
+            try:
+                if test.endswith("_lat"):
+                    pairs = [("t_typical[us]", float(cols[4])), ("t_min[us]", float(cols[2]))]
+                else:
+                    # BW peak (MB/s of 2^20 bytes) as a message rate.
+                    peak = float(cols[2]) * 1048576 / int(size) / 1e6
+                    pairs = [("MsgRate[Mpps]", float(cols[4])), ("peak[Mpps]", peak)]
+            except ValueError:
+                break
+            for metric, v in pairs:
+                vals.setdefault((prov, test, int(size), metric), {}).setdefault(prog, []).append(v)
+            break
+print(f"{'test':<10} {'provider':<8} {'size':>6} {'metric':<14} {'ours':>10} {'perftest':>10} {'ratio':>7}  target")
+order = {"t_typical[us]": 0, "MsgRate[Mpps]": 0, "t_min[us]": 1, "peak[Mpps]": 1}
+for (prov, test, size, metric), by in sorted(
+        vals.items(), key=lambda kv: (kv[0][0] != "rxe", kv[0][1], kv[0][2], order[kv[0][3]])):
+    lat = test.endswith("_lat")
+    o = statistics.median(by["ours"]) if by.get("ours") else None
+    p = statistics.median(by["perftest"]) if by.get("perftest") else None
+    ratio = o / p if o and p else None
+    def fmt(v):
+        if v is None:
+            return f"{'n/a':>10}"
+        return f"{v:10.2f}" if lat else f"{v:10.6f}"
+    if ratio is None:
+        rs, target = f"{'n/a':>7}", ""
+    elif lat:
+        rs, target = f"{ratio:7.3f}", "<=1.00 " + ("met" if ratio <= 1.0 else "missed")
+    else:
+        rs, target = f"{ratio:7.3f}", ">=1.00 " + ("met" if ratio >= 1.0 else "missed")
+    print(f"{test:<10} {prov:<8} {size:>6} {metric:<14} {fmt(o)} {fmt(p)} {rs}  {target}")
+n_path = os.path.join(out, "count.iters")
+if os.path.exists(n_path):
+    n = int(open(n_path).read())
+    def total(path):
+        if not os.path.exists(path):
+            return None
+        t = None
+        for line in open(path, errors="replace"):
+            m = re.match(r"(summary|totals):\s+(\d+)", line)
+            if m:
+                t = int(m.group(2))
+        return t
+    c = total(os.path.join(out, "callgrind.c"))
+    print()
+    print(f"instructions per post + poll on rxe (callgrind, {n} iterations; target <= 1.02 x C):")
+    for name, label in (("c", "C inline (ci/post_poll.c)"), ("rust", "ours, safe API"),
+                        ("port", "ours, ibverbs-sys ports")):
+        t = total(os.path.join(out, "callgrind." + name))
+        if t is None:
+            print(f"  {label:<28} no callgrind total (see count.{name}.log)")
+            continue
+        ratio = f"  ratio {t / c:.4f}" if c and name != "c" else ""
+        print(f"  {label:<28} {t / n:8.1f}{ratio}")
+EOF
+}
+
+if [ "${1:-}" = --report ]; then
+    report "$2"
+    exit 0
+fi
+if [ "${1:-}" = --guest ]; then
+    shift
+    guest "$@"
+    exit 0
+fi
+
+# ---------------------------------------------------------------------------
+# On the host.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+SHORT=0
+case "${1:-}" in
+    --short) SHORT=1 ;;
+    "") ;;
+    -h | --help)
+        sed -n '2,25s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+        exit 0
+        ;;
+    *) die "usage: ci/perf.sh [--short]" ;;
+esac
+
+if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
+    step "setup (ci/setup.sh)"
+    bash "$CI_DIR/setup.sh"
+fi
+ensure_target_dir
+
+step "build the benchmarks (release) and ci/post_poll.c"
+JSON="$CI_WORK/perf-build.json"
+cargo_cmd build --release -p rdma-examples --bin send_lat --bin write_lat --bin send_bw --bin write_bw \
+    --message-format=json >"$JSON"
+BIN=$(dirname "$(cargo_executable send_lat bin <"$JSON")")
+[ -x "$BIN/send_lat" ] || die "no send_lat in cargo's output ($JSON)"
+POST_POLL="$CI_WORK/post_poll"
+cc -O2 -Wall -o "$POST_POLL" "$CI_DIR/post_poll.c" -libverbs
+command -v ib_send_lat >/dev/null || die "perftest is not installed (apt-get install perftest)"
+
+step "perftest side by side in the VM$([ "$SHORT" = 1 ] && echo ' (short)')"
+RUN_DIR=$(new_run_dir perf)
+OUT="$RUN_DIR/perf"
+mkdir -p "$OUT"
+{
+    guest_prelude "$RUN_DIR"
+    while IFS= read -r v; do printf 'export %s=%q\n' "$v" "${!v}"; done < <(compgen -e | grep -E '^PERF_' || true)
+    printf 'if ! source %q; then touch %q; echo 125 > %q; exit 125; fi\n' \
+        "$CI_DIR/guest-setup.sh" "$RUN_DIR/setup-failed" "$RUN_DIR/status"
+    printf 'bash %q --guest %q %q %q %q 2>&1 | tee %q\n' "$CI_DIR/perf.sh" "$OUT" "$BIN" "$POST_POLL" "$SHORT" "$RUN_DIR/perf.log"
+    printf 'echo "${PIPESTATUS[0]}" > %q\n' "$RUN_DIR/status"
+} >"$RUN_DIR/guest.sh"
+vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
+
+step "results"
+FAIL=()
+[ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after ${RDMA_VM_TIMEOUT:-900} s (RDMA_VM_TIMEOUT)")
+[ ! -f "$RUN_DIR/setup-failed" ] || FAIL+=("device setup in the VM failed")
+[ -f "$OUT/guest-done" ] || FAIL+=("the benchmarks did not finish (see $RUN_DIR/console.log)")
+for rc in "$OUT"/*.rc; do
+    [ -e "$rc" ] || continue
+    read -r c s <"$rc"
+    if [ "$c" != 0 ] || [ "$s" != 0 ]; then
+        FAIL+=("$(basename "$rc" .rc): client exit $c, server exit $s (see ${rc%.rc}.client/.server)")
+    fi
+done
+[ ! -f "$OUT/count.failed" ] || FAIL+=("$(cat "$OUT/count.failed")")
+
+report "$OUT"
+echo "logs: $OUT"
+if [ "${#FAIL[@]}" -gt 0 ]; then
+    printf '!! perf.sh: %s\n' "${FAIL[@]}" >&2
+    exit 1
+fi
