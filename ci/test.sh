@@ -16,6 +16,8 @@
 #   RDMA_TEST_PROVIDERS      providers to run, in order (default "rxe siw")
 #   RDMA_PROVIDER_TIMEOUT=S  per-provider limit inside the VM (default 400)
 #   RDMA_VM_TIMEOUT=S        limit for the whole VM run (default 900)
+#   RDMA_CI_SKIP_PERF=1      skip ci/perf.sh --short (ours vs perftest, after the device tests;
+#                            also skipped with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
@@ -125,6 +127,12 @@ for p in "${PROVIDERS[@]}"; do
         FAIL+=("$p: device binary exited with status ${st:-none}")
     fi
 done
+# Ours against perftest (its own VM boot): fails only when a benchmark run fails.
+if [ "${RDMA_CI_SKIP_PERF:-0}" != 1 ] && [ -z "${RDMA_TEST_FILTER:-}" ] && [ -z "${RDMA_TEST_DEVICE_BIN:-}" ]; then
+    T_PERF=$(now)
+    RDMA_CI_SKIP_SETUP=1 bash "$CI_DIR/perf.sh" --short || FAIL+=("ci/perf.sh --short: a benchmark run failed")
+    TIMINGS+=("perf $(elapsed "$T_PERF")s")
+fi
 chown_to_invoker "$CI_WORK"
 echo "timings: ${TIMINGS[*]} total $(elapsed "$T_START")s"
 echo "logs: $RUN_DIR"
