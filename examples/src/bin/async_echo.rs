@@ -197,7 +197,12 @@ async fn wake(conn: &Conn, id: &mut AsyncCmId) -> Result<Wake> {
 /// The bytes of message `msg` of client `client`: its length varies from 1
 /// to `size` and every byte depends on both numbers.
 fn message(client: u32, msg: u64, size: usize) -> Vec<u8> {
-    let seed = (u64::from(client) << 32 | msg).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    // A splitmix64 step: every (client, message) pair, (0, 0) included, gets
+    // well-mixed bits for its length and content.
+    let mut seed = (u64::from(client) << 32 | msg).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    seed = (seed ^ (seed >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    seed = (seed ^ (seed >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    seed ^= seed >> 31;
     let len = 1 + (seed >> 17) as usize % size;
     (0..len)
         .map(|i| (seed >> ((i % 8) * 8)) as u8 ^ i as u8)
