@@ -67,8 +67,11 @@ impl DeviceList {
             Some(d) => d.open(),
             None => {
                 let names: Vec<String> = self.iter().map(|d| d.name().to_string()).collect();
-                Err(Error::new("ibv_open_device", libc::ENODEV)
-                    .with_hint(format!("no RDMA device named {name:?}; there are {names:?}")))
+                Err(
+                    Error::new("ibv_open_device", libc::ENODEV).with_hint(format!(
+                        "no RDMA device named {name:?}; there are {names:?}"
+                    )),
+                )
             }
         }
     }

@@ -244,7 +244,10 @@ impl<'a> SendWr<'a> {
     /// Whether a UD address (set by [`ud`](Self::ud)) is present; only a send
     /// needs one (a bind or invalidate does not).
     pub(crate) fn has_ud_address(&self) -> bool {
-        let sends = matches!(self.raw.opcode, sys::IBV_WR_SEND | sys::IBV_WR_SEND_WITH_IMM);
+        let sends = matches!(
+            self.raw.opcode,
+            sys::IBV_WR_SEND | sys::IBV_WR_SEND_WITH_IMM
+        );
         // SAFETY: `ud` is the union member `ud()` writes; reading the pointer
         // of a zeroed or set union is reading plain data.
         !sends || !unsafe { self.raw.wr.ud.ah }.is_null()

@@ -230,7 +230,9 @@ async fn echo(req: rdma::cm::ConnectRequest, size: usize) -> Result<(u64, u64)> 
                     // Echo from the send slot of the same number; the
                     // receive slot is posted again once that send is done.
                     let len = wc.byte_len() as usize;
-                    let data = conn.mr.to_vec(conn.recv_at(slot)..conn.recv_at(slot) + len)?;
+                    let data = conn
+                        .mr
+                        .to_vec(conn.recv_at(slot)..conn.recv_at(slot) + len)?;
                     conn.mr.write(conn.send_at(slot), &data)?;
                     conn.post_send(id.id(), slot, len)?;
                     msgs += 1;

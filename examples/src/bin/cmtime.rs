@@ -179,7 +179,13 @@ impl Client {
     /// it), then awaits each node's `kind` event (timing to its arrival).
     /// After an error event, `retry` (if any) re-issues the step, up to
     /// `retries` times.
-    async fn awaited_step(&mut self, step: Step, kind: CmEventKind, begin: Begin, retry: Option<Begin>) {
+    async fn awaited_step(
+        &mut self,
+        step: Step,
+        kind: CmEventKind,
+        begin: Begin,
+        retry: Option<Begin>,
+    ) {
         self.totals[step as usize].start = Some(Instant::now());
         for n in self.nodes.iter_mut().filter(|n| !n.failed) {
             n.start(step);
@@ -365,8 +371,13 @@ async fn run_client(a: &Args, server: &str) -> Result<()> {
         .await;
 
     println!("disconnecting");
-    c.awaited_step(Step::Disconnect, CmEventKind::Disconnected, disconnect, None)
-        .await;
+    c.awaited_step(
+        Step::Disconnect,
+        CmEventKind::Disconnected,
+        disconnect,
+        None,
+    )
+    .await;
 
     println!("destroying id");
     c.sync_step(Step::Destroy, |_, n| {
@@ -421,7 +432,9 @@ async fn serve(mut req: rdma::cm::ConnectRequest, pds: Pds) -> Result<()> {
     let cq = CompletionQueue::new(&ctx, 2)?;
     req.id_mut()
         .create_qp(&pd, QpType::Rc, &cq, &cq, qp_caps())?;
-    let mut id = req.accept(&ConnParam::new(), Duration::from_secs(60)).await?;
+    let mut id = req
+        .accept(&ConnParam::new(), Duration::from_secs(60))
+        .await?;
     loop {
         let ev = id.next_event().await?;
         if ev.kind == CmEventKind::Disconnected {

@@ -49,7 +49,11 @@ const PATTERN_LAST: u8 = 122;
 #[command(name = "rping")]
 struct Args {
     /// Server side. To bind to any address with IPv6 use -a ::0.
-    #[arg(short = 's', conflicts_with = "client", required_unless_present = "client")]
+    #[arg(
+        short = 's',
+        conflicts_with = "client",
+        required_unless_present = "client"
+    )]
     server: bool,
     /// Client side.
     #[arg(short = 'c')]
@@ -149,7 +153,11 @@ fn ping_text(ping: u64, start: u8, size: usize) -> Vec<u8> {
     let mut c = start;
     while buf.len() < size - 1 {
         buf.push(c);
-        c = if c >= PATTERN_LAST { PATTERN_FIRST } else { c + 1 };
+        c = if c >= PATTERN_LAST {
+            PATTERN_FIRST
+        } else {
+            c + 1
+        };
     }
     buf.push(0);
     buf
@@ -388,11 +396,9 @@ impl Conn {
                 .position(|&c| c == 0)
                 .map_or(data.len(), |n| n + 1);
             if len > sink.size as usize {
-                return Err(format!(
-                    "the client's sink has {} bytes, the ping {len}",
-                    sink.size
-                )
-                .into());
+                return Err(
+                    format!("the client's sink has {} bytes, the ping {len}", sink.size).into(),
+                );
             }
             self.rdma(true, len, sink.remote()).await?;
             self.log(format_args!("server rdma write complete"));
@@ -459,7 +465,10 @@ fn conn_param() -> ConnParam {
 }
 
 async fn run_client(a: &Args) -> Result<()> {
-    let host = a.addr.as_deref().ok_or("the client needs the server address (-a)")?;
+    let host = a
+        .addr
+        .as_deref()
+        .ok_or("the client needs the server address (-a)")?;
     let dst = resolve(host, a.port)?;
     let src = match &a.source {
         Some(s) => Some(resolve(s, 0)?),

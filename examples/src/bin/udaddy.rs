@@ -190,7 +190,9 @@ fn run_server(a: &Args, ch: &EventChannel) -> Result<()> {
             let mut grh = [0; GRH];
             res.mr.read(0, &mut grh)?;
             let ah = AddressHandle::from_wc(&res.pd, node.id.port_num(), first, &grh)?;
-            let qpn = first.imm_data().ok_or("a datagram without immediate data")?;
+            let qpn = first
+                .imm_data()
+                .ok_or("a datagram without immediate data")?;
             let qkey = node.id.init_qp_attr(rdma::sys::IBV_QPS_INIT)?.0.qkey;
             node.peer = Some((ah, qpn, qkey));
         }

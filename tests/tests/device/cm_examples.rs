@@ -127,7 +127,10 @@ fn rping_pair(env: &TestEnv, server: Side, client: Side, size: usize, port: u16)
     )?;
     for i in 0..PINGS {
         let text = expected_ping(i, size);
-        let client_saw = co.lines().filter(|l| *l == format!("ping data: {text}")).count();
+        let client_saw = co
+            .lines()
+            .filter(|l| *l == format!("ping data: {text}"))
+            .count();
         let server_saw = so
             .lines()
             .filter(|l| *l == format!("server ping data: {text}"))
@@ -257,7 +260,11 @@ fn cmtime_pair(
             Side::C => "cmtime".to_string(),
         })
     };
-    let (ip, port_s, n) = (env.ipv4.to_string(), port.to_string(), connections.to_string());
+    let (ip, port_s, n) = (
+        env.ipv4.to_string(),
+        port.to_string(),
+        connections.to_string(),
+    );
     let deadline = Instant::now() + TIMEOUT;
     let mut s = Running::spawn("server", &bin(server)?, &["-b", &ip, "-p", &port_s])?;
     if let Err(e) = wait_cm_listening(port, &mut s, deadline) {
@@ -347,7 +354,10 @@ fn cmtime_benchmark(env: &TestEnv) -> TestResult {
         "    cmtime, {N} connections on {} (total ms; ours is a {build} build):",
         env.device
     );
-    println!("    {:<14} {:>10} {:>10} {:>8}", "step", "C", "ours", "ours/C");
+    println!(
+        "    {:<14} {:>10} {:>10} {:>8}",
+        "step", "C", "ours", "ours/C"
+    );
     let (mut sum_c, mut sum_r) = (0.0, 0.0);
     for step in CM_STEPS {
         let (tc, tr) = (total(&c, step), total(&ours, step));
