@@ -613,10 +613,7 @@ impl QueuePair {
                 ));
             }
         }
-        let mut head = ptr::null_mut();
-        for wr in wrs.iter_mut().rev() {
-            head = wr.link(head);
-        }
+        let head = crate::wr::link_send_list(wrs);
         if head.is_null() {
             return Ok(());
         }
@@ -639,10 +636,7 @@ impl QueuePair {
     /// Posts receive work requests, in order, with one call to the provider.
     #[inline]
     pub fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
-        let mut head = ptr::null_mut();
-        for wr in wrs.iter_mut().rev() {
-            head = wr.link(head);
-        }
+        let head = crate::wr::link_recv_list(wrs);
         if head.is_null() {
             return Ok(());
         }

@@ -66,10 +66,7 @@ impl SharedReceiveQueue {
     /// Posts receive work requests with one call to the provider.
     #[inline]
     pub fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
-        let mut head = ptr::null_mut();
-        for wr in wrs.iter_mut().rev() {
-            head = wr.link(head);
-        }
+        let head = crate::wr::link_recv_list(wrs);
         if head.is_null() {
             return Ok(());
         }

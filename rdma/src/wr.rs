@@ -335,3 +335,17 @@ impl fmt::Debug for RecvWr<'_> {
             .finish()
     }
 }
+
+/// Links `wrs` into one NULL-terminated list, in order; NULL when empty.
+pub(crate) fn link_send_list(wrs: &mut [SendWr<'_>]) -> *mut sys::ibv_send_wr {
+    wrs.iter_mut()
+        .rev()
+        .fold(ptr::null_mut(), |next, wr| wr.link(next))
+}
+
+/// Links `wrs` into one NULL-terminated list, in order; NULL when empty.
+pub(crate) fn link_recv_list(wrs: &mut [RecvWr<'_>]) -> *mut sys::ibv_recv_wr {
+    wrs.iter_mut()
+        .rev()
+        .fold(ptr::null_mut(), |next, wr| wr.link(next))
+}
