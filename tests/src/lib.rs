@@ -336,3 +336,22 @@ fn open_rdmacm_context(ip: Ipv4Addr) -> Result<(), Box<dyn Error>> {
     }
     Ok(())
 }
+
+/// The path of example binary `name`, built next to the test binary
+/// (`target/debug/deps/device-*` -> `target/debug/<name>`).
+pub fn example(name: &str) -> Result<std::path::PathBuf, Box<dyn Error>> {
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .ok_or("the test binary has no parent directory")?;
+    let bin = dir.join(name);
+    if !bin.is_file() {
+        return Err(format!(
+            "{} is missing: build the examples first (cargo build -p rdma-examples; ci/test.sh does)",
+            bin.display()
+        )
+        .into());
+    }
+    Ok(bin)
+}

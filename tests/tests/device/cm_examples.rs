@@ -8,7 +8,6 @@
 //! are killed and the test fails. Each test uses ports of its own.
 
 use std::io::Read;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
@@ -99,7 +98,7 @@ fn rping_rust_both(env: &TestEnv) -> TestResult {
 
 fn rping_bin(side: Side) -> R<String> {
     Ok(match side {
-        Side::Rust => example("rping")?.display().to_string(),
+        Side::Rust => rdma_tests::example("rping")?.display().to_string(),
         Side::C => "rping".to_string(),
     })
 }
@@ -158,7 +157,7 @@ fn expected_ping(i: usize, size: usize) -> String {
 fn async_echo_clients(env: &TestEnv) -> TestResult {
     const CLIENTS: usize = 8;
     const MESSAGES: usize = 200;
-    let bin = example("async_echo")?.display().to_string();
+    let bin = rdma_tests::example("async_echo")?.display().to_string();
     let (ip, port) = (env.ipv4.to_string(), port(env, 19_321));
     let port_s = port.to_string();
     let (clients, messages) = (CLIENTS.to_string(), MESSAGES.to_string());
@@ -227,7 +226,7 @@ fn udaddy_pair(env: &TestEnv, server: Side, client: Side) -> TestResult {
     }
     let bin = |side| -> R<String> {
         Ok(match side {
-            Side::Rust => example("udaddy")?.display().to_string(),
+            Side::Rust => rdma_tests::example("udaddy")?.display().to_string(),
             Side::C => "udaddy".to_string(),
         })
     };
@@ -256,7 +255,7 @@ fn cmtime_pair(
 ) -> R<Vec<(String, f64)>> {
     let bin = |side| -> R<String> {
         Ok(match side {
-            Side::Rust => example("cmtime")?.display().to_string(),
+            Side::Rust => rdma_tests::example("cmtime")?.display().to_string(),
             Side::C => "cmtime".to_string(),
         })
     };
@@ -345,7 +344,10 @@ fn cmtime_benchmark(env: &TestEnv) -> TestResult {
             .map_or(0.0, |(_, ms)| *ms)
     };
     println!();
-    let build = if example("cmtime")?.to_string_lossy().contains("/release/") {
+    let build = if rdma_tests::example("cmtime")?
+        .to_string_lossy()
+        .contains("/release/")
+    {
         "release"
     } else {
         "debug"
@@ -430,24 +432,6 @@ fn wait_cm_listening(port: u16, server: &mut Running, deadline: Instant) -> Resu
     }
 }
 
-/// The example binary `name`, built next to this test binary.
-fn example(name: &str) -> R<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .ok_or("the test binary has no parent directory")?;
-    let bin = dir.join(name);
-    if !bin.is_file() {
-        return Err(format!(
-            "{} is missing: build the examples first (cargo build -p rdma-examples; ci/test.sh does)",
-            bin.display()
-        )
-        .into());
-    }
-    Ok(bin)
-}
-
 /// A child process whose output is collected at the end.
 struct Running {
     role: &'static str,
@@ -518,7 +502,7 @@ fn mckey_pair(env: &TestEnv, receiver: Side, sender: Side, group: &str) -> TestR
     }
     let bin = |side| -> R<String> {
         Ok(match side {
-            Side::Rust => example("mckey")?.display().to_string(),
+            Side::Rust => rdma_tests::example("mckey")?.display().to_string(),
             Side::C => "mckey".to_string(),
         })
     };

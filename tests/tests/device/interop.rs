@@ -9,7 +9,6 @@
 
 use std::io::Read;
 use std::net::Ipv6Addr;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
@@ -121,7 +120,7 @@ fn srq_c_server(env: &TestEnv) -> TestResult {
 /// `devinfo -v -d DEV` prints exactly what `ibv_devinfo -v -d DEV` prints,
 /// and so do the other forms (`-i 1`, plain, `-l`).
 fn devinfo_matches(env: &TestEnv) -> TestResult {
-    let ours = example("devinfo")?;
+    let ours = rdma_tests::example("devinfo")?;
     for args in [
         vec!["-v", "-d", env.device.as_str()],
         vec!["-d", env.device.as_str(), "-i", "1"],
@@ -170,7 +169,7 @@ fn pair(env: &TestEnv, name: &str, extra: &[&str], rust: RustSide, port: u16) ->
         };
         return Ok(Outcome::Skipped(format!("ibv_{name}: {why}")));
     }
-    let rust_bin = example(name)?;
+    let rust_bin = rdma_tests::example(name)?;
     let c_bin = format!("ibv_{name}");
     let gidx = roce_v2_ipv4_gid_index(env)?.to_string();
     let port_s = port.to_string();
@@ -209,24 +208,6 @@ fn pair(env: &TestEnv, name: &str, extra: &[&str], rust: RustSide, port: u16) ->
         }
     }
     Ok(Outcome::Passed)
-}
-
-/// The example binary `name`, built next to this test binary.
-fn example(name: &str) -> rdma_tests::sys::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .ok_or("the test binary has no parent directory")?;
-    let bin = dir.join(name);
-    if !bin.is_file() {
-        return Err(format!(
-            "{} is missing: build the examples first (cargo build -p rdma-examples; ci/test.sh does)",
-            bin.display()
-        )
-        .into());
-    }
-    Ok(bin)
 }
 
 /// The index of port 1's RoCE v2 GID that maps the device's IPv4 address,

@@ -6,7 +6,6 @@
 //! same device.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -472,25 +471,6 @@ async fn hundred_requests(r: Rxe) -> TestResult {
     }
 }
 
-/// The example binary `name`, built next to this test binary
-/// (`target/debug/deps/device-*` -> `target/debug/madping`).
-fn example(name: &str) -> Result<PathBuf, Box<dyn std::error::Error>> {
-    let exe = std::env::current_exe()?;
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .ok_or("the test binary has no parent directory")?;
-    let bin = dir.join(name);
-    if !bin.is_file() {
-        return Err(format!(
-            "{} is missing: build the examples first (cargo build -p rdma-examples)",
-            bin.display()
-        )
-        .into());
-    }
-    Ok(bin)
-}
-
 /// Waits for `child` up to `limit`, killing it past that; its stdout.
 fn finish(mut child: Child, limit: Duration) -> Result<(bool, String), Box<dyn std::error::Error>> {
     let deadline = Instant::now() + limit;
@@ -516,7 +496,7 @@ fn finish(mut child: Child, limit: Duration) -> Result<(bool, String), Box<dyn s
 
 fn umad_info_example_lists_the_port(env: &TestEnv) -> TestResult {
     let Some(r) = rxe(env)? else { return skip() };
-    let child = Command::new(example("umad_info")?)
+    let child = Command::new(rdma_tests::example("umad_info")?)
         .arg(&r.ca)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -536,7 +516,7 @@ fn umad_info_example_lists_the_port(env: &TestEnv) -> TestResult {
 
 fn madping_example_pings_its_server(env: &TestEnv) -> TestResult {
     let Some(r) = rxe(env)? else { return skip() };
-    let bin = example("madping")?;
+    let bin = rdma_tests::example("madping")?;
     let mut server = Command::new(&bin)
         .args(["-S", "-d", &r.ca, "-c", "3"])
         .stdout(Stdio::piped())
