@@ -1,13 +1,26 @@
 //! The one error type of the crate.
 
 use std::borrow::Cow;
+use std::fmt;
 use std::io;
+use std::ops::{Deref, DerefMut};
 
 /// An rdma-core call failed, or a request was refused before reaching it:
 /// which verb, with which errno, and the likely cause where one is known.
+///
+/// The details ([`ErrorDetails`]) are boxed, so that an `Error` is one
+/// pointer wide and `Result<()>` (and a `Result` of a slice or an integer)
+/// comes back in registers: the data path (`post_send`, `poll`) returns its
+/// `Ok` without touching memory. The fields read as those of the error
+/// itself (`e.verb`, `e.source`, `e.hint`, through `Deref`).
+#[derive(thiserror::Error)]
+#[error(transparent)]
+pub struct Error(Box<ErrorDetails>);
+
+/// What an [`Error`] says: the verb, the errno and the likely cause.
 #[derive(Debug, thiserror::Error)]
 #[error("{verb} failed: {source}{}", hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
-pub struct Error {
+pub struct ErrorDetails {
     /// The C function that failed (`ibv_open_device`), or the method that
     /// refused its arguments (`MemoryRegion::sge`).
     pub verb: &'static str,
@@ -21,26 +34,55 @@ pub struct Error {
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl Deref for Error {
+    type Target = ErrorDetails;
+    fn deref(&self) -> &ErrorDetails {
+        &self.0
+    }
+}
+
+impl DerefMut for Error {
+    fn deref_mut(&mut self) -> &mut ErrorDetails {
+        &mut self.0
+    }
+}
+
+impl From<ErrorDetails> for Error {
+    fn from(details: ErrorDetails) -> Error {
+        Error(Box::new(details))
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("verb", &self.verb)
+            .field("source", &self.source)
+            .field("hint", &self.hint)
+            .finish()
+    }
+}
+
 impl Error {
     /// An error of `verb` with `errno`.
+    #[cold]
     pub fn new(verb: &'static str, errno: i32) -> Error {
-        Error {
+        Error::from(ErrorDetails {
             verb,
             source: io::Error::from_raw_os_error(errno),
             hint: hint(verb, errno).map(Cow::Borrowed),
-        }
+        })
     }
 
     /// An error of `verb` with the calling thread's errno.
+    #[cold]
     pub fn last(verb: &'static str) -> Error {
-        let errno = io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO);
-        Error::new(verb, errno)
+        Error::new(verb, last_errno())
     }
 
     /// An error of `verb` from a C return code: an errno value, or -1 with
     /// errno set (libibverbs uses both conventions).
+    #[cold]
     pub fn from_rc(verb: &'static str, rc: i32) -> Error {
         if rc == -1 {
             Error::last(verb)
@@ -50,12 +92,13 @@ impl Error {
     }
 
     /// Arguments refused by this crate before any call: `EINVAL` with `why`.
+    #[cold]
     pub fn invalid(verb: &'static str, why: impl Into<Cow<'static, str>>) -> Error {
-        Error {
+        Error::from(ErrorDetails {
             verb,
             source: io::Error::from_raw_os_error(libc::EINVAL),
             hint: Some(why.into()),
-        }
+        })
     }
 
     /// The same error with `hint` as its explanation.
@@ -68,6 +111,18 @@ impl Error {
     pub fn errno(&self) -> i32 {
         self.source.raw_os_error().unwrap_or(0)
     }
+
+    /// The details, unboxed.
+    pub fn into_details(self) -> ErrorDetails {
+        *self.0
+    }
+}
+
+/// The calling thread's errno (`EIO` when there is none).
+pub(crate) fn last_errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 fn hint(verb: &str, errno: i32) -> Option<&'static str> {
@@ -100,6 +155,31 @@ fn hint(verb: &str, errno: i32) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn results_of_the_data_path_fit_in_registers() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<Error>(), size_of::<usize>());
+        assert_eq!(size_of::<Result<()>>(), size_of::<usize>());
+        assert_eq!(
+            size_of::<Result<&mut [crate::WorkCompletion]>>(),
+            2 * size_of::<usize>()
+        );
+    }
+
+    #[test]
+    fn fields_read_through_the_box() {
+        let mut e = Error::new("ibv_post_send", libc::ENOMEM);
+        assert_eq!(e.verb, "ibv_post_send");
+        assert_eq!(e.source.raw_os_error(), Some(libc::ENOMEM));
+        assert!(e.hint.as_deref().unwrap().contains("queue is full"));
+        e.hint = None;
+        assert_eq!(e.to_string(), e.into_details().to_string());
+        let e = Error::invalid("x", "why");
+        let dbg = format!("{e:?}");
+        assert!(dbg.starts_with("Error {") && dbg.contains("why"), "{dbg}");
+        assert!(std::error::Error::source(&e).is_some());
+    }
 
     #[test]
     fn message_names_verb_errno_and_cause() {

@@ -98,7 +98,7 @@ pub use channel::CompletionChannel;
 pub use context::{Context, DeviceAttr, PortAttr, PortState};
 pub use cq::{CompletionQueue, CqBuilder, ExCompletion, ExPoll};
 pub use device::{Device, DeviceList, NodeType, TransportType};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorDetails, Result};
 pub use event::{AsyncEvent, AsyncEventElement, AsyncEventFd, AsyncEventKind};
 pub use gid::{Gid, GidEntry, GidType};
 pub use mr::{AccessFlags, MemoryRegion, RemoteMemory, Sge};
