@@ -32,6 +32,10 @@ bitflags::bitflags! {
 }
 
 /// A send work request (`ibv_send_wr`).
+///
+/// `repr(C)` with the C struct first: a pointer to a request is a pointer to
+/// its `ibv_send_wr`, so a linked list starts at the slice's own address.
+#[repr(C)]
 pub struct SendWr<'a> {
     raw: sys::ibv_send_wr,
     /// The SGE of an inline request built by [`SendWr::send_inline`].
@@ -267,12 +271,30 @@ impl<'a> SendWr<'a> {
 
     /// Prepares the request for posting: links it to `next`, and points an
     /// inline request at its own SGE.
+    #[inline]
     pub(crate) fn link(&mut self, next: *mut sys::ibv_send_wr) -> *mut sys::ibv_send_wr {
-        if self.raw.sg_list.is_null() && self.raw.num_sge == 1 {
-            self.raw.sg_list = &mut self.inline_sge;
-        }
-        self.raw.next = next;
+        let wr: *mut SendWr<'a> = self;
+        // SAFETY: `wr` comes from `&mut self`, so it is valid and unaliased.
+        unsafe { Self::link_raw(wr, next) };
         &mut self.raw
+    }
+
+    /// [`link`](Self::link) through a raw pointer: no reference to the
+    /// request is created, so pointers to it stored earlier (the `next` of
+    /// the request before it) stay valid.
+    ///
+    /// # Safety
+    /// `wr` must point to a live request that nothing else accesses during
+    /// the call.
+    #[inline]
+    unsafe fn link_raw(wr: *mut SendWr<'a>, next: *mut sys::ibv_send_wr) {
+        // SAFETY: per the contract; only place expressions through `wr`.
+        unsafe {
+            if (*wr).raw.sg_list.is_null() && (*wr).raw.num_sge == 1 {
+                (*wr).raw.sg_list = ptr::addr_of_mut!((*wr).inline_sge);
+            }
+            (*wr).raw.next = next;
+        }
     }
 }
 
@@ -321,6 +343,7 @@ impl<'a> RecvWr<'a> {
         &self.raw
     }
 
+    #[inline]
     pub(crate) fn link(&mut self, next: *mut sys::ibv_recv_wr) -> *mut sys::ibv_recv_wr {
         self.raw.next = next;
         &mut self.raw
@@ -337,15 +360,127 @@ impl fmt::Debug for RecvWr<'_> {
 }
 
 /// Links `wrs` into one NULL-terminated list, in order; NULL when empty.
+///
+/// Forward, by pointer over the slice: no element count is computed, so
+/// there is no division by the request's size. (The posts link a single
+/// request with [`SendWr::link`] and come here for longer lists.)
+#[inline]
 pub(crate) fn link_send_list(wrs: &mut [SendWr<'_>]) -> *mut sys::ibv_send_wr {
-    wrs.iter_mut()
-        .rev()
-        .fold(ptr::null_mut(), |next, wr| wr.link(next))
+    let std::ops::Range { start, end } = wrs.as_mut_ptr_range();
+    if start == end {
+        return ptr::null_mut();
+    }
+    let mut wr = start;
+    // SAFETY: `wr` and `next` stay within `start..end`, the elements of
+    // `wrs`, which is borrowed mutably for the call. Every access goes
+    // through pointers derived from `start` and creates no reference, so the
+    // `next` pointers stored along the way stay valid for the provider.
+    unsafe {
+        loop {
+            let next = wr.add(1);
+            if next == end {
+                SendWr::link_raw(wr, ptr::null_mut());
+                break;
+            }
+            SendWr::link_raw(wr, ptr::addr_of_mut!((*next).raw));
+            wr = next;
+        }
+        ptr::addr_of_mut!((*start).raw)
+    }
 }
 
 /// Links `wrs` into one NULL-terminated list, in order; NULL when empty.
+///
+/// As [`link_send_list`]: forward, by pointer over the slice.
+#[inline]
 pub(crate) fn link_recv_list(wrs: &mut [RecvWr<'_>]) -> *mut sys::ibv_recv_wr {
-    wrs.iter_mut()
-        .rev()
-        .fold(ptr::null_mut(), |next, wr| wr.link(next))
+    let std::ops::Range { start, end } = wrs.as_mut_ptr_range();
+    if start == end {
+        return ptr::null_mut();
+    }
+    let mut wr = start;
+    // SAFETY: as in `link_send_list`: within the slice, borrowed mutably,
+    // through pointers derived from `start` only.
+    unsafe {
+        loop {
+            let next = wr.add(1);
+            if next == end {
+                (*wr).raw.next = ptr::null_mut();
+                break;
+            }
+            (*wr).raw.next = ptr::addr_of_mut!((*next).raw);
+            wr = next;
+        }
+        ptr::addr_of_mut!((*start).raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_list_links_forward_and_points_inline_requests_at_their_sge() {
+        assert!(link_send_list(&mut []).is_null());
+        let data = *b"inline";
+        let mut wrs = [
+            SendWr::send(1, &[]),
+            SendWr::send_inline(2, &data),
+            SendWr::send(3, &[]).signaled(),
+        ];
+        let head = link_send_list(&mut wrs);
+        // Walk the list as a provider does, before anything else touches it.
+        let mut walked = Vec::new();
+        let mut p = head;
+        while !p.is_null() {
+            // SAFETY: a list just linked over `wrs`, which is not otherwise
+            // accessed meanwhile.
+            unsafe {
+                let sge = (*p).sg_list;
+                walked.push((
+                    (*p).wr_id,
+                    (*p).num_sge,
+                    (*p).num_sge > 0 && (*sge).length > 0,
+                ));
+                p = (*p).next;
+            }
+        }
+        assert_eq!(walked, [(1, 0, false), (2, 1, true), (3, 0, false)]);
+        let raws: Vec<*const sys::ibv_send_wr> = wrs.iter().map(|w| w.as_raw_ptr()).collect();
+        assert_eq!(head as *const _, raws[0]);
+        assert_eq!(wrs[0].raw.next as *const _, raws[1]);
+        assert_eq!(wrs[1].raw.next as *const _, raws[2]);
+        assert!(wrs[2].raw.next.is_null());
+        assert_eq!(
+            wrs[1].raw.sg_list as *const _,
+            &wrs[1].inline_sge as *const _
+        );
+        assert_eq!(wrs[1].inline_sge.addr, data.as_ptr() as u64);
+        assert_eq!(wrs[1].inline_sge.length, data.len() as u32);
+        assert_ne!(
+            wrs[0].raw.sg_list as *const _,
+            &wrs[0].inline_sge as *const _
+        );
+
+        // Posted again alone, a request ends the list.
+        let one = wrs[0].link(ptr::null_mut());
+        assert_eq!(one as *const _, raws[0]);
+        assert!(wrs[0].raw.next.is_null());
+    }
+
+    #[test]
+    fn recv_list_links_forward() {
+        assert!(link_recv_list(&mut []).is_null());
+        let mut wrs = [RecvWr::new(1, &[]), RecvWr::new(2, &[])];
+        let head = link_recv_list(&mut wrs);
+        // SAFETY: as above, a list just linked.
+        let ids = unsafe { [(*head).wr_id, (*(*head).next).wr_id] };
+        assert_eq!(ids, [1, 2]);
+        assert_eq!(head as *const _, wrs[0].as_raw_ptr());
+        assert_eq!(wrs[0].raw.next as *const _, wrs[1].as_raw_ptr());
+        assert!(wrs[1].raw.next.is_null());
+        let mut one = [RecvWr::new(3, &[])];
+        assert_eq!(link_recv_list(&mut one) as *const _, one[0].as_raw_ptr());
+        assert!(one[0].raw.next.is_null());
+    }
 }
