@@ -227,6 +227,10 @@ impl<'a> QpBuilder<'a> {
             raw,
             ex,
             qp_type: self.qp_type,
+            unchecked_send_len: match self.qp_type {
+                QpType::Ud => usize::MAX,
+                QpType::Rc | QpType::Uc => 1,
+            },
             caps: QpCaps {
                 max_send_wr: cap.max_send_wr,
                 max_recv_wr: cap.max_recv_wr,
@@ -251,6 +255,11 @@ pub struct QueuePair {
     raw: NonNull<sys::ibv_qp>,
     ex: Option<NonNull<sys::ibv_qp_ex>>,
     qp_type: QpType,
+    /// The length of a send list that needs no check before it is linked:
+    /// 1 on connected QPs. On UD, where each send needs an address handle,
+    /// `usize::MAX`, the length of no slice of requests. One compare in
+    /// `post_send` then picks the one-request path.
+    unchecked_send_len: usize,
     caps: QpCaps,
     _pd: ProtectionDomain,
     _send_cq: CompletionQueue,
@@ -468,6 +477,7 @@ impl QueuePair {
     }
 
     /// The raw QP, valid while this value lives.
+    #[inline]
     pub fn as_raw(&self) -> *mut sys::ibv_qp {
         self.raw.as_ptr()
     }
@@ -603,15 +613,55 @@ impl QueuePair {
     /// after it were not posted, the ones before it were.
     #[inline]
     pub fn post_send(&self, wrs: &mut [SendWr<'_>]) -> Result<()> {
+        // The usual post: one request on a connected QP, linked and posted
+        // inline after this one compare.
+        if wrs.len() == self.unchecked_send_len {
+            // SAFETY: `unchecked_send_len` is 1 or `usize::MAX`, and no slice
+            // of `SendWr`s (144 bytes each) is `usize::MAX` long: the slice
+            // has exactly one element.
+            return self.post_send_one(unsafe { wrs.get_unchecked_mut(0) });
+        }
+        match wrs {
+            // One UD send that has its address handle.
+            [wr] if wr.has_ud_address() => self.post_send_one(wr),
+            // Any other list, checked and linked out of line.
+            _ => self.post_send_list(wrs),
+        }
+    }
+
+    /// `post_send` of one request, already checked (on a UD QP: it has an
+    /// address handle).
+    #[inline]
+    fn post_send_one(&self, wr: &mut SendWr<'_>) -> Result<()> {
+        let head = wr.link(ptr::null_mut());
+        // `bad` and, beside it, the head: the provider gets the address of
+        // `bad`, so the head waits in memory for the error path instead of in
+        // a callee-saved register that the `Ok` path would save and restore.
+        let mut bad_and_head = [ptr::null_mut(), head];
+        // SAFETY: a live QP; a NULL-terminated list of one request, whose
+        // SGE names registered memory (Sge) or inline data copied during the
+        // call, and whose address handle (if any) is borrowed for the call.
+        // Memory the device reaches later stays valid or unreachable (see
+        // crate::mr).
+        let rc = unsafe { sys::ibv_post_send(self.as_raw(), head, &mut bad_and_head[0]) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let [bad, head] = bad_and_head;
+        Err(post_error(
+            "ibv_post_send",
+            rc,
+            ptr::eq(bad, head).then_some(0),
+        ))
+    }
+
+    /// `post_send` of any list.
+    #[inline(never)]
+    fn post_send_list(&self, wrs: &mut [SendWr<'_>]) -> Result<()> {
         if self.qp_type == QpType::Ud {
             // A UD send without an address handle would make the provider
             // dereference NULL: refuse it here.
-            if let Some(i) = wrs.iter().position(|w| !w.has_ud_address()) {
-                return Err(Error::invalid(
-                    "ibv_post_send",
-                    format!("work request {i} on a UD QP has no address handle: use SendWr::ud"),
-                ));
-            }
+            check_ud_addresses(wrs)?;
         }
         let head = crate::wr::link_send_list(wrs);
         if head.is_null() {
@@ -626,16 +676,44 @@ impl QueuePair {
         if rc == 0 {
             return Ok(());
         }
-        Err(post_error(
-            "ibv_post_send",
-            rc,
-            wrs.iter().position(|w| ptr::eq(w.as_raw_ptr(), bad)),
-        ))
+        Err(post_send_error(wrs, rc, bad))
     }
 
     /// Posts receive work requests, in order, with one call to the provider.
+    ///
+    /// On failure the error says which request was refused, as for
+    /// [`post_send`](Self::post_send).
     #[inline]
     pub fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
+        match wrs {
+            [wr] => self.post_recv_one(wr),
+            _ => self.post_recv_list(wrs),
+        }
+    }
+
+    /// `post_recv` of one request.
+    #[inline]
+    fn post_recv_one(&self, wr: &mut RecvWr<'_>) -> Result<()> {
+        let head = wr.link(ptr::null_mut());
+        // As in `post_send_one`: the head waits beside `bad` in memory.
+        let mut bad_and_head = [ptr::null_mut(), head];
+        // SAFETY: a live QP; a NULL-terminated list of one receive into
+        // registered memory (see crate::mr for why it stays sound).
+        let rc = unsafe { sys::ibv_post_recv(self.as_raw(), head, &mut bad_and_head[0]) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let [bad, head] = bad_and_head;
+        Err(post_error(
+            "ibv_post_recv",
+            rc,
+            ptr::eq(bad, head).then_some(0),
+        ))
+    }
+
+    /// `post_recv` of any list.
+    #[inline(never)]
+    fn post_recv_list(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
         let head = crate::wr::link_recv_list(wrs);
         if head.is_null() {
             return Ok(());
@@ -647,11 +725,7 @@ impl QueuePair {
         if rc == 0 {
             return Ok(());
         }
-        Err(post_error(
-            "ibv_post_recv",
-            rc,
-            wrs.iter().position(|w| ptr::eq(w.as_raw_ptr(), bad)),
-        ))
+        Err(post_recv_error(wrs, rc, bad))
     }
 
     /// Posts a raw list of send work requests.
@@ -665,10 +739,9 @@ impl QueuePair {
         // SAFETY: per the caller's contract.
         let rc = unsafe { sys::ibv_post_send(self.as_raw(), wr, &mut bad) };
         if rc == 0 {
-            Ok(())
-        } else {
-            Err(Error::from_rc("ibv_post_send", rc))
+            return Ok(());
         }
+        Err(post_error("ibv_post_send", rc, None))
     }
 
     /// Starts a batch of extended work requests (`ibv_wr_start`); fails with
@@ -688,6 +761,42 @@ impl QueuePair {
     }
 }
 
+/// Refuses a UD send without an address handle (see `post_send`).
+#[inline]
+fn check_ud_addresses(wrs: &[SendWr<'_>]) -> Result<()> {
+    match wrs.iter().position(|w| !w.has_ud_address()) {
+        None => Ok(()),
+        Some(i) => Err(no_address_handle(i)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn no_address_handle(i: usize) -> Error {
+    Error::invalid(
+        "ibv_post_send",
+        format!("work request {i} on a UD QP has no address handle: use SendWr::ud"),
+    )
+}
+
+/// The error of a refused `ibv_post_send`, naming the request `bad` points to.
+#[cold]
+#[inline(never)]
+fn post_send_error(wrs: &[SendWr<'_>], rc: i32, bad: *mut sys::ibv_send_wr) -> Error {
+    let index = wrs.iter().position(|w| ptr::eq(w.as_raw_ptr(), bad));
+    post_error("ibv_post_send", rc, index)
+}
+
+/// The error of a refused `ibv_post_recv`, naming the request `bad` points to.
+#[cold]
+#[inline(never)]
+fn post_recv_error(wrs: &[RecvWr<'_>], rc: i32, bad: *mut sys::ibv_recv_wr) -> Error {
+    let index = wrs.iter().position(|w| ptr::eq(w.as_raw_ptr(), bad));
+    post_error("ibv_post_recv", rc, index)
+}
+
+#[cold]
+#[inline(never)]
 fn post_error(verb: &'static str, rc: i32, index: Option<usize>) -> Error {
     let e = Error::from_rc(verb, rc);
     match index {

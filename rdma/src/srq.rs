@@ -59,6 +59,7 @@ impl SharedReceiveQueue {
     }
 
     /// The raw SRQ, valid while this value lives.
+    #[inline]
     pub fn as_raw(&self) -> *mut sys::ibv_srq {
         self.inner.raw.as_ptr()
     }
@@ -66,20 +67,48 @@ impl SharedReceiveQueue {
     /// Posts receive work requests with one call to the provider.
     #[inline]
     pub fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
+        match wrs {
+            // The usual post: one request, linked and posted inline.
+            // SAFETY: a list of one request, borrowed for the call.
+            [wr] => unsafe { self.post(wr.link(ptr::null_mut())) },
+            _ => self.post_recv_list(wrs),
+        }
+    }
+
+    /// `post_recv` of any list.
+    #[inline(never)]
+    fn post_recv_list(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
         let head = crate::wr::link_recv_list(wrs);
         if head.is_null() {
             return Ok(());
         }
+        // SAFETY: the list `wrs` was linked into, borrowed for the call.
+        unsafe { self.post(head) }
+    }
+
+    /// Posts the linked list at `head`.
+    ///
+    /// # Safety
+    /// `head` must be a valid NULL-terminated list of receives into
+    /// registered memory: [`RecvWr`]s linked by `post_recv`, which borrows
+    /// them for the call.
+    #[inline]
+    unsafe fn post(&self, head: *mut sys::ibv_recv_wr) -> Result<()> {
         let mut bad = ptr::null_mut();
-        // SAFETY: a live SRQ; a valid NULL-terminated list of receives into
-        // registered memory (see crate::mr).
+        // SAFETY: a live SRQ and, per the contract, a valid list (see
+        // crate::mr for why receives into registered memory stay sound).
         let rc = unsafe { sys::ibv_post_srq_recv(self.as_raw(), head, &mut bad) };
         if rc == 0 {
-            Ok(())
-        } else {
-            Err(Error::from_rc("ibv_post_srq_recv", rc))
+            return Ok(());
         }
+        Err(post_srq_recv_error(rc))
     }
+}
+
+#[cold]
+#[inline(never)]
+fn post_srq_recv_error(rc: i32) -> Error {
+    Error::from_rc("ibv_post_srq_recv", rc)
 }
 
 impl fmt::Debug for SharedReceiveQueue {
