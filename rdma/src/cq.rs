@@ -27,8 +27,18 @@ const ACK_BATCH: u32 = 32;
 /// Cloning shares it; queue pairs using it keep it alive.
 #[derive(Clone)]
 pub struct CompletionQueue {
+    /// The CQ of `inner`, copied here so that a poll reaches the provider
+    /// without going through the `Arc`.
+    raw: NonNull<sys::ibv_cq>,
     pub(crate) inner: Arc<CqInner>,
 }
+
+// SAFETY: `raw` is the CQ `inner` owns (which is Send and Sync, see below)
+// and lives as long as this handle's `Arc`; verbs on it may be called from
+// any thread.
+unsafe impl Send for CompletionQueue {}
+// SAFETY: as above; `raw` is never changed.
+unsafe impl Sync for CompletionQueue {}
 
 pub(crate) struct CqInner {
     ctx: Context,
@@ -145,6 +155,7 @@ impl<'a> CqBuilder<'a> {
     ) -> CompletionQueue {
         let one_per_poll = ex.is_some() && next_poll_is_broken(self.ctx);
         CompletionQueue {
+            raw,
             inner: Arc::new(CqInner {
                 ctx: self.ctx.clone(),
                 channel: self.channel.cloned(),
@@ -193,7 +204,7 @@ impl CompletionQueue {
     /// The number of entries the provider allocated.
     pub fn cqe(&self) -> i32 {
         // SAFETY: a live CQ; `cqe` is set at creation.
-        unsafe { (*self.inner.raw.as_ptr()).cqe }
+        unsafe { (*self.raw.as_ptr()).cqe }
     }
 
     /// Whether the queue is extended (see [`CqBuilder::extended`]).
@@ -202,8 +213,9 @@ impl CompletionQueue {
     }
 
     /// The raw CQ, valid while this value lives.
+    #[inline]
     pub fn as_raw(&self) -> *mut sys::ibv_cq {
-        self.inner.raw.as_ptr()
+        self.raw.as_ptr()
     }
 
     /// Polls up to `out.len()` completions into caller-owned storage; returns
@@ -218,7 +230,7 @@ impl CompletionQueue {
         // layout-identical to ibv_wc. The port calls the provider directly.
         let rc = unsafe { sys::ibv_poll_cq(self.as_raw(), n, out.as_mut_ptr().cast()) };
         if rc < 0 {
-            return Err(Error::new("ibv_poll_cq", libc::EIO));
+            return Err(poll_error());
         }
         // SAFETY: the provider initialised the first `rc` entries.
         Ok(unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast(), rc as usize) })
@@ -231,7 +243,7 @@ impl CompletionQueue {
         // SAFETY: a live CQ.
         let rc = unsafe { sys::ibv_req_notify_cq(self.as_raw(), solicited_only as i32) };
         if rc != 0 {
-            return Err(Error::from_rc("ibv_req_notify_cq", rc));
+            return Err(req_notify_error(rc));
         }
         Ok(())
     }
@@ -257,11 +269,13 @@ impl CompletionQueue {
         // SAFETY: a live channel; the out-parameters are writable.
         let rc = unsafe { sys::ibv_get_cq_event(ch.as_raw(), &mut cq, &mut cq_ctx) };
         if rc != 0 {
-            let e = Error::last("ibv_get_cq_event");
-            if e.errno() == libc::EAGAIN {
+            // Checked before an Error is built: EAGAIN is the usual end of a
+            // non-blocking drain, not a failure.
+            let errno = crate::error::last_errno();
+            if errno == libc::EAGAIN {
                 return Ok(false);
             }
-            return Err(e);
+            return Err(Error::new("ibv_get_cq_event", errno));
         }
         if cq == self.as_raw() {
             self.count_event();
@@ -319,6 +333,19 @@ impl fmt::Debug for CompletionQueue {
             .field("extended", &self.is_extended())
             .finish()
     }
+}
+
+/// The error of a failed `ibv_poll_cq` (a negative count; no errno is set).
+#[cold]
+#[inline(never)]
+fn poll_error() -> Error {
+    Error::new("ibv_poll_cq", libc::EIO)
+}
+
+#[cold]
+#[inline(never)]
+fn req_notify_error(rc: i32) -> Error {
+    Error::from_rc("ibv_req_notify_cq", rc)
 }
 
 /// An extended poll in progress: a lending iterator over completions.
