@@ -27,17 +27,19 @@ pub fn post_one(qp: &QueuePair, wr: &mut [SendWr<'_>]) -> rdma::Result<()> {
     qp.post_send(wr)
 }
 
-/// Polls at most one completion: 1, 0 (empty) or -1 (a failed completion).
+/// Polls at most one completion, as C's `ibv_poll_cq(cq, 1, wc)`: 1, 0
+/// (empty) or -1 (a failed completion). `isize`, so that the `Result` comes
+/// back in registers.
 #[inline(never)]
 pub fn poll_one(
     cq: &CompletionQueue,
-    wcs: &mut [MaybeUninit<WorkCompletion>],
-) -> rdma::Result<i32> {
-    let done = cq.poll(wcs)?;
-    match done.first() {
-        Some(wc) if !wc.is_success() => Ok(-1),
-        _ => Ok(done.len() as i32),
-    }
+    wcs: &mut [MaybeUninit<WorkCompletion>; 1],
+) -> rdma::Result<isize> {
+    Ok(match cq.poll(wcs)? {
+        [] => 0,
+        [wc, ..] if !wc.is_success() => -1,
+        _ => 1,
+    })
 }
 
 /// Posts one raw request through the ibverbs-sys port, as C's inline does.
@@ -128,7 +130,7 @@ pub fn run(args: &Args, iters: usize, port_path: bool) -> Result<()> {
             let got = if port_path {
                 // SAFETY: a live CQ; `wcs[0]` is room for one completion
                 // (WorkCompletion is a transparent ibv_wc).
-                unsafe { poll_one_port(cq.as_raw(), wcs[0].as_mut_ptr().cast()) }
+                unsafe { poll_one_port(cq.as_raw(), wcs[0].as_mut_ptr().cast()) as isize }
             } else {
                 poll_one(&cq, &mut wcs).map_err(e)?
             };
