@@ -16,7 +16,7 @@ PKGS=(
     # bindgen and the C toolchain for the -sys crates and for siw.ko
     libclang-dev clang gcc libc6-dev make pkg-config xz-utils
     # guest networking and modules
-    iproute2 kmod
+    iproute2 kmod iputils-ping
     # python3 finds the test binary in cargo's JSON output
     python3 ca-certificates
 )

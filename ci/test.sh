@@ -3,7 +3,8 @@
 #
 # Steps: ci/setup.sh; cargo build; host tests; clippy -D warnings; rustdoc -D warnings;
 # build the device test binary (package rdma-tests, test `device`); one VM boot that
-# sets up rxe0 and siw0 and runs the device binary once per provider (rxe, then siw).
+# sets up rxe0 and siw0 and runs the device binary once per provider (rxe, then siw);
+# the cross-host suite (ci/twohost.sh --suite: two VMs over one link); ci/perf.sh --short.
 # Prints each provider's summary line and `device: N passed, N failed, N skipped`.
 # Exits non-zero when any step fails, a provider has failures, a summary line is
 # missing, or the VM timed out.
@@ -16,6 +17,8 @@
 #   RDMA_TEST_PROVIDERS      providers to run, in order (default "rxe siw")
 #   RDMA_PROVIDER_TIMEOUT=S  per-provider limit inside the VM (default 400)
 #   RDMA_VM_TIMEOUT=S        limit for the whole VM run (default 900)
+#   RDMA_CI_SKIP_TWOHOST=1   skip ci/twohost.sh --suite (two VMs over one link; also skipped
+#                            with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
 #   RDMA_CI_SKIP_PERF=1      skip ci/perf.sh --short (ours vs perftest, after the device tests;
 #                            also skipped with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
 set -Eeuo pipefail
@@ -127,6 +130,14 @@ for p in "${PROVIDERS[@]}"; do
         FAIL+=("$p: device binary exited with status ${st:-none}")
     fi
 done
+# The cross-host suite: two VMs, two kernels, rxe (and siw) over one link.
+if [ "${RDMA_CI_SKIP_TWOHOST:-0}" != 1 ] && [ -z "${RDMA_TEST_FILTER:-}" ] && [ -z "${RDMA_TEST_DEVICE_BIN:-}" ]; then
+    T_TWO=$(now)
+    RDMA_CI_SKIP_SETUP=1 bash "$CI_DIR/twohost.sh" --suite || FAIL+=("ci/twohost.sh --suite: the cross-host suite failed")
+    TIMINGS+=("twohost $(elapsed "$T_TWO")s")
+    TWOHOST=$(cat "$CI_WORK/twohost.summary" 2>/dev/null || true)
+    SUMMARIES+=("${TWOHOST:-twohost: no summary}")
+fi
 # Ours against perftest (its own VM boot): fails only when a benchmark run fails.
 if [ "${RDMA_CI_SKIP_PERF:-0}" != 1 ] && [ -z "${RDMA_TEST_FILTER:-}" ] && [ -z "${RDMA_TEST_DEVICE_BIN:-}" ]; then
     T_PERF=$(now)

@@ -92,15 +92,20 @@ fn source_gid_index(ca: &str, port: u32, dest: Gid) -> Result<u8, Box<dyn std::e
         .ok_or_else(|| format!("no verbs device {ca}"))?;
     let table = dev.open()?.gid_table()?;
     let ours: Vec<_> = table.iter().filter(|e| e.port == port).collect();
+    // RoCE v2 carries the GIDs as IP addresses: source and destination must be
+    // of one family (an IPv6 source with an IPv4-mapped destination is refused
+    // with EINVAL).
+    let v4 = dest.to_ipv6().to_ipv4_mapped().is_some();
     let pick = ours.iter().find(|e| e.gid == dest).or_else(|| {
         ours.iter().find(|e| {
             let ip = e.gid.to_ipv6();
             matches!(e.gid_type, GidType::RoceV2 | GidType::Ib)
-                && ip.to_ipv4_mapped().is_none()
+                && ip.to_ipv4_mapped().is_some() == v4
                 && (ip.segments()[0] & 0xffc0) != 0xfe80
         })
     });
-    let e = pick.ok_or_else(|| format!("{ca} port {port} has no IPv6 GID to send from"))?;
+    let family = if v4 { "IPv4-mapped" } else { "IPv6" };
+    let e = pick.ok_or_else(|| format!("{ca} port {port} has no {family} GID to send from"))?;
     Ok(u8::try_from(e.index)?)
 }
 

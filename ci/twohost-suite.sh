@@ -1,0 +1,40 @@
+# shellcheck shell=bash disable=SC2016
+# ci/twohost-suite.sh: the cross-host suite of `ci/twohost.sh --suite` (sourced there).
+# `pair NAME CMD_A CMD_B [TIMEOUT]`: CMD_A runs on host a (the server side), CMD_B on
+# host b (the client side), both with the environment that ci/twohost.sh describes.
+# Single quotes: the variables expand in the guests. "rust" is this repository's
+# example, "c" rdma-core's (or perftest's) program of the same name.
+
+# Verbs: RC, UD and SRQ ping-pong, connection data exchanged over TCP, RoCE v2 GIDs.
+PP='-d rxe0 -g $RDMA_GID_IDX_V4 -n 20 -s 1024'
+pair rc_pingpong/rust-rust "\$BIN/rc_pingpong $PP -c" "\$BIN/rc_pingpong $PP -c \$RDMA_A_IPV4"
+pair rc_pingpong/rust-c "\$BIN/rc_pingpong $PP -c" "ibv_rc_pingpong $PP -c \$RDMA_A_IPV4"
+pair rc_pingpong/c-rust "ibv_rc_pingpong $PP -c" "\$BIN/rc_pingpong $PP -c \$RDMA_A_IPV4"
+UDPP='-d rxe0 -g $RDMA_GID_IDX_V4 -n 20 -s 512'
+pair ud_pingpong/rust-c "\$BIN/ud_pingpong $UDPP -c" "ibv_ud_pingpong $UDPP -c \$RDMA_A_IPV4"
+pair ud_pingpong/c-rust "ibv_ud_pingpong $UDPP -c" "\$BIN/ud_pingpong $UDPP -c \$RDMA_A_IPV4"
+
+# The connection manager.
+RP='-C 10 -S 100 -V'
+pair rping/rust-rust "\$BIN/rping -s -a \$RDMA_A_IPV4 $RP" "\$BIN/rping -c -a \$RDMA_A_IPV4 $RP"
+pair rping/rust-c "\$BIN/rping -s -a \$RDMA_A_IPV4 $RP" "rping -c -a \$RDMA_A_IPV4 $RP"
+pair rping/c-rust "rping -s -a \$RDMA_A_IPV4 $RP" "\$BIN/rping -c -a \$RDMA_A_IPV4 $RP"
+pair async_echo/4-clients '$BIN/async_echo server -a $RDMA_A_IPV4 --connections 4' \
+    '$BIN/async_echo client -a $RDMA_A_IPV4 --clients 4 --messages 200'
+pair udaddy/rust-c '$BIN/udaddy -C 5' 'udaddy -s $RDMA_A_IPV4 -C 5'
+pair udaddy/c-rust 'udaddy -C 5' '$BIN/udaddy -s $RDMA_A_IPV4 -C 5'
+
+# uMAD: a vendor-class ping addressed by the peer's GID.
+pair madping/ipv6-gid '$BIN/madping -S -d rxe0 -c 5' '$BIN/madping -G $RDMA_A_GID -d rxe0 -c 5'
+
+# Multicast through the CM: the receivers join first, the sender joins after them.
+pair mckey/rust-c '$BIN/mckey -m 239.1.2.3 -b $RDMA_A_IPV4 -C 5 --timeout 40' \
+    'sleep 6; mckey -m 239.1.2.3 -b $RDMA_B_IPV4 -s -C 5'
+pair mckey/c-rust 'mckey -m 239.1.2.4 -b $RDMA_A_IPV4 -C 5' \
+    'sleep 6; $BIN/mckey -m 239.1.2.4 -b $RDMA_B_IPV4 -s -C 5'
+
+# Soft-iWARP (siw0, on VLAN 2 of the same link): connections only through the CM.
+pair siw/rping/rust-c '$BIN/rping -s -a $RDMA_A_SIW_IPV4 -C 10 -V' 'rping -c -a $RDMA_A_SIW_IPV4 -C 10 -V'
+pair siw/rping/c-rust 'rping -s -a $RDMA_A_SIW_IPV4 -C 10 -V' '$BIN/rping -c -a $RDMA_A_SIW_IPV4 -C 10 -V'
+pair siw/async_echo/2-clients '$BIN/async_echo server -a $RDMA_A_SIW_IPV4 --connections 2' \
+    '$BIN/async_echo client -a $RDMA_A_SIW_IPV4 --clients 2 --messages 100'
