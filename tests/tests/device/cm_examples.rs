@@ -48,6 +48,10 @@ pub const TESTS: &[Test] = &[
         run: mckey_rust_receiver,
     },
     Test {
+        name: "cm_examples::datagram_two_hosts_discover_and_exchange",
+        run: datagram_two_hosts,
+    },
+    Test {
         name: "cm_examples::cmtime_rust_client_c_server",
         run: cmtime_rust_client,
     },
@@ -571,4 +575,39 @@ fn wait_cm_group(group: &str, receiver: &mut Running) -> Result<(), String> {
         }
         sleep(Duration::from_millis(50));
     }
+}
+
+/// Two instances of the `datagram` service (same IP, ports 7471 and 7472)
+/// find each other through the multicast group, resolve each other through
+/// the CM and exchange 5 unicast datagrams each way.
+fn datagram_two_hosts(env: &TestEnv) -> TestResult {
+    if env.provider == Provider::Siw {
+        return Ok(Outcome::Skipped("iWARP has no UD and no multicast".into()));
+    }
+    let bin = rdma_tests::example("datagram")?.display().to_string();
+    let ip = env.ipv4.to_string();
+    let deadline = Instant::now() + TIMEOUT;
+    let common = ["-a", ip.as_str(), "-g", "239.255.7.3", "-n", "1", "-C", "5"];
+    let mut hosts = Vec::new();
+    for (port, name) in [("7471", "alpha"), ("7472", "beta")] {
+        let mut args = common.to_vec();
+        args.extend(["-p", port, "--name", name, "--timeout", "40"]);
+        hosts.push(Running::spawn(name, &bin, &args)?);
+    }
+    let codes: Vec<_> = hosts.iter_mut().map(|h| h.wait(deadline)).collect();
+    let outs: Vec<_> = hosts.iter_mut().map(|h| h.finish_killed()).collect();
+    let all = outs.join("\n");
+    if codes.iter().any(|c| *c != Some(0)) {
+        fail!("exit codes {codes:?}\n{all}");
+    }
+    for (out, port, peer) in [(&outs[0], 7472, "beta"), (&outs[1], 7471, "alpha")] {
+        let got = (0..5)
+            .filter(|n| out.contains(&format!("received \"DATA {n} from {ip}:{port} {peer}\"")))
+            .count();
+        let summary = format!("datagram: peer {ip}:{port}: received 5");
+        if got != 5 || !out.contains(&summary) || !out.contains("datagram: done") {
+            fail!("a host did not get the 5 datagrams of {peer} ({got} of them)\n{all}");
+        }
+    }
+    Ok(Outcome::Passed)
 }
