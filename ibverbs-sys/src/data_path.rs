@@ -33,6 +33,26 @@ macro_rules! op {
     };
 }
 
+/// The function in one of the `ibv_context_ops` fields that libibverbs always
+/// fills: `verbs_init_context` installs its dummy ops (which return
+/// EOPNOTSUPP) in every field before the provider sets its own, for every
+/// context that `ibv_open_device` opens (rdma-core since v16). No NULL check,
+/// as in C's inline functions.
+///
+/// Only for `post_send`, `post_recv`, `post_srq_recv`, `poll_cq` and
+/// `req_notify_cq` of a context opened by libibverbs (the callers' safety
+/// contract: the object was created by libibverbs).
+macro_rules! filled_op {
+    ($field:expr) => {
+        match $field {
+            Some(f) => f,
+            // Sound inside the callers' `unsafe` block: libibverbs never
+            // leaves these fields NULL (see above).
+            None => core::hint::unreachable_unchecked(),
+        }
+    };
+}
+
 /// Posts a list of send work requests to a queue pair.
 ///
 /// Port of verbs.h `ibv_post_send`: `qp->context->ops.post_send(qp, wr, bad_wr)`.
@@ -52,7 +72,7 @@ pub unsafe fn ibv_post_send(
     // SAFETY: the caller guarantees `qp` is live, so `qp->context` points to
     // its device context, whose op table libibverbs filled at open time; the
     // op has exactly this C signature.
-    unsafe { op!((*(*qp).context).ops.post_send, "post_send")(qp, wr, bad_wr) }
+    unsafe { filled_op!((*(*qp).context).ops.post_send)(qp, wr, bad_wr) }
 }
 
 /// Posts a list of receive work requests to a queue pair.
@@ -69,7 +89,7 @@ pub unsafe fn ibv_post_recv(
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
     // SAFETY: as in `ibv_post_send`: a live QP's context op table is valid.
-    unsafe { op!((*(*qp).context).ops.post_recv, "post_recv")(qp, wr, bad_wr) }
+    unsafe { filled_op!((*(*qp).context).ops.post_recv)(qp, wr, bad_wr) }
 }
 
 /// Posts a list of receive work requests to a shared receive queue.
@@ -86,7 +106,7 @@ pub unsafe fn ibv_post_srq_recv(
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
     // SAFETY: a live SRQ points to its context, whose op table is valid.
-    unsafe { op!((*(*srq).context).ops.post_srq_recv, "post_srq_recv")(srq, wr, bad_wr) }
+    unsafe { filled_op!((*(*srq).context).ops.post_srq_recv)(srq, wr, bad_wr) }
 }
 
 /// Posts a list of receive work requests to a work queue.
@@ -116,7 +136,7 @@ pub unsafe fn ibv_post_wq_recv(
 #[inline]
 pub unsafe fn ibv_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
     // SAFETY: a live CQ points to its context, whose op table is valid.
-    unsafe { op!((*(*cq).context).ops.poll_cq, "poll_cq")(cq, num_entries, wc) }
+    unsafe { filled_op!((*(*cq).context).ops.poll_cq)(cq, num_entries, wc) }
 }
 
 /// Requests a completion event on the CQ's completion channel.
@@ -129,7 +149,7 @@ pub unsafe fn ibv_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) 
 #[inline]
 pub unsafe fn ibv_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     // SAFETY: a live CQ points to its context, whose op table is valid.
-    unsafe { op!((*(*cq).context).ops.req_notify_cq, "req_notify_cq")(cq, solicited_only) }
+    unsafe { filled_op!((*(*cq).context).ops.req_notify_cq)(cq, solicited_only) }
 }
 
 /// The classic CQ inside an extended one.
