@@ -111,8 +111,8 @@ pub fn inc_rkey(rkey: u32) -> u32 {
     (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
 }
 pub use qp::{
-    InitAttr, Mtu, Path, QpBuilder, QpCaps, QpState, QpType, QueuePair, RtrAttr, RtsAttr, SendOps,
-    WrBatch,
+    InitAttr, Mtu, Path, PreparedSend, QpBuilder, QpCaps, QpState, QpType, QueuePair, RtrAttr,
+    RtsAttr, SendOps, WrBatch,
 };
 pub use srq::SharedReceiveQueue;
 pub use wc::{WcOpcode, WcStatus, WorkCompletion};

@@ -267,6 +267,89 @@ pub struct QueuePair {
     _srq: Option<SharedReceiveQueue>,
 }
 
+/// A list of send requests checked and linked once by
+/// [`QueuePair::prepare_send`], posted with one provider call per
+/// [`post`](Self::post).
+///
+/// It borrows the queue pair and the requests (and through them their SGEs,
+/// memory regions and address handles) for as long as it exists.
+pub struct PreparedSend<'q, 'w, 'a> {
+    qp: NonNull<sys::ibv_qp>,
+    /// The first request's C struct, which is the request itself
+    /// (`SendWr` is `repr(C)` with the C struct first); the others follow
+    /// it in the slice.
+    head: *mut sys::ibv_send_wr,
+    len: usize,
+    _borrows: PhantomData<(&'q QueuePair, &'w mut [SendWr<'a>])>,
+}
+
+impl PreparedSend<'_, '_, '_> {
+    /// Posts the prepared list again, with one call to the provider.
+    ///
+    /// On failure the error says which request was refused; it and the ones
+    /// after it were not posted, the ones before it were.
+    #[inline]
+    pub fn post(&mut self) -> Result<()> {
+        let mut bad = ptr::null_mut();
+        // SAFETY: the QP is borrowed, so live; the list was checked and
+        // linked by `prepare_send` and is borrowed mutably since, so it is
+        // still valid and NULL-terminated; its SGEs, inline data and address
+        // handles are borrowed by the requests. Memory the device reaches
+        // later stays valid or unreachable (see crate::mr).
+        let rc = unsafe { sys::ibv_post_send(self.qp.as_ptr(), self.head, &mut bad) };
+        if rc == 0 {
+            return Ok(());
+        }
+        Err(self.post_error(rc, bad))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn post_error(&self, rc: i32, bad: *mut sys::ibv_send_wr) -> Error {
+        let base = self.head.cast::<SendWr<'_>>();
+        // Only addresses are compared; nothing is read.
+        let index = (0..self.len).position(|i| ptr::eq(base.wrapping_add(i).cast(), bad));
+        post_error("ibv_post_send", rc, index)
+    }
+
+    /// The number of requests in the list.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: an empty list cannot be prepared.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Sets the id of request `index` for the next posts (it comes back in
+    /// their completions). `index` past the end is an error.
+    pub fn set_wr_id(&mut self, index: usize, wr_id: u64) -> Result<()> {
+        if index >= self.len {
+            return Err(Error::invalid(
+                "ibv_post_send",
+                format!("request {index} of a prepared list of {}", self.len),
+            ));
+        }
+        // SAFETY: `index` is within the slice that `head` starts and that
+        // this value borrows mutably; only the id field is written, through
+        // a pointer derived from `head`, so the links stay valid.
+        unsafe {
+            let wr = self.head.cast::<SendWr<'_>>().add(index);
+            (*wr.cast::<sys::ibv_send_wr>()).wr_id = wr_id;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for PreparedSend<'_, '_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreparedSend")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
 // SAFETY: libibverbs allows posting to and modifying a QP from any thread;
 // providers lock their queues. The Rust fields are immutable.
 unsafe impl Send for QueuePair {}
@@ -677,6 +760,40 @@ impl QueuePair {
             return Ok(());
         }
         Err(post_send_error(wrs, rc, bad))
+    }
+
+    /// Checks and links a list of send requests once, for posting it many
+    /// times with [`PreparedSend::post`], as perftest-style loops post the
+    /// same requests again and again.
+    ///
+    /// The checks of [`post_send`](Self::post_send) (on a UD QP: every
+    /// request has its address handle) run here, once; the list stays
+    /// borrowed, so it can neither move nor change while prepared, except
+    /// for the request ids ([`PreparedSend::set_wr_id`]). An empty list is
+    /// refused.
+    pub fn prepare_send<'q, 'w, 'a>(
+        &'q self,
+        wrs: &'w mut [SendWr<'a>],
+    ) -> Result<PreparedSend<'q, 'w, 'a>> {
+        if wrs.is_empty() {
+            return Err(Error::invalid(
+                "ibv_post_send",
+                "an empty list of work requests cannot be prepared",
+            ));
+        }
+        if self.qp_type == QpType::Ud {
+            check_ud_addresses(wrs)?;
+        }
+        let len = wrs.len();
+        // `head` is derived from the slice's own pointer and covers all of
+        // it; `wrs` is not used again, so the links stay valid.
+        let head = crate::wr::link_send_list(wrs);
+        Ok(PreparedSend {
+            qp: self.raw,
+            head,
+            len,
+            _borrows: PhantomData,
+        })
     }
 
     /// Posts receive work requests, in order, with one call to the provider.

@@ -431,6 +431,49 @@ pub fn extended_cq_falls_back_where_missing(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+/// A list prepared once (`QueuePair::prepare_send`) is posted three times,
+/// with new request ids and new data each time, and every post lands; an
+/// empty list and a request index past the end are typed errors.
+pub fn prepared_send_posts_again(env: &TestEnv) -> TestResult {
+    let p = Pair::new(env, false, QpCaps::default())?;
+    match p.qp_a.prepare_send(&mut []) {
+        Err(e) if e.errno() == libc::EINVAL => {}
+        other => fail!("preparing an empty list: {:?}", other.map(|_| ())),
+    }
+    let sges = [p.mr_a.sge(0..512)?, p.mr_a.sge(512..1024)?];
+    let mut list = [
+        SendWr::rdma_write(0, &sges[..1], p.mr_b.remote(0..512)?).signaled(),
+        SendWr::rdma_write(0, &sges[1..], p.mr_b.remote(4096..4608)?).signaled(),
+    ];
+    let mut prepared = p.qp_a.prepare_send(&mut list)?;
+    check!(prepared.len() == 2);
+    check!(
+        prepared.set_wr_id(2, 1).is_err(),
+        "request 2 of a list of 2 was accepted"
+    );
+    for round in 0..3u64 {
+        let fill: Vec<u8> = (0..1024u32).map(|i| (i as u64 * 3 + round) as u8).collect();
+        p.mr_a.write(0, &fill)?;
+        prepared.set_wr_id(0, 100 + round * 2)?;
+        prepared.set_wr_id(1, 101 + round * 2)?;
+        prepared.post()?;
+        let ids: Vec<u64> = wait(&p.cq_a, 2)?.iter().map(|wc| wc.wr_id()).collect();
+        check!(
+            ids == [100 + round * 2, 101 + round * 2],
+            "round {round}: completions {ids:?}"
+        );
+        check!(
+            p.mr_b.to_vec(0..512)? == fill[..512],
+            "round {round}: first WRITE differs"
+        );
+        check!(
+            p.mr_b.to_vec(4096..4608)? == fill[512..],
+            "round {round}: second WRITE differs"
+        );
+    }
+    Ok(Outcome::Passed)
+}
+
 pub fn rc_send_write_read_and_list(env: &TestEnv) -> TestResult {
     let p = Pair::new(
         env,
@@ -1076,6 +1119,10 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "verbs::rc_send_write_read_and_list",
         run: rc_send_write_read_and_list,
+    },
+    rdma_tests::Test {
+        name: "verbs::prepared_send_posts_again",
+        run: prepared_send_posts_again,
     },
     rdma_tests::Test {
         name: "verbs::rc_immediate_data_and_atomics",
