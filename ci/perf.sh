@@ -10,8 +10,9 @@
 # of each, and the best case (t_min; BW peak as a message rate), as the
 # median over the rounds, and ours/perftest. Without
 # --short it also counts instructions per post + poll on rxe with callgrind
-# for our path (write_lat --post-poll-loop, through the safe API and
-# through the ibverbs-sys ports under it) and for C (ci/post_poll.c).
+# for our path (write_lat --post-poll-loop: through the safe API, with a
+# list prepared once, and through the ibverbs-sys ports under it) and for C
+# (ci/post_poll.c).
 #
 # Absolute figures under TCG mean little; the ratio is what counts. A
 # missed ratio target is reported, never a failure: the script fails only
@@ -128,6 +129,11 @@ count() {
         -x "$gidx" --post-poll-loop "$n" >"$out/count.rust.log" 2>&1 ||
         echo "callgrind of ours failed: $?" >>"$out/count.failed"
     grep post_poll: "$out/count.rust.log" || tail -n 5 "$out/count.rust.log"
+    echo "== callgrind: ours, a list prepared once (--post-poll-path prepared), $n iterations"
+    "${vg[@]}" --callgrind-out-file="$out/callgrind.prepared" "$bin/write_lat" -d "$RDMA_RXE_DEVICE" \
+        -x "$gidx" --post-poll-loop "$n" --post-poll-path prepared >"$out/count.prepared.log" 2>&1 ||
+        echo "callgrind of the prepared path failed: $?" >>"$out/count.failed"
+    grep post_poll: "$out/count.prepared.log" || tail -n 5 "$out/count.prepared.log"
     echo "== callgrind: the ibverbs-sys ports under it (--post-poll-path port), $n iterations"
     "${vg[@]}" --callgrind-out-file="$out/callgrind.port" "$bin/write_lat" -d "$RDMA_RXE_DEVICE" \
         -x "$gidx" --post-poll-loop "$n" --post-poll-path port >"$out/count.port.log" 2>&1 ||
@@ -196,6 +202,7 @@ if os.path.exists(n_path):
     print()
     print(f"instructions per post + poll on rxe (callgrind, {n} iterations; target <= 1.02 x C):")
     for name, label in (("c", "C inline (ci/post_poll.c)"), ("rust", "ours, safe API"),
+                        ("prepared", "ours, safe, prepared list"),
                         ("port", "ours, ibverbs-sys ports")):
         t = total(os.path.join(out, "callgrind." + name))
         if t is None:

@@ -6,16 +6,19 @@
 //! `ci/perf.sh` runs both under callgrind with `--toggle-collect` on the
 //! two functions.
 //!
-//! With `port` the loop bypasses the safe API and calls the `#[inline]`
-//! ibverbs-sys ports it is built on (`post_one_port`, `poll_one_port`): the
-//! difference between the two is the cost of the safe layer.
+//! With `prepared` the request is checked and linked once
+//! ([`QueuePair::prepare_send`]) and each iteration posts it with
+//! [`PreparedSend::post`] (`post_one_prepared`). With `port` the loop
+//! bypasses the safe API and calls the `#[inline]` ibverbs-sys ports it is
+//! built on (`post_one_port`, `poll_one_port`): the difference is the cost of
+//! the safe layer.
 
 use std::mem::MaybeUninit;
 use std::time::Duration;
 
 use rdma::{
-    sys, AccessFlags, CompletionQueue, InitAttr, MemoryRegion, Mtu, Path, ProtectionDomain, QpCaps,
-    QpType, QueuePair, RtrAttr, RtsAttr, SendWr, WorkCompletion,
+    sys, AccessFlags, CompletionQueue, InitAttr, MemoryRegion, Mtu, Path, PreparedSend,
+    ProtectionDomain, QpCaps, QpType, QueuePair, RtrAttr, RtsAttr, SendWr, WorkCompletion,
 };
 
 use super::Args;
@@ -25,6 +28,12 @@ use crate::pingpong::{self, Result};
 #[inline(never)]
 pub fn post_one(qp: &QueuePair, wr: &mut [SendWr<'_>]) -> rdma::Result<()> {
     qp.post_send(wr)
+}
+
+/// Posts a prepared list (here: one request) again.
+#[inline(never)]
+pub fn post_one_prepared(wr: &mut PreparedSend<'_, '_, '_>) -> rdma::Result<()> {
+    wr.post()
 }
 
 /// Polls at most one completion, as C's `ibv_poll_cq(cq, 1, wc)`: 1, 0
@@ -68,9 +77,20 @@ pub unsafe fn poll_one_port(cq: *mut sys::ibv_cq, wc: *mut sys::ibv_wc) -> i32 {
     n
 }
 
-/// Runs the loop on the device and port of `args`, through the safe API or
-/// (`port`) through the ibverbs-sys ports.
-pub fn run(args: &Args, iters: usize, port_path: bool) -> Result<()> {
+/// How the loop posts and polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostPollPath {
+    /// `QueuePair::post_send` and `CompletionQueue::poll`.
+    Safe,
+    /// `PreparedSend::post` and `CompletionQueue::poll`.
+    Prepared,
+    /// The ibverbs-sys ports, as C.
+    Port,
+}
+
+/// Runs the loop on the device and port of `args` along `path`.
+pub fn run(args: &Args, iters: usize, path: PostPollPath) -> Result<()> {
+    let port_path = path == PostPollPath::Port;
     let e = |err: rdma::Error| err.to_string();
     let ctx = pingpong::open_device(args.ib_dev.as_deref())?;
     let port = args.ib_port;
@@ -115,8 +135,12 @@ pub fn run(args: &Args, iters: usize, port_path: bool) -> Result<()> {
     // SAFETY: the raw request is only posted by `post_one_port` below, while
     // `sge`, `mr` and `qp` live; nothing in it is changed.
     let raw_wr: *mut sys::ibv_send_wr = unsafe { wr[0].as_raw_mut() };
+    let mut wr2 = [SendWr::rdma_write(0, &sge, remote).signaled()];
+    let mut prepared = qp.prepare_send(&mut wr2).map_err(e)?;
     for _ in 0..iters {
-        if port_path {
+        if path == PostPollPath::Prepared {
+            post_one_prepared(&mut prepared).map_err(e)?;
+        } else if port_path {
             // SAFETY: a live QP; `raw_wr` is a complete, NULL-terminated
             // request (next is NULL) naming registered memory of `mr`.
             if unsafe { post_one_port(qp.as_raw(), raw_wr) } != 0 {

@@ -109,10 +109,11 @@ pub struct Args {
     /// ci/post_poll.c, for instruction counts under callgrind).
     #[arg(long = "post-poll-loop", value_name = "N")]
     pub post_poll_loop: Option<usize>,
-    /// With --post-poll-loop: post and poll through the safe API (`safe`)
-    /// or straight through the ibverbs-sys ports underneath it (`port`).
+    /// With --post-poll-loop: post and poll through the safe API (`safe`),
+    /// post a list prepared once (`prepared`), or go straight through the
+    /// ibverbs-sys ports underneath (`port`).
     #[arg(long = "post-poll-path", value_name = "PATH", default_value = "safe",
-          value_parser = ["safe", "port"])]
+          value_parser = ["safe", "prepared", "port"])]
     pub post_poll_path: String,
     /// Also write the results as JSON to PATH.
     #[arg(long = "json", value_name = "PATH")]
@@ -241,7 +242,12 @@ impl Config {
 pub fn main(name: &'static str, verb: Verb, kind: Kind, args: Args) -> ExitCode {
     pingpong::main_with(name, || {
         if let Some(n) = args.post_poll_loop {
-            return count::run(&args, n, args.post_poll_path == "port");
+            let path = match args.post_poll_path.as_str() {
+                "port" => count::PostPollPath::Port,
+                "prepared" => count::PostPollPath::Prepared,
+                _ => count::PostPollPath::Safe,
+            };
+            return count::run(&args, n, path);
         }
         let cfg = Config::new(name, verb, kind, args)?;
         let mut conn = conn::Conn::establish(&cfg)?;
