@@ -38,3 +38,8 @@ pair siw/rping/rust-c '$BIN/rping -s -a $RDMA_A_SIW_IPV4 -C 10 -V' 'rping -c -a 
 pair siw/rping/c-rust 'rping -s -a $RDMA_A_SIW_IPV4 -C 10 -V' '$BIN/rping -c -a $RDMA_A_SIW_IPV4 -C 10 -V'
 pair siw/async_echo/2-clients '$BIN/async_echo server -a $RDMA_A_SIW_IPV4 --connections 2' \
     '$BIN/async_echo client -a $RDMA_A_SIW_IPV4 --clients 2 --messages 100'
+
+# The IPoIB-style datagram service: the hosts find each other through a multicast
+# group, resolve each other by IP through the CM and exchange unicast datagrams.
+pair datagram/discovery '$BIN/datagram -a $RDMA_A_IPV4 -g 239.255.7.3 -n 1 -C 5 --name alpha --timeout 60' \
+    '$BIN/datagram -a $RDMA_B_IPV4 -g 239.255.7.3 -n 1 -C 5 --name beta --timeout 60'
