@@ -12,6 +12,7 @@
 # Knobs (environment):
 #   RDMA_CI_SKIP_SETUP=1     skip ci/setup.sh
 #   RDMA_CI_SKIP_HOST=1      skip the host steps (build, tests, clippy, doc)
+#   RDMA_CI_SKIP_MIRI=1      skip ci/miri.sh (pure-Rust tests under Miri; a host step, after fuzz)
 #   RDMA_TEST_FILTER=NAME    first argument of the device binary (run one test)
 #   RDMA_TEST_DEVICE_BIN=P   use this device test binary instead of building it
 #   RDMA_TEST_PROVIDERS      providers to run, in order (default "rxe siw")
@@ -54,6 +55,11 @@ if [ "${RDMA_CI_SKIP_HOST:-0}" != 1 ]; then
 
     # Bounded fuzzing of the MAD decoder (cargo-fuzz; RDMA_FUZZ_SECONDS, default 60).
     timed fuzz bash "$CI_DIR/fuzz.sh" "${RDMA_FUZZ_SECONDS:-60}"
+
+    # The pure-Rust tests under Miri (nightly; installed when missing).
+    if [ "${RDMA_CI_SKIP_MIRI:-0}" != 1 ]; then
+        timed miri bash "$CI_DIR/miri.sh"
+    fi
 
     step "cargo clippy --workspace --all-targets -- -D warnings"
     timed clippy cargo_cmd clippy --workspace --all-targets -- -D warnings
