@@ -355,3 +355,99 @@ pub fn example(name: &str) -> Result<std::path::PathBuf, Box<dyn Error>> {
     }
     Ok(bin)
 }
+
+/// A child process (an example program or an rdma-core tool) whose output
+/// (stdout, then stderr) is collected when it ends.
+pub struct Running {
+    /// What it is in the test ("server", "client"), for messages.
+    pub role: &'static str,
+    /// The command line, for messages.
+    pub cmdline: String,
+    /// The process.
+    pub child: std::process::Child,
+}
+
+impl Running {
+    /// Starts `prog` with `args`, no standard input, output piped.
+    pub fn spawn(role: &'static str, prog: &str, args: &[&str]) -> Result<Running, Box<dyn Error>> {
+        let child = std::process::Command::new(prog)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {prog}: {e}"))?;
+        Ok(Running {
+            role,
+            cmdline: format!("{prog} {}", args.join(" ")),
+            child,
+        })
+    }
+
+    /// The exit status, or `None` at the deadline.
+    pub fn wait_status(&mut self, deadline: Instant) -> Option<std::process::ExitStatus> {
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The exit code, or `None` at the deadline (or when killed by a signal).
+    pub fn wait(&mut self, deadline: Instant) -> Option<i32> {
+        self.wait_status(deadline)?.code()
+    }
+
+    /// Kills the child if it still runs, reaps it, and returns its output.
+    pub fn finish_killed(&mut self) -> String {
+        use std::io::Read;
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        let mut out = String::new();
+        if let Some(mut s) = self.child.stdout.take() {
+            let _ = s.read_to_string(&mut out);
+        }
+        let mut err = String::new();
+        if let Some(mut s) = self.child.stderr.take() {
+            let _ = s.read_to_string(&mut err);
+        }
+        format!("--- {} `{}`:\n{}{}", self.role, self.cmdline, out, err)
+    }
+}
+
+/// Waits until a CM id listens on `port`, from `rdma resource show cm_id`
+/// (an RDMA listener on RoCE has no TCP socket to look for).
+pub fn wait_cm_listening(port: u16, server: &mut Running, deadline: Instant) -> Result<(), String> {
+    let needle = format!(":{port} ");
+    loop {
+        let out = std::process::Command::new("rdma")
+            .args(["resource", "show", "cm_id"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run `rdma resource show cm_id`: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let listening = text
+            .lines()
+            .any(|l| l.contains("LISTEN") && format!("{l} ").contains(&needle));
+        if listening {
+            return Ok(());
+        }
+        if let Ok(Some(status)) = server.child.try_wait() {
+            return Err(format!(
+                "the server exited ({status}) before listening on port {port}"
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the server did not listen on port {port} in time; cm ids:\n{text}"
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

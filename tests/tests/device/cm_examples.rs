@@ -7,12 +7,11 @@
 //! them with the device binary. Every run is bounded: on timeout the children
 //! are killed and the test fails. Each test uses ports of its own.
 
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use rdma_tests::{fail, Outcome, Provider, Test, TestEnv, TestResult};
+use rdma_tests::{fail, wait_cm_listening, Outcome, Provider, Running, Test, TestEnv, TestResult};
 
 pub const TESTS: &[Test] = &[
     Test {
@@ -403,89 +402,6 @@ fn run_pair(server: (&str, &[&str]), client: (&str, &[&str]), port: u16) -> R<(S
         fail!("server exited with {sc:?}, client with {cc:?}\n{so}\n{co}");
     }
     Ok((so, co))
-}
-
-/// Waits until a CM id listens on `port`, from `rdma resource show cm_id`
-/// (an RDMA listener on RoCE has no TCP socket to look for).
-fn wait_cm_listening(port: u16, server: &mut Running, deadline: Instant) -> Result<(), String> {
-    let needle = format!(":{port} ");
-    loop {
-        let out = Command::new("rdma")
-            .args(["resource", "show", "cm_id"])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run `rdma resource show cm_id`: {e}"))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let listening = text
-            .lines()
-            .any(|l| l.contains("LISTEN") && format!("{l} ").contains(&needle));
-        if listening {
-            return Ok(());
-        }
-        if let Ok(Some(status)) = server.child.try_wait() {
-            return Err(format!(
-                "the server exited ({status}) before listening on port {port}"
-            ));
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "the server did not listen on port {port} in time; cm ids:\n{text}"
-            ));
-        }
-        sleep(Duration::from_millis(50));
-    }
-}
-
-/// A child process whose output is collected at the end.
-struct Running {
-    role: &'static str,
-    cmdline: String,
-    child: Child,
-}
-
-impl Running {
-    fn spawn(role: &'static str, prog: &str, args: &[&str]) -> R<Running> {
-        let child = Command::new(prog)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start {prog}: {e}"))?;
-        Ok(Running {
-            role,
-            cmdline: format!("{prog} {}", args.join(" ")),
-            child,
-        })
-    }
-
-    /// The exit code, or `None` at the deadline (or when killed by a signal).
-    fn wait(&mut self, deadline: Instant) -> Option<i32> {
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => return status.code(),
-                Ok(None) if Instant::now() < deadline => sleep(Duration::from_millis(20)),
-                _ => return None,
-            }
-        }
-    }
-
-    /// Kills the child if it still runs, reaps it, and returns its output.
-    fn finish_killed(&mut self) -> String {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-        let mut out = String::new();
-        if let Some(mut s) = self.child.stdout.take() {
-            let _ = s.read_to_string(&mut out);
-        }
-        let mut err = String::new();
-        if let Some(mut s) = self.child.stderr.take() {
-            let _ = s.read_to_string(&mut err);
-        }
-        format!("--- {} `{}`:\n{}{}", self.role, self.cmdline, out, err)
-    }
 }
 
 fn mckey_c_receiver(env: &TestEnv) -> TestResult {

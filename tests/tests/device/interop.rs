@@ -7,13 +7,12 @@
 //! builds them with the device binary. Every run is bounded: on timeout both
 //! children are killed and the test fails.
 
-use std::io::Read;
 use std::net::Ipv6Addr;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use rdma_tests::{fail, Outcome, Provider, Test, TestEnv, TestResult};
+use rdma_tests::{fail, Outcome, Provider, Running, Test, TestEnv, TestResult};
 
 pub const TESTS: &[Test] = &[
     Test {
@@ -190,7 +189,11 @@ fn pair(env: &TestEnv, name: &str, extra: &[&str], rust: RustSide, port: u16) ->
         fail!("{e}\n{out}");
     }
     let mut client = Running::spawn("client", &client_prog, &client_args)?;
-    let (sc, cc) = (server.wait(deadline), client.wait(deadline));
+    let code = |s: Option<std::process::ExitStatus>| s.map(|s| s.code().unwrap_or(-1));
+    let (sc, cc) = (
+        code(server.wait_status(deadline)),
+        code(client.wait_status(deadline)),
+    );
     let timed_out = sc.is_none() || cc.is_none();
     let (so, co) = (server.finish_killed(), client.finish_killed());
     if timed_out {
@@ -260,57 +263,5 @@ fn wait_listening(port: u16, server: &mut Running, deadline: Instant) -> Result<
             return Err(format!("the server did not listen on port {port} in time"));
         }
         sleep(Duration::from_millis(50));
-    }
-}
-
-/// A child process whose output is collected at the end.
-struct Running {
-    role: &'static str,
-    cmdline: String,
-    child: Child,
-}
-
-impl Running {
-    fn spawn(role: &'static str, prog: &str, args: &[&str]) -> rdma_tests::sys::Result<Running> {
-        let child = Command::new(prog)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start {prog}: {e}"))?;
-        Ok(Running {
-            role,
-            cmdline: format!("{prog} {}", args.join(" ")),
-            child,
-        })
-    }
-
-    /// The exit code, or `None` at the deadline (or when killed by a signal).
-    fn wait(&mut self, deadline: Instant) -> Option<i32> {
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => return Some(status.code().unwrap_or(-1)),
-                Ok(None) if Instant::now() < deadline => sleep(Duration::from_millis(20)),
-                _ => return None,
-            }
-        }
-    }
-
-    /// Kills the child if it still runs, reaps it, and returns its output.
-    fn finish_killed(&mut self) -> String {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-        let mut out = String::new();
-        if let Some(mut s) = self.child.stdout.take() {
-            let _ = s.read_to_string(&mut out);
-        }
-        let mut err = String::new();
-        if let Some(mut s) = self.child.stderr.take() {
-            let _ = s.read_to_string(&mut err);
-        }
-        format!("--- {} `{}`:\n{}{}", self.role, self.cmdline, out, err)
     }
 }
