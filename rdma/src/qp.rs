@@ -912,9 +912,10 @@ fn post_recv_error(wrs: &[RecvWr<'_>], rc: i32, bad: *mut sys::ibv_recv_wr) -> E
     post_error("ibv_post_recv", rc, index)
 }
 
+/// The error of a refused post, naming the refused request when known.
 #[cold]
 #[inline(never)]
-fn post_error(verb: &'static str, rc: i32, index: Option<usize>) -> Error {
+pub(crate) fn post_error(verb: &'static str, rc: i32, index: Option<usize>) -> Error {
     let e = Error::from_rc(verb, rc);
     match index {
         Some(i) => {

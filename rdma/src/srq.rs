@@ -65,12 +65,15 @@ impl SharedReceiveQueue {
     }
 
     /// Posts receive work requests with one call to the provider.
+    ///
+    /// On failure the error says which request was refused; it and the ones
+    /// after it were not posted, the ones before it were.
     #[inline]
     pub fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
         match wrs {
             // The usual post: one request, linked and posted inline.
             // SAFETY: a list of one request, borrowed for the call.
-            [wr] => unsafe { self.post(wr.link(ptr::null_mut())) },
+            [wr] => unsafe { self.post(wr.link(ptr::null_mut()), 1) },
             _ => self.post_recv_list(wrs),
         }
     }
@@ -83,17 +86,18 @@ impl SharedReceiveQueue {
             return Ok(());
         }
         // SAFETY: the list `wrs` was linked into, borrowed for the call.
-        unsafe { self.post(head) }
+        unsafe { self.post(head, wrs.len()) }
     }
 
-    /// Posts the linked list at `head`.
+    /// Posts the linked list at `head`, the first of `len` requests in a
+    /// slice.
     ///
     /// # Safety
     /// `head` must be a valid NULL-terminated list of receives into
     /// registered memory: [`RecvWr`]s linked by `post_recv`, which borrows
     /// them for the call.
     #[inline]
-    unsafe fn post(&self, head: *mut sys::ibv_recv_wr) -> Result<()> {
+    unsafe fn post(&self, head: *mut sys::ibv_recv_wr, len: usize) -> Result<()> {
         let mut bad = ptr::null_mut();
         // SAFETY: a live SRQ and, per the contract, a valid list (see
         // crate::mr for why receives into registered memory stay sound).
@@ -101,14 +105,25 @@ impl SharedReceiveQueue {
         if rc == 0 {
             return Ok(());
         }
-        Err(post_srq_recv_error(rc))
+        Err(post_srq_recv_error(rc, head, bad, len))
     }
 }
 
 #[cold]
 #[inline(never)]
-fn post_srq_recv_error(rc: i32) -> Error {
-    Error::from_rc("ibv_post_srq_recv", rc)
+fn post_srq_recv_error(
+    rc: i32,
+    head: *mut sys::ibv_recv_wr,
+    bad: *mut sys::ibv_recv_wr,
+    len: usize,
+) -> Error {
+    // `RecvWr` is a transparent `ibv_recv_wr` and the list was linked in
+    // slice order, so the refused request's index is its distance from the
+    // head. Addresses only: `bad` is never read.
+    let size = std::mem::size_of::<RecvWr<'_>>();
+    let off = (bad as usize).wrapping_sub(head as usize);
+    let index = (off % size == 0 && off / size < len).then_some(off / size);
+    crate::qp::post_error("ibv_post_srq_recv", rc, index)
 }
 
 impl fmt::Debug for SharedReceiveQueue {

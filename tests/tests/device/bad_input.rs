@@ -152,6 +152,31 @@ pub fn too_many_sges(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+/// More receives than a shared receive queue holds: the error names the
+/// first refused request; the ones before it were posted.
+pub fn srq_post_past_its_capacity(env: &TestEnv) -> TestResult {
+    let o = objects(env)?;
+    let srq = rdma::SharedReceiveQueue::new(&o.pd, 4, 1)?;
+    let cap = srq.max_wr() as usize;
+    let mr = MemoryRegion::new(&o.pd, 64 * (cap + 4), AccessFlags::LOCAL_WRITE)?;
+    let sges: Vec<_> = (0..cap + 4)
+        .map(|i| mr.sge(i * 64..i * 64 + 64))
+        .collect::<Result<_, _>>()?;
+    let mut wrs: Vec<_> = sges
+        .iter()
+        .enumerate()
+        .map(|(i, s)| RecvWr::new(i as u64, std::slice::from_ref(s)))
+        .collect();
+    let e = refused(srq.post_recv(&mut wrs), "more receives than the SRQ holds")?;
+    let named = (1..wrs.len()).find(|i| e.to_string().contains(&format!("work request {i} ")));
+    check!(
+        e.verb == "ibv_post_srq_recv" && named.is_some_and(|i| i >= cap.min(4)),
+        "max_wr {cap}, {} requests: {e}",
+        wrs.len()
+    );
+    Ok(Outcome::Passed)
+}
+
 pub fn inline_data_over_the_limit(env: &TestEnv) -> TestResult {
     let o = objects(env)?;
     let qp = reset_qp(
@@ -360,6 +385,10 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "bad_input::too_many_sges",
         run: too_many_sges,
+    },
+    rdma_tests::Test {
+        name: "bad_input::srq_post_past_its_capacity",
+        run: srq_post_past_its_capacity,
     },
     rdma_tests::Test {
         name: "bad_input::inline_data_over_the_limit",
