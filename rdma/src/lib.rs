@@ -55,6 +55,8 @@
 //! | RTR without the remote side | `ibv_modify_qp`, `EINVAL` |
 //! | QP deeper than the device allows | `ibv_create_qp`, `EINVAL`, "exceed the device's limits" |
 //! | UD send without an address handle | `ibv_post_send`, `EINVAL`, "no address handle" |
+//! | more receives than an SRQ holds | `ibv_post_srq_recv`, the provider's errno, which request was not posted |
+//! | empty list to `prepare_send`, or a request index past a prepared list | `ibv_post_send`, `EINVAL` |
 //! | memory window where the provider has none (siw) | `ibv_alloc_mw`, `EOPNOTSUPP` |
 //! | wrong rkey, or a region without the remote right | a `RemoteAccessError` completion |
 //! | receiver not ready past the RNR retries | an `RnrRetryExceeded` completion |
