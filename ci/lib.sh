@@ -179,6 +179,16 @@ _vm_interrupted() {
     exit 130
 }
 
+# vm_lock: take target/ci/vm.lock on fd 9 (one VM boot at a time), waiting
+# for a running one. Released by `exec 9>&-`.
+vm_lock() {
+    exec 9>"$CI_WORK/vm.lock"
+    if ! flock -n 9; then
+        echo "another VM is running; waiting for $CI_WORK/vm.lock"
+        flock 9
+    fi
+}
+
 # vm_boot RUNDIR SCRIPT: boot the VM once and run `bash SCRIPT` in it, as root.
 # The script reports its result by writing RUNDIR/status. Output goes to the
 # terminal and RUNDIR/console.log. Sets VM_RC (vng/timeout exit status),
@@ -190,11 +200,7 @@ vm_boot() {
     [ -n "$kver" ] || die "no Debian kernel found (run ci/setup.sh)"
     vng=$(find_vng) || die "vng not found (run ci/setup.sh)"
     tmo=${RDMA_VM_TIMEOUT:-900}
-    exec 9>"$CI_WORK/vm.lock"
-    if ! flock -n 9; then
-        echo "another VM is running; waiting for $CI_WORK/vm.lock"
-        flock 9
-    fi
+    vm_lock
     echo "booting /boot/vmlinuz-$kver under TCG (timeout ${tmo}s), run dir $rundir"
     t0=$(now)
     rm -f "$rundir/vng.rc" "$rundir/timeout.pid"

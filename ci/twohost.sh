@@ -227,11 +227,7 @@ boot() {
     ) | tee "$RUN_DIR/$role.console.log" | sed -u "s/^/[$role] /" &
 }
 
-exec 9>"$CI_WORK/vm.lock"
-if ! flock -n 9; then
-    echo "another VM is running; waiting for $CI_WORK/vm.lock"
-    flock 9
-fi
+vm_lock
 step "two VMs: $NPAIRS pair(s), link on 127.0.0.1:$LINK_PORT, run dir $RUN_DIR"
 T0=$(now)
 boot a "listen=127.0.0.1:$LINK_PORT" 52:54:00:00:77:01
