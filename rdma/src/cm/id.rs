@@ -85,6 +85,17 @@ impl EventChannel {
     /// The next event, copied and acknowledged; `Ok(None)` when non-blocking
     /// and none is pending.
     pub fn get_event(&self) -> Result<Option<CmEvent>> {
+        self.get_event_with(|event| event)
+    }
+
+    /// The next event, copied, handed to `f` before it is acknowledged (so
+    /// that destroying its id waits until `f` has returned); `f`'s result,
+    /// or `Ok(None)` when non-blocking and none is pending.
+    ///
+    /// `f` must not drop the event's new id (of a connect request) nor
+    /// destroy any id with an unacknowledged event: that destroy would wait
+    /// for this acknowledgement. It returns what is to be dropped.
+    pub(crate) fn get_event_with<R>(&self, f: impl FnOnce(CmEvent) -> R) -> Result<Option<R>> {
         let mut ev = ptr::null_mut();
         // SAFETY: a live channel; `ev` is writable.
         if unsafe { cm::rdma_get_cm_event(self.as_raw(), &mut ev) } != 0 {
@@ -103,9 +114,10 @@ impl EventChannel {
                 event.new_id = Some(CmId::from_new(raw, self.clone()));
             }
         }
+        let r = f(event);
         // SAFETY: acknowledged once; everything needed was copied.
         unsafe { cm::rdma_ack_cm_event(ev) };
-        Ok(Some(event))
+        Ok(Some(r))
     }
 
     /// Waits up to `timeout` for the next event (`Ok(None)` on timeout).
@@ -201,14 +213,10 @@ unsafe impl Sync for CmId {}
 
 impl Drop for CmId {
     fn drop(&mut self) {
-        if let Some(qp) = self.qp.take() {
-            // SAFETY: detaches the QP from the id so librdmacm no longer
-            // touches it; the QP is then destroyed by its own Drop.
-            unsafe { (*self.raw.as_ptr()).qp = ptr::null_mut() };
-            drop(qp);
-        }
-        // SAFETY: destroyed once. Every event of this id was acknowledged when
-        // read (CmEvent copies), so this does not wait.
+        self.destroy_qp();
+        // SAFETY: destroyed once. Every event of this id is acknowledged once
+        // read (CmEvent copies) and, through AsyncCm, routed, so this waits
+        // at most for a routing under way.
         unsafe { cm::rdma_destroy_id(self.raw.as_ptr()) };
     }
 }
@@ -360,8 +368,14 @@ impl CmId {
             .recv_cq(recv_cq)
             .caps(caps)
             .build()?;
-        let mut attr = self.init_qp_attr(crate::sys::IBV_QPS_INIT)?;
-        qp.modify(&mut attr.0, attr.1)?;
+        let (mut attr, mask) = self.init_qp_attr(crate::sys::IBV_QPS_INIT)?;
+        // RESET -> INIT with the CM's attributes, as rdma_create_qp does: one
+        // ibv_modify_qp (QueuePair::modify would query the state first).
+        // SAFETY: a live QP; `attr` is complete for `mask`.
+        let rc = unsafe { crate::sys::ibv_modify_qp(qp.as_raw(), &mut attr, mask as i32) };
+        if rc != 0 {
+            return Err(Error::from_rc("ibv_modify_qp", rc).with_hint("RESET -> INIT"));
+        }
         if qp_type == QpType::Ud {
             qp.set_state(crate::QpState::Rtr)?;
             qp.to_rts(&crate::RtsAttr::default())?;
@@ -391,6 +405,19 @@ impl CmId {
     /// The id's queue pair.
     pub fn qp(&self) -> Option<&QueuePair> {
         self.qp.as_ref()
+    }
+
+    /// Detaches the id's queue pair and destroys it, as `rdma_destroy_qp`
+    /// does (after [`disconnect`](Self::disconnect), say); the id lives on.
+    /// Its CQs and PD go when nothing else holds them. Nothing happens when
+    /// the id has no QP.
+    pub fn destroy_qp(&mut self) {
+        if let Some(qp) = self.qp.take() {
+            // SAFETY: a live id; librdmacm no longer touches the QP once
+            // detached, and the QP is then destroyed by its own Drop.
+            unsafe { (*self.as_raw()).qp = ptr::null_mut() };
+            drop(qp);
+        }
     }
 
     /// Starts connecting (after route resolution); completes with

@@ -1,32 +1,100 @@
 //! The connection manager on tokio: many ids on one event channel, each
 //! event routed to its own id, `connect(addr).await` and a listener.
+//!
+//! The router task reads the channel whenever it is readable and puts each
+//! event in the queue of its id, waking whoever waits there. A queue is one
+//! small allocation with room for two events, made with its id; the map
+//! from ids to queues is locked to create, route to and drop an id, and a
+//! wait locks only its own queue.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 
 use super::id::event_error;
 use super::{CmEvent, CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
 use crate::{Error, Result};
 
-/// An event routed to an id; a connect request brings the new id and its route.
-struct Routed {
-    event: CmEvent,
-    new: Option<(CmId, UnboundedReceiver<Routed>)>,
+/// The events of one id that have arrived (a connect request holds its new
+/// id), and who waits for them.
+struct Queue {
+    events: VecDeque<CmEvent>,
+    waker: Option<Waker>,
+    /// The router has stopped: no event will come any more.
+    stopped: bool,
+    /// The id is being dropped: the router routes nothing here any more.
+    gone: bool,
 }
 
-type Routes = Mutex<HashMap<usize, UnboundedSender<Routed>>>;
+/// The queue of one id, shared by the id and the router.
+struct Slot(Mutex<Queue>);
+
+impl Slot {
+    fn new() -> Arc<Slot> {
+        Arc::new(Slot(Mutex::new(Queue {
+            // Room for the events an id usually has queued: one, and one
+            // that follows it (ESTABLISHED, then DISCONNECTED).
+            events: VecDeque::with_capacity(2),
+            waker: None,
+            stopped: false,
+            gone: false,
+        })))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // A poisoned queue is still a valid queue.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The queues of the ids of a channel, by raw id.
+type Routes = HashMap<usize, Arc<Slot>>;
+
+fn key(id: &CmId) -> usize {
+    id.as_raw() as usize
+}
 
 struct Shared {
     channel: EventChannel,
-    routes: Routes,
+    routes: Mutex<Routes>,
+}
+
+impl Shared {
+    fn routes(&self) -> MutexGuard<'_, Routes> {
+        // A poisoned map is still a valid map: routing goes on.
+        self.routes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes the queue of a new id.
+    fn add(&self, id: &CmId) -> Arc<Slot> {
+        let slot = Slot::new();
+        self.routes().insert(key(id), Arc::clone(&slot));
+        slot
+    }
+
+    /// Removes the queue of `id` and takes its events, with the queues of
+    /// the new ids of its connect requests: what the caller drops (and so
+    /// destroys) with no lock held.
+    fn remove(&self, id: usize, slot: &Slot) -> VecDeque<CmEvent> {
+        let mut routes = self.routes();
+        routes.remove(&id);
+        let events = {
+            let mut q = slot.lock();
+            q.gone = true;
+            std::mem::take(&mut q.events)
+        };
+        for new in events.iter().filter_map(|e| e.new_id.as_ref()) {
+            routes.remove(&key(new));
+        }
+        events
+    }
 }
 
 /// Aborts the router task when the last handle goes.
@@ -55,11 +123,6 @@ impl AsRawFd for ChannelFd {
     }
 }
 
-fn lock(routes: &Routes) -> std::sync::MutexGuard<'_, HashMap<usize, UnboundedSender<Routed>>> {
-    // A poisoned map is still a valid map: routing goes on.
-    routes.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl AsyncCm {
     /// Creates the channel and starts its router. Must be called inside a
     /// tokio runtime.
@@ -79,7 +142,7 @@ impl AsyncCm {
         })?;
         let shared = Arc::new(Shared {
             channel,
-            routes: Mutex::new(HashMap::new()),
+            routes: Mutex::default(),
         });
         let task = tokio::spawn(route_events(fd, Arc::clone(&shared)));
         Ok(AsyncCm {
@@ -91,18 +154,12 @@ impl AsyncCm {
     /// A new id on the channel, with its own event queue.
     pub fn create_id(&self, port_space: PortSpace) -> Result<AsyncCmId> {
         let id = CmId::new(&self.shared.channel, port_space)?;
-        let rx = self.register(&id);
+        let slot = self.shared.add(&id);
         Ok(AsyncCmId {
             id: Some(id),
-            rx,
+            slot,
             cm: self.clone(),
         })
-    }
-
-    fn register(&self, id: &CmId) -> UnboundedReceiver<Routed> {
-        let (tx, rx) = unbounded_channel();
-        lock(&self.shared.routes).insert(id.as_raw() as usize, tx);
-        rx
     }
 
     /// Resolves `dst`, lets `setup` create the id's QP (on `id.context()`),
@@ -138,49 +195,114 @@ impl AsyncCm {
     }
 }
 
-async fn route_events(fd: AsyncFd<ChannelFd>, shared: Arc<Shared>) {
-    loop {
-        let Ok(mut guard) = fd.readable().await else {
-            return;
-        };
-        loop {
-            match shared.channel.get_event() {
-                Ok(Some(mut event)) => {
-                    let target = if event.kind == CmEventKind::ConnectRequest {
-                        event.raw_listen_id()
-                    } else {
-                        event.raw_id()
-                    };
-                    let new = event.take_new_id().map(|id| {
-                        // Route the new id's events from the start.
-                        let (tx, rx) = unbounded_channel();
-                        lock(&shared.routes).insert(id.as_raw() as usize, tx);
-                        (id, rx)
-                    });
-                    let tx = lock(&shared.routes).get(&(target as usize)).cloned();
-                    if let Some(tx) = tx {
-                        // A closed receiver means the id is being dropped.
-                        let _ = tx.send(Routed { event, new });
-                    }
-                }
-                Ok(None) => {
-                    guard.clear_ready();
-                    break;
-                }
-                // A read error leaves the channel as it was: wait again.
-                Err(_) => {
-                    guard.clear_ready();
-                    break;
-                }
+/// Marks every queue stopped, and wakes whoever waits there, when the
+/// router ends (its channel failed, or the task was aborted or its runtime
+/// shut down): their waits end with an error instead of never.
+struct StopGuard(Arc<Shared>);
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        let slots: Vec<Arc<Slot>> = self.0.routes().values().cloned().collect();
+        for slot in slots {
+            let waker = {
+                let mut q = slot.lock();
+                q.stopped = true;
+                q.waker.take()
+            };
+            if let Some(w) = waker {
+                w.wake();
             }
         }
     }
 }
 
+async fn route_events(fd: AsyncFd<ChannelFd>, shared: Arc<Shared>) {
+    let _stop = StopGuard(Arc::clone(&shared));
+    loop {
+        let Ok(mut guard) = fd.readable().await else {
+            return;
+        };
+        // Every event that is there, then wait again. Each is routed before
+        // it is acknowledged, so its id cannot be destroyed (and its address
+        // reused by a new id) between the read and the routing.
+        while let Ok(Some(unrouted)) = shared.channel.get_event_with(|e| route(&shared, e)) {
+            // Acknowledged: what is left of an id that is gone can go now (a
+            // new id in it is destroyed).
+            drop(unrouted);
+        }
+        // No event (or a read error, which leaves the channel as it was).
+        guard.clear_ready();
+    }
+}
+
+/// What routing leaves to drop once the event is acknowledged: dropping a
+/// new id (in an event, or in the last handle of a queue) before that would
+/// wait for the acknowledgement forever.
+#[derive(Default)]
+struct Unrouted {
+    /// The event, when its id is gone.
+    event: Option<CmEvent>,
+    slots: [Option<Arc<Slot>>; 3],
+}
+
+/// Puts `event` in the queue of its id (a connect request: of its listener,
+/// after making the queue of the new id) and wakes whoever waits there.
+fn route(shared: &Shared, event: CmEvent) -> Unrouted {
+    let target = if event.kind == CmEventKind::ConnectRequest {
+        event.raw_listen_id()
+    } else {
+        event.raw_id()
+    } as usize;
+    let mut left = Unrouted::default();
+    let slot = {
+        let mut routes = shared.routes();
+        let slot = routes.get(&target).cloned();
+        if let (Some(new), Some(_)) = (&event.new_id, &slot) {
+            // Route the new id's events from the start.
+            left.slots[0] = routes.insert(key(new), Slot::new());
+        }
+        slot
+    };
+    let Some(slot) = slot else {
+        left.event = Some(event);
+        return left;
+    };
+    let pushed = {
+        let mut q = slot.lock();
+        if q.gone {
+            Err(event)
+        } else {
+            q.events.push_back(event);
+            Ok(q.waker.take())
+        }
+    };
+    match pushed {
+        Ok(waker) => {
+            if let Some(w) = waker {
+                w.wake();
+            }
+        }
+        // The id went meanwhile, and so does the new id's queue.
+        Err(event) => {
+            if let Some(new) = &event.new_id {
+                left.slots[1] = shared.routes().remove(&key(new));
+            }
+            left.event = Some(event);
+        }
+    }
+    // When the id has gone, this may be the queue's last handle.
+    left.slots[2] = Some(slot);
+    left
+}
+
+fn router_stopped() -> Error {
+    Error::new("rdma_get_cm_event", libc::EPIPE).with_hint("the event router stopped")
+}
+
 /// A CM id whose events arrive through its [`AsyncCm`]'s router.
 pub struct AsyncCmId {
     id: Option<CmId>,
-    rx: UnboundedReceiver<Routed>,
+    slot: Arc<Slot>,
     cm: AsyncCm,
 }
 
@@ -195,15 +317,44 @@ impl AsyncCmId {
         self.id.as_mut().expect("present until drop")
     }
 
-    async fn next_routed(&mut self) -> Result<Routed> {
-        self.rx.recv().await.ok_or_else(|| {
-            Error::new("rdma_get_cm_event", libc::EPIPE).with_hint("the event router stopped")
-        })
+    /// The next queued event, with its new id (of a connect request).
+    fn poll_queued(&mut self, cx: &mut Context<'_>) -> Poll<Result<CmEvent>> {
+        let mut q = self.slot.lock();
+        if let Some(ev) = q.events.pop_front() {
+            return Poll::Ready(Ok(ev));
+        }
+        if q.stopped {
+            return Poll::Ready(Err(router_stopped()));
+        }
+        match &mut q.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            w => *w = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
+    /// Drops the new id of a connect request (only a listener gets them)
+    /// that nobody takes, with its queue.
+    fn forget_new_id(&self, ev: &mut CmEvent) {
+        if let Some(new) = ev.take_new_id() {
+            self.cm.shared.routes().remove(&key(&new));
+        }
     }
 
     /// The next event of this id.
     pub async fn next_event(&mut self) -> Result<CmEvent> {
-        Ok(self.next_routed().await?.event)
+        std::future::poll_fn(|cx| self.poll_event(cx)).await
+    }
+
+    /// Polls for the next event of this id: `Pending` (and `cx` woken when
+    /// one arrives) or the event. With it one task can wait on many ids at
+    /// once, in a `std::future::poll_fn` that polls each id still waiting,
+    /// instead of a task (or a timer) per id.
+    pub fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Result<CmEvent>> {
+        self.poll_queued(cx).map_ok(|mut ev| {
+            self.forget_new_id(&mut ev);
+            ev
+        })
     }
 
     /// Waits up to `timeout` for an event of `kind`; another event is an
@@ -234,10 +385,10 @@ impl AsyncCmId {
 impl Drop for AsyncCmId {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
-            lock(&self.cm.shared.routes).remove(&(id.as_raw() as usize));
-            // New ids of connect requests still queued are dropped (and so
-            // destroyed) with the receiver.
-            self.rx.close();
+            // Events still queued go (new ids of connect requests with them,
+            // destroyed) once the lock is released; then the id.
+            let events = self.cm.shared.remove(key(&id), &self.slot);
+            drop(events);
             drop(id);
         }
     }
@@ -257,18 +408,19 @@ impl Listener {
     /// The next connect request.
     pub async fn accept(&mut self) -> Result<ConnectRequest> {
         loop {
-            let routed = self.id.next_routed().await?;
-            if let Some((id, rx)) = routed.new {
-                let private_data = routed.event.private_data().to_vec();
-                let param = routed.event.conn.clone().unwrap_or_default();
+            let mut event = std::future::poll_fn(|cx| self.id.poll_queued(cx)).await?;
+            if let Some(id) = event.take_new_id() {
+                // The router made its queue.
+                let slot = self.id.cm.shared.routes().get(&key(&id)).cloned();
+                let slot = slot.unwrap_or_else(|| self.id.cm.shared.add(&id));
                 return Ok(ConnectRequest {
                     id: AsyncCmId {
                         id: Some(id),
-                        rx,
+                        slot,
                         cm: self.id.cm.clone(),
                     },
-                    private_data,
-                    param,
+                    private_data: event.private_data().to_vec(),
+                    param: event.conn.take().unwrap_or_default(),
                 });
             }
             // Other events of a listener (device removal, ...) are skipped.
