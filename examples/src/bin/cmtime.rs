@@ -8,18 +8,24 @@
 //!
 //! The client creates all ids, then runs each step for every connection
 //! before the next step: bind (with `-b`), resolve address, resolve route,
-//! create QP, connect, disconnect, destroy. It prints, per step, the total
-//! time, the slowest and fastest connection, and the time per connection, in
-//! the same table as the C tool. The server accepts every request and
-//! disconnects when its client does; it runs until it is killed.
+//! create QP, connect, disconnect (and destroy the QP), destroy the id. It
+//! does the work of the C tool (rdma-core v44) in each step: the QPs share
+//! one CQ, created with the first QP, as C's do, and an awaited step issues
+//! the request of every connection, then takes their events on the one task
+//! as they arrive, as C's event thread does: no task or timer per
+//! connection, and a wake-up polls only the connections it is for. It prints, per step, the total time, the slowest and fastest
+//! connection, and the time per connection, in the same table as the C tool.
+//! The server accepts every request and disconnects when its client does; it
+//! runs until it is killed.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use rdma::cm::{AsyncCm, AsyncCmId, CmEventKind, ConnParam, PortSpace};
+use rdma::cm::{AsyncCm, AsyncCmId, CmEvent, CmEventKind, ConnParam, PortSpace};
 use rdma::{CompletionQueue, ProtectionDomain, QpCaps, QpType};
 
 /// Times the CM steps of many connections (like rdma-core's cmtime).
@@ -104,8 +110,11 @@ impl Span {
 /// One connection of the client.
 struct Node {
     id: Option<AsyncCmId>,
-    cq: Option<CompletionQueue>,
     times: [Span; STEPS.len()],
+    /// Its event of the step under way is still to come.
+    waiting: bool,
+    /// Re-issues left of the step under way.
+    retries: u8,
     failed: bool,
 }
 
@@ -123,6 +132,61 @@ impl Node {
     }
 }
 
+/// The nodes whose ids have events to take, and the task that takes them.
+/// Each node's id wakes that task through a waker of the node's own that
+/// notes the node here, so that a wake-up polls the nodes it is for, not
+/// every node still waiting (as C's event thread handles the event it read).
+#[derive(Default)]
+struct Ready(Mutex<ReadyInner>);
+
+#[derive(Default)]
+struct ReadyInner {
+    nodes: Vec<usize>,
+    task: Option<Waker>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned value is still a valid one here.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Ready {
+    /// The nodes woken since the last call, and notes the task to wake:
+    /// the one polling now (`None`: no task polls).
+    fn take(&self, cx: Option<&Context<'_>>) -> Vec<usize> {
+        let mut r = lock(&self.0);
+        if let Some(cx) = cx {
+            if !r.task.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                r.task = Some(cx.waker().clone());
+            }
+        }
+        std::mem::take(&mut r.nodes)
+    }
+}
+
+/// The waker of one node.
+struct NodeWaker {
+    node: usize,
+    ready: Arc<Ready>,
+}
+
+impl Wake for NodeWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let task = {
+            let mut r = lock(&self.ready.0);
+            r.nodes.push(self.node);
+            r.task.clone()
+        };
+        if let Some(task) = task {
+            task.wake();
+        }
+    }
+}
+
 /// Where the client connects, and how resolutions are timed out.
 #[derive(Debug, Clone)]
 struct Target {
@@ -135,7 +199,63 @@ struct Target {
 /// Starts a step on one node (a non-blocking librdmacm call).
 type Begin = fn(&Target, &mut Node) -> Result<()>;
 
-/// How long to wait for the event that ends a step: all connections run the
+/// What an awaited step waits for, and how it re-issues a failed request.
+#[derive(Clone, Copy)]
+struct Awaited {
+    step: Step,
+    kind: CmEventKind,
+    retry: Option<Begin>,
+}
+
+impl Awaited {
+    /// Takes the events of `n` that have arrived; true when its step is
+    /// over (its event came, or it failed).
+    fn poll_node(self, target: &Target, n: &mut Node, cx: &mut Context<'_>) -> bool {
+        loop {
+            let ev = match n.id().map(|id| id.poll_event(cx)) {
+                Ok(Poll::Pending) => return false,
+                Ok(Poll::Ready(Ok(ev))) => ev,
+                Ok(Poll::Ready(Err(e))) => return self.fail(n, &e),
+                Err(e) => return self.fail(n, &e),
+            };
+            if ev.kind == self.kind {
+                n.end(self.step);
+                return true;
+            }
+            if let Some(again) = self.retry.filter(|_| n.retries > 0) {
+                n.retries -= 1;
+                if again(target, n).is_ok() {
+                    continue;
+                }
+            }
+            return self.fail(n, &Unexpected(ev, self.kind));
+        }
+    }
+
+    /// Ends the step of `n` as failed; true.
+    fn fail(self, n: &mut Node, e: &dyn std::fmt::Display) -> bool {
+        println!("{}: {e}", self.step.name());
+        n.end(self.step);
+        n.failed = true;
+        true
+    }
+}
+
+/// An event other than the one a step waits for.
+struct Unexpected(CmEvent, CmEventKind);
+
+impl std::fmt::Display for Unexpected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Unexpected(ev, wanted) = self;
+        write!(
+            f,
+            "event {:?}, error: {} (instead of {wanted:?})",
+            ev.kind, ev.status
+        )
+    }
+}
+
+/// How long to wait for the events that end a step: all connections run the
 /// step at once, so the last one may wait for all the others.
 fn event_wait(a: &Args) -> Duration {
     Duration::from_millis(a.timeout_ms * (u64::from(a.retries) + 1)) + Duration::from_secs(60)
@@ -152,6 +272,9 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
 /// The client's state: its nodes and the totals of each step.
 struct Client {
     nodes: Vec<Node>,
+    /// What the id of each node wakes when an event comes (see [`Ready`]).
+    wakers: Vec<Waker>,
+    ready: Arc<Ready>,
     totals: [Span; STEPS.len()],
     target: Target,
     retries: u8,
@@ -176,9 +299,11 @@ impl Client {
     }
 
     /// Runs `begin` on every node that has not failed (timing from before
-    /// it), then awaits each node's `kind` event (timing to its arrival).
-    /// After an error event, `retry` (if any) re-issues the step, up to
-    /// `retries` times.
+    /// it), then takes the nodes' events on this task as they arrive
+    /// (timing to each node's event), as C's event thread does: the first
+    /// poll polls every node, each later one the nodes whose ids woke it,
+    /// under one deadline for the step. After an error event, `retry` (if
+    /// any) re-issues the step, up to `retries` times.
     async fn awaited_step(
         &mut self,
         step: Step,
@@ -187,53 +312,55 @@ impl Client {
         retry: Option<Begin>,
     ) {
         self.totals[step as usize].start = Some(Instant::now());
-        for n in self.nodes.iter_mut().filter(|n| !n.failed) {
+        let mut first: Vec<usize> = Vec::with_capacity(self.nodes.len());
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            if n.failed {
+                continue;
+            }
             n.start(step);
-            if let Err(e) = begin(&self.target, n) {
-                eprintln!("{}: {e}", step.name());
-                n.failed = true;
+            match begin(&self.target, n) {
+                Ok(()) => {
+                    n.retries = self.retries;
+                    n.waiting = true;
+                    first.push(i);
+                }
+                Err(e) => {
+                    eprintln!("{}: {e}", step.name());
+                    n.failed = true;
+                }
             }
         }
-        // Each node awaits its event in a task of its own, so that its time
-        // is taken when its event arrives, whatever the order.
-        let (retries, wait) = (self.retries, self.wait);
-        let tasks: Vec<_> = std::mem::take(&mut self.nodes)
-            .into_iter()
-            .map(|mut n| {
-                let target = self.target.clone();
-                tokio::spawn(async move {
-                    let mut left = retries;
-                    while !n.failed {
-                        let r = match n.id() {
-                            Ok(id) => id.expect(kind, wait).await.map(drop).map_err(Error::from),
-                            Err(e) => Err(e),
-                        };
-                        match r {
-                            Ok(()) => {
-                                n.end(step);
-                                break;
-                            }
-                            Err(e) => {
-                                if let Some(again) = retry.filter(|_| left > 0) {
-                                    left -= 1;
-                                    if again(&target, &mut n).is_ok() {
-                                        continue;
-                                    }
-                                }
-                                println!("{}: {e}", step.name());
-                                n.end(step);
-                                n.failed = true;
-                            }
-                        }
-                    }
-                    n
-                })
-            })
-            .collect();
-        for t in tasks {
-            match t.await {
-                Ok(n) => self.nodes.push(n),
-                Err(e) => eprintln!("{}: a task failed: {e}", step.name()),
+        let a = Awaited { step, kind, retry };
+        let mut left = first.len();
+        let (nodes, wakers, target, ready) =
+            (&mut self.nodes, &self.wakers, &self.target, &self.ready);
+        // Wake-ups of an earlier step: the first poll polls every node.
+        ready.take(None);
+        let all = std::future::poll_fn(|cx| {
+            let woken = ready.take(Some(cx));
+            let woken = if first.is_empty() {
+                woken
+            } else {
+                std::mem::take(&mut first)
+            };
+            for i in woken {
+                let n = &mut nodes[i];
+                if n.waiting && a.poll_node(target, n, &mut Context::from_waker(&wakers[i])) {
+                    n.waiting = false;
+                    left -= 1;
+                }
+            }
+            if left == 0 {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        });
+        if tokio::time::timeout(self.wait, all).await.is_err() {
+            for n in self.nodes.iter_mut().filter(|n| n.waiting) {
+                let e = format!("no {kind:?} within {:?}", self.wait);
+                a.fail(n, &e);
+                n.waiting = false;
             }
         }
         self.totals[step as usize].end = Some(Instant::now());
@@ -277,9 +404,12 @@ fn resolve_route(t: &Target, n: &mut Node) -> Result<()> {
     Ok(())
 }
 
+/// Disconnects and destroys the QP, as C does in this step.
 fn disconnect(_: &Target, n: &mut Node) -> Result<()> {
-    n.id()?.id().disconnect()?;
-    Ok(())
+    let id = n.id()?.id_mut();
+    let r = id.disconnect();
+    id.destroy_qp();
+    Ok(r?)
 }
 
 async fn run_client(a: &Args, server: &str) -> Result<()> {
@@ -292,6 +422,8 @@ async fn run_client(a: &Args, server: &str) -> Result<()> {
     let n = a.connections as usize;
     let mut c = Client {
         nodes: Vec::with_capacity(n),
+        wakers: Vec::with_capacity(n),
+        ready: Arc::default(),
         totals: Default::default(),
         target: Target {
             src,
@@ -307,21 +439,28 @@ async fn run_client(a: &Args, server: &str) -> Result<()> {
         wait: event_wait(a),
     };
 
-    println!("creating id");
-    c.totals[Step::CreateId as usize].start = Some(Instant::now());
-    for _ in 0..n {
-        let mut node = Node {
+    // The nodes first (C allocates them before the step too).
+    for i in 0..n {
+        c.wakers.push(Waker::from(Arc::new(NodeWaker {
+            node: i,
+            ready: Arc::clone(&c.ready),
+        })));
+        c.nodes.push(Node {
             id: None,
-            cq: None,
             times: Default::default(),
+            waiting: false,
+            retries: 0,
             failed: false,
-        };
-        node.start(Step::CreateId);
-        node.id = Some(cm.create_id(PortSpace::Tcp)?);
-        node.end(Step::CreateId);
-        c.nodes.push(node);
+        });
     }
-    c.totals[Step::CreateId as usize].end = Some(Instant::now());
+    println!("creating id");
+    c.sync_step(Step::CreateId, |_, n| {
+        n.id = Some(cm.create_id(PortSpace::Tcp)?);
+        Ok(())
+    });
+    if c.nodes.iter().any(|n| n.failed) {
+        return Err("creating the ids failed".into());
+    }
 
     if let Some(src) = src {
         println!("binding source address");
@@ -348,7 +487,9 @@ async fn run_client(a: &Args, server: &str) -> Result<()> {
 
     println!("creating qp");
     // One PD for all (librdmacm's default PD of the device, in C), created
-    // before the step; a CQ per QP, as rdma_create_qp without CQs makes.
+    // before the step. One CQ for all, created with the first QP: C's
+    // rdma_create_qp creates the CQs of the first id and writes them back
+    // into the QP attributes that every later call shares.
     let pd = match c.nodes.iter_mut().find(|n| !n.failed) {
         Some(n) => {
             let ctx = n.id()?.id().context().ok_or("the id has no device")?;
@@ -356,13 +497,16 @@ async fn run_client(a: &Args, server: &str) -> Result<()> {
         }
         None => None,
     };
+    let mut cq = None;
     c.sync_step(Step::CreateQp, |_, n| {
         let pd = pd.as_ref().ok_or("no protection domain")?;
-        let cq = CompletionQueue::new(pd.context(), 2)?;
+        let cq = match &cq {
+            Some(cq) => cq,
+            None => cq.insert(CompletionQueue::new(pd.context(), 2)?),
+        };
         n.id()?
             .id_mut()
-            .create_qp(pd, QpType::Rc, &cq, &cq, qp_caps())?;
-        n.cq = Some(cq);
+            .create_qp(pd, QpType::Rc, cq, cq, qp_caps())?;
         Ok(())
     });
 
@@ -382,9 +526,9 @@ async fn run_client(a: &Args, server: &str) -> Result<()> {
     println!("destroying id");
     c.sync_step(Step::Destroy, |_, n| {
         drop(n.id.take());
-        drop(n.cq.take());
         Ok(())
     });
+    drop(cq);
     drop(pd);
 
     c.show_perf();
@@ -410,26 +554,29 @@ fn qp_caps() -> QpCaps {
     }
 }
 
-/// The protection domains of the devices the server has seen requests on.
-type Pds = Arc<Mutex<Vec<ProtectionDomain>>>;
+/// The PD and the CQ of each device the server has seen requests on: every
+/// QP of a device shares them, as the QPs of C's server do.
+type Verbs = Arc<Mutex<Vec<(ProtectionDomain, CompletionQueue)>>>;
 
-fn pd_for(pds: &Pds, ctx: &rdma::Context) -> Result<ProtectionDomain> {
+fn verbs_for(verbs: &Verbs, ctx: &rdma::Context) -> Result<(ProtectionDomain, CompletionQueue)> {
     // A poisoned list is still a valid list.
-    let mut pds = pds.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(pd) = pds.iter().find(|p| p.context().name() == ctx.name()) {
-        return Ok(pd.clone());
+    let mut verbs = verbs.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(v) = verbs
+        .iter()
+        .find(|(pd, _)| pd.context().name() == ctx.name())
+    {
+        return Ok(v.clone());
     }
-    let pd = ProtectionDomain::new(ctx)?;
-    pds.push(pd.clone());
-    Ok(pd)
+    let v = (ProtectionDomain::new(ctx)?, CompletionQueue::new(ctx, 2)?);
+    verbs.push(v.clone());
+    Ok(v)
 }
 
 /// Serves one connection: a QP, accept, and a disconnect when the client
 /// disconnects.
-async fn serve(mut req: rdma::cm::ConnectRequest, pds: Pds) -> Result<()> {
+async fn serve(mut req: rdma::cm::ConnectRequest, verbs: Verbs) -> Result<()> {
     let ctx = req.id_mut().context().ok_or("the request has no device")?;
-    let pd = pd_for(&pds, &ctx)?;
-    let cq = CompletionQueue::new(&ctx, 2)?;
+    let (pd, cq) = verbs_for(&verbs, &ctx)?;
     req.id_mut()
         .create_qp(&pd, QpType::Rc, &cq, &cq, qp_caps())?;
     let mut id = req
@@ -452,12 +599,12 @@ async fn run_server(a: &Args) -> Result<()> {
     };
     let cm = AsyncCm::new()?;
     let mut listener = cm.listen(SocketAddr::new(ip, a.port), 1024)?;
-    let pds: Pds = Arc::default();
+    let verbs: Verbs = Arc::default();
     loop {
         let req = listener.accept().await?;
-        let pds = Arc::clone(&pds);
+        let verbs = Arc::clone(&verbs);
         tokio::spawn(async move {
-            if let Err(e) = serve(req, pds).await {
+            if let Err(e) = serve(req, verbs).await {
                 println!("connection failed: {e}");
             }
         });
@@ -467,7 +614,9 @@ async fn run_server(a: &Args) -> Result<()> {
 fn main() -> ExitCode {
     let a = Args::parse();
     // Two workers, as the C tool has two threads: the CM events are read
-    // (by the router task) while the main task still issues requests.
+    // (by the router task) while the main task still issues requests. (On
+    // one thread, which reads them only after, resolving 100 addresses in
+    // the test VM takes twice as long.)
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
