@@ -12,7 +12,9 @@
 # --short it also counts instructions per post + poll on rxe with callgrind
 # for our path (write_lat --post-poll-loop: through the safe API, with a
 # list prepared once, and through the ibverbs-sys ports under it) and for C
-# (ci/post_poll.c).
+# (ci/post_poll.c). Both ways it also times connection set-up through the CM: our
+# cmtime (async API, release) against rdma-core's, client and server of
+# the same kind; the CM steps' total, median of the per-round ratios.
 #
 # Absolute figures under TCG mean little; the ratio is what counts. A
 # missed ratio target is reported, never a failure: the script fails only
@@ -23,7 +25,9 @@
 #
 # Knobs: PERF_ROUNDS (rounds per test; default 1 with --short, else 3),
 # PERF_LAT_ITERS, PERF_BW_ITERS, PERF_PROVIDERS (default "rxe siw"),
-# PERF_COUNT_ITERS (callgrind loop length, default 200), and those of
+# PERF_COUNT_ITERS (callgrind loop length, default 200), PERF_CMTIME_ROUNDS
+# (default 5 with --short, else 9), PERF_CMTIME_RXE / PERF_CMTIME_SIW
+# (connections, default 100 / 40), and those of
 # ci/vm.sh (RDMA_CI_SKIP_SETUP, RDMA_VM_TIMEOUT, ...).
 set -Eeuo pipefail
 
@@ -77,10 +81,50 @@ guest() {
             done
         done
     done
+    cmtime_rounds "$out" "$bin" "$short"
     if [ "$short" != 1 ] && [[ " ${PERF_PROVIDERS:-rxe siw} " == *" rxe "* ]]; then
         count "$out" "$bin" "$post_poll"
     fi
     echo 0 >"$out/guest-done"
+}
+
+# Connection set-up through the CM: our cmtime (the async API) and
+# rdma-core's, client and server of the same kind, alternating who goes
+# first. rxe with 100 connections; siw with 40 (siw in this VM refuses CQs
+# and QPs now and then beyond about 50 connections per process, rdma-core's
+# cmtime included).
+cmtime_rounds() {
+    local out=$1 bin=$2 short=$3 rounds p addr n r order prog port=21000 cmd run spid crc alive
+    rounds=${PERF_CMTIME_ROUNDS:-$([ "$short" = 1 ] && echo 5 || echo 9)}
+    for p in ${PERF_PROVIDERS:-rxe siw}; do
+        if [ "$p" = rxe ]; then
+            addr=$RDMA_RXE_IPV4 n=${PERF_CMTIME_RXE:-100}
+        else
+            addr=$RDMA_SIW_IPV4 n=${PERF_CMTIME_SIW:-40}
+        fi
+        for r in $(seq 1 "$rounds"); do
+            if [ $((r % 2)) = 1 ]; then order="ours rdmacore"; else order="rdmacore ours"; fi
+            for prog in $order; do
+                port=$((port + 1))
+                run="$out/$p.cmtime.$n.$prog.$r"
+                if [ "$prog" = ours ]; then cmd=("$bin/cmtime"); else cmd=(cmtime); fi
+                echo "== $p round $r: ${cmd[*]} -s $addr -p $port -c $n"
+                # The server runs until it is killed.
+                "${cmd[@]}" -b "$addr" -p "$port" >"$run.server" 2>&1 &
+                spid=$!
+                wait_listen "$port" 1
+                crc=0
+                timeout -k 5 120 "${cmd[@]}" -s "$addr" -p "$port" -c "$n" >"$run.cm" 2>&1 || crc=$?
+                # A server that died on its own failed (exit 1 here).
+                alive=0
+                kill -0 "$spid" 2>/dev/null || alive=1
+                kill "$spid" 2>/dev/null || true
+                wait "$spid" 2>/dev/null || true
+                echo "$crc $alive" >"$run.rc"
+                grep -E '^(resolve addr|resolve route|connect|disconnect) *:' "$run.cm" || tail -n 5 "$run.cm"
+            done
+        done
+    done
 }
 
 # wait_listen PORT CM: waits (at most 10 s) until a server listens on PORT:
@@ -186,6 +230,49 @@ for (prov, test, size, metric), by in sorted(
     else:
         rs, target = f"{ratio:7.3f}", ">=1.00 " + ("met" if ratio >= 1.0 else "missed")
     print(f"{test:<10} {prov:<8} {size:>6} {metric:<14} {fmt(o)} {fmt(p)} {rs}  {target}")
+# cmtime: per round, the total of the CM steps of each; the median over the
+# rounds of each step, and of the per-round ratio ours / rdma-core.
+steps = ["resolve addr", "resolve route", "connect", "disconnect"]
+cm = {}
+for f in sorted(glob.glob(os.path.join(out, "*.cmtime.*.cm"))):
+    prov, _, n, prog, rnd = os.path.basename(f)[: -len(".cm")].split(".")
+    cm.setdefault((prov, int(n)), {})
+    rc = f[: -len(".cm")] + ".rc"
+    text = open(f, errors="replace").read()
+    # A run counts when both sides exited well and no connection failed
+    # (rdma-core's cmtime reports a failed one and still exits with 0).
+    if (not os.path.exists(rc) or open(rc).read().split() != ["0", "0"]
+            or re.search(r"fail|error", text, re.I)):
+        continue
+    row = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        if name.strip() in steps and rest.split():
+            try:
+                row[name.strip()] = float(rest.split()[0])
+            except ValueError:
+                pass
+    if len(row) == len(steps):
+        cm.setdefault((prov, int(n)), {}).setdefault(int(rnd), {})[prog] = row
+for (prov, n), rounds in sorted(cm.items(), key=lambda kv: kv[0][0] != "rxe"):
+    both = [r for r in rounds.values() if "ours" in r and "rdmacore" in r]
+    print()
+    print(f"cmtime on {prov}, {n} connections, {len(both)} rounds with both "
+          f"(total ms, median over the rounds; target ours/C <= 1.00):")
+    print(f"  {'step':<14} {'ours':>10} {'C':>10} {'ratio':>7}")
+    if not both:
+        print("  no round where both completed every connection")
+        continue
+    for st in steps:
+        o = statistics.median(r["ours"][st] for r in both)
+        c = statistics.median(r["rdmacore"][st] for r in both)
+        print(f"  {st:<14} {o:10.2f} {c:10.2f} {o / c:7.3f}")
+    per = [sum(r["ours"].values()) / sum(r["rdmacore"].values()) for r in both]
+    o = statistics.median(sum(r["ours"].values()) for r in both)
+    c = statistics.median(sum(r["rdmacore"].values()) for r in both)
+    med = statistics.median(per)
+    print(f"  {'CM steps':<14} {o:10.2f} {c:10.2f} {med:7.3f}  (median of the per-round ratios "
+          f"{' '.join(f'{x:.2f}' for x in per)}) " + ("met" if med <= 1.0 else "missed"))
 n_path = os.path.join(out, "count.iters")
 if os.path.exists(n_path):
     n = int(open(n_path).read())
@@ -232,7 +319,7 @@ case "${1:-}" in
     --short) SHORT=1 ;;
     "") ;;
     -h | --help)
-        sed -n '2,25s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+        sed -n '2,32s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
         exit 0
         ;;
     *) die "usage: ci/perf.sh [--short]" ;;
@@ -246,7 +333,7 @@ ensure_target_dir
 
 step "build the benchmarks (release) and ci/post_poll.c"
 JSON="$CI_WORK/perf-build.json"
-cargo_cmd build --release -p rdma-examples --bin send_lat --bin write_lat --bin send_bw --bin write_bw \
+cargo_cmd build --release -p rdma-examples --bin send_lat --bin write_lat --bin send_bw --bin write_bw --bin cmtime \
     --message-format=json >"$JSON"
 BIN=$(dirname "$(cargo_executable send_lat bin <"$JSON")")
 [ -x "$BIN/send_lat" ] || die "no send_lat in cargo's output ($JSON)"
@@ -280,9 +367,9 @@ for rc in "$OUT"/*.rc; do
     [ -e "$rc" ] || continue
     read -r c s <"$rc"
     if [ "$c" != 0 ] || [ "$s" != 0 ]; then
-        msg="$(basename "$rc" .rc): client exit $c, server exit $s (see ${rc%.rc}.client/.server)"
+        msg="$(basename "$rc" .rc): client exit $c, server exit $s (see ${rc%.rc}.*)"
         case $rc in
-            *.perftest.*.rc) echo "perf.sh: perftest failed: $msg" ;;
+            *.perftest.*.rc | *.rdmacore.*.rc) echo "perf.sh: the C reference failed: $msg" ;;
             *) FAIL+=("$msg") ;;
         esac
     fi

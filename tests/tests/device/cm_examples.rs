@@ -1,6 +1,7 @@
 //! The connection-manager examples against rdma-core's tools of the same
 //! name: `rping` Rust <-> C in both directions (rxe and siw), the async echo
-//! server with several clients, and `cmtime` side by side with C's.
+//! server with several clients, and `cmtime` Rust <-> C and with many
+//! connections.
 //!
 //! The example binaries are found next to this test binary's directory
 //! (`target/debug/deps/device-*` -> `target/debug/rping`); ci/test.sh builds
@@ -59,8 +60,8 @@ pub const TESTS: &[Test] = &[
         run: cmtime_c_client,
     },
     Test {
-        name: "cm_examples::cmtime_100_connections_rust_vs_c",
-        run: cmtime_benchmark,
+        name: "cm_examples::cmtime_many_connections",
+        run: cmtime_many_connections,
     },
 ];
 
@@ -327,55 +328,23 @@ fn cmtime_c_client(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// 100 connections with C's cmtime (client and server), then with ours, in
-/// the same VM run; prints the totals of the CM steps and the ratio
-/// ours / C. A benchmark: the ratio is reported, never judged.
-fn cmtime_benchmark(env: &TestEnv) -> TestResult {
-    const N: u32 = 100;
-    if env.provider == Provider::Siw {
-        return Ok(Outcome::Skipped(
-            "the benchmark runs on rxe: siw in this VM intermittently refuses CQ and QP \
-             creation beyond about 50 connections per process, rdma-core's cmtime included"
-                .into(),
-        ));
-    }
-    let c = cmtime_pair(env, Side::C, Side::C, N, port(env, 19_335))?;
-    let ours = cmtime_pair(env, Side::Rust, Side::Rust, N, port(env, 19_337))?;
-    let total = |t: &[(String, f64)], step: &str| {
-        t.iter()
-            .find(|(name, _)| name == step)
-            .map_or(0.0, |(_, ms)| *ms)
+/// Our cmtime, client and server, with many connections at once: 100 on
+/// rxe, 40 on siw (siw in this VM refuses CQs and QPs now and then beyond
+/// about 50 connections per process, rdma-core's cmtime included). Every
+/// connection must go through every step. The comparison with rdma-core's
+/// cmtime, on release builds over several rounds, is in ci/perf.sh.
+fn cmtime_many_connections(env: &TestEnv) -> TestResult {
+    let n = match env.provider {
+        Provider::Rxe => 100,
+        Provider::Siw => 40,
     };
-    println!();
-    let build = if rdma_tests::example("cmtime")?
-        .to_string_lossy()
-        .contains("/release/")
-    {
-        "release"
-    } else {
-        "debug"
-    };
-    println!(
-        "    cmtime, {N} connections on {} (total ms; ours is a {build} build):",
-        env.device
-    );
-    println!(
-        "    {:<14} {:>10} {:>10} {:>8}",
-        "step", "C", "ours", "ours/C"
-    );
-    let (mut sum_c, mut sum_r) = (0.0, 0.0);
-    for step in CM_STEPS {
-        let (tc, tr) = (total(&c, step), total(&ours, step));
-        sum_c += tc;
-        sum_r += tr;
-        println!("    {step:<14} {tc:>10.2} {tr:>10.2} {:>8.2}", tr / tc);
-    }
-    println!(
-        "    {:<14} {sum_c:>10.2} {sum_r:>10.2} {:>8.2}",
-        "CM steps",
-        sum_r / sum_c
-    );
-    print!("    cmtime ratio ours/C = {:.2} ... ", sum_r / sum_c);
+    let table = cmtime_pair(env, Side::Rust, Side::Rust, n, port(env, 19_337))?;
+    let total: f64 = table
+        .iter()
+        .filter(|(name, _)| CM_STEPS.contains(&name.as_str()))
+        .map(|(_, ms)| ms)
+        .sum();
+    print!("{n} connections, CM steps {total:.0} ms ... ");
     Ok(Outcome::Passed)
 }
 
