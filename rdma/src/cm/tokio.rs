@@ -175,8 +175,22 @@ impl AsyncCm {
         param: &ConnParam,
         setup: impl FnOnce(&mut CmId) -> Result<()>,
     ) -> Result<(AsyncCmId, CmEvent)> {
+        self.connect_from(None, dst, timeout, param, setup).await
+    }
+
+    /// [`connect`](Self::connect) from the source address `src` (which
+    /// picks the local device and port; port 0 lets the system choose):
+    /// `rdma_resolve_addr` with a source address.
+    pub async fn connect_from(
+        &self,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        timeout: Duration,
+        param: &ConnParam,
+        setup: impl FnOnce(&mut CmId) -> Result<()>,
+    ) -> Result<(AsyncCmId, CmEvent)> {
         let mut id = self.create_id(PortSpace::Tcp)?;
-        id.id().resolve_addr(None, dst, timeout)?;
+        id.id().resolve_addr(src, dst, timeout)?;
         id.expect(CmEventKind::AddrResolved, timeout).await?;
         id.id().resolve_route(timeout)?;
         id.expect(CmEventKind::RouteResolved, timeout).await?;
@@ -191,7 +205,7 @@ impl AsyncCm {
         let id = self.create_id(PortSpace::Tcp)?;
         id.id().bind(addr)?;
         id.id().listen(backlog)?;
-        Ok(Listener { id })
+        Ok(Listener { id, ended: false })
     }
 }
 
@@ -397,6 +411,8 @@ impl Drop for AsyncCmId {
 /// A listening id; its incoming connect requests arrive in order.
 pub struct Listener {
     id: AsyncCmId,
+    /// The stream has ended (after the router stopped).
+    ended: bool,
 }
 
 impl Listener {
@@ -407,13 +423,24 @@ impl Listener {
 
     /// The next connect request.
     pub async fn accept(&mut self) -> Result<ConnectRequest> {
+        std::future::poll_fn(|cx| self.poll_accept(cx)).await
+    }
+
+    /// Polls for the next connect request: `Pending` (and `cx` woken when
+    /// one arrives) or the request. An error (the event router stopped)
+    /// comes again on every later poll.
+    pub fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<Result<ConnectRequest>> {
         loop {
-            let mut event = std::future::poll_fn(|cx| self.id.poll_queued(cx)).await?;
+            let mut event = match self.id.poll_queued(cx) {
+                Poll::Ready(Ok(event)) => event,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
             if let Some(id) = event.take_new_id() {
                 // The router made its queue.
                 let slot = self.id.cm.shared.routes().get(&key(&id)).cloned();
                 let slot = slot.unwrap_or_else(|| self.id.cm.shared.add(&id));
-                return Ok(ConnectRequest {
+                return Poll::Ready(Ok(ConnectRequest {
                     id: AsyncCmId {
                         id: Some(id),
                         slot,
@@ -421,10 +448,36 @@ impl Listener {
                     },
                     private_data: event.private_data().to_vec(),
                     param: event.conn.take().unwrap_or_default(),
-                });
+                }));
             }
             // Other events of a listener (device removal, ...) are skipped.
         }
+    }
+}
+
+/// The incoming connect requests, in order. The stream ends after the
+/// error that says the event router stopped (no request can come then).
+impl futures_core::Stream for Listener {
+    type Item = Result<ConnectRequest>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        let r = self.poll_accept(cx);
+        if matches!(r, Poll::Ready(Err(_))) {
+            self.ended = true;
+        }
+        r.map(Some)
+    }
+}
+
+impl futures_core::FusedStream for Listener {
+    fn is_terminated(&self) -> bool {
+        self.ended
     }
 }
 
@@ -439,6 +492,12 @@ pub struct ConnectRequest {
 }
 
 impl ConnectRequest {
+    /// The new id: its device ([`CmId::context`]), the requester's address
+    /// ([`CmId::peer_addr`]), the port it came in on.
+    pub fn id(&self) -> &CmId {
+        self.id.id()
+    }
+
     /// The new id (to create its QP with `create_qp`).
     pub fn id_mut(&mut self) -> &mut CmId {
         self.id.id_mut()

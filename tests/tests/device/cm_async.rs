@@ -10,6 +10,7 @@ use rdma::{
     WorkCompletion,
 };
 use rdma_tests::{check, Outcome, TestEnv, TestResult};
+use tokio_stream::StreamExt;
 
 type R<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 const T: Duration = Duration::from_secs(30);
@@ -54,12 +55,19 @@ fn message(i: usize) -> Vec<u8> {
     format!("message of client {i:03}").into_bytes()
 }
 
+/// Takes `n` connect requests from the listener as a stream; each must come
+/// from the listener's own IP address (the clients bind to it or resolve
+/// from it).
 async fn serve(cm: &AsyncCm, listen: SocketAddr, n: usize) -> R<usize> {
-    let mut listener = cm.listen(listen, 128)?;
+    let mut incoming = cm.listen(listen, 128)?;
     let mut tasks = Vec::new();
     for _ in 0..n {
-        let mut req = listener.accept().await?;
+        let mut req = incoming.next().await.ok_or("the listener ended")??;
         let i: usize = std::str::from_utf8(&req.private_data[..3])?.parse()?;
+        let peer = req.id().peer_addr().map(|a| a.ip());
+        if peer != Some(listen.ip()) {
+            return Err(format!("client {i}: request from {peer:?}").into());
+        }
         let conn = setup(req.id_mut())?;
         tasks.push(tokio::spawn(async move {
             let rs = [conn.mr.sge(0..256)?];
@@ -90,11 +98,14 @@ async fn serve(cm: &AsyncCm, listen: SocketAddr, n: usize) -> R<usize> {
     Ok(served)
 }
 
+/// Client `i`; the odd ones name their source address (port 0: any).
 async fn client(cm: AsyncCm, to: SocketAddr, i: usize) -> R<()> {
     let mut conn = None;
     let data = format!("{i:03}");
+    let src = (i % 2 == 1).then(|| SocketAddr::new(to.ip(), 0));
     let (mut id, _) = cm
-        .connect(
+        .connect_from(
+            src,
             to,
             T,
             &ConnParam::new().with_private_data(data.as_bytes()),
