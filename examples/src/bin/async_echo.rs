@@ -14,7 +14,7 @@
 //! connection awaits its own completion queue (`AsyncCompletionQueue`).
 
 use std::mem::MaybeUninit;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -350,11 +350,7 @@ async fn client(cm: AsyncCm, dst: SocketAddr, me: u32, a: Rc<ClientArgs>) -> Res
 }
 
 async fn clients(a: ClientArgs) -> Result<()> {
-    let dst = (a.addr.as_str(), a.common.port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {:?}: {e}", a.addr))?
-        .next()
-        .ok_or_else(|| format!("{:?} has no address", a.addr))?;
+    let dst = rdma_examples::net::resolve(&a.addr, a.common.port)?;
     let cm = AsyncCm::new()?;
     let a = Rc::new(a);
     let start = Instant::now();

@@ -18,7 +18,8 @@
 //! The server accepts every request and disconnects when its client does; it
 //! runs until it is killed.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use rdma_examples::net::resolve;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
@@ -259,14 +260,6 @@ impl std::fmt::Display for Unexpected {
 /// step at once, so the last one may wait for all the others.
 fn event_wait(a: &Args) -> Duration {
     Duration::from_millis(a.timeout_ms * (u64::from(a.retries) + 1)) + Duration::from_secs(60)
-}
-
-fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
-    (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host:?}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{host:?} has no address").into())
 }
 
 /// The client's state: its nodes and the totals of each step.

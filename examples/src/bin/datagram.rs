@@ -17,9 +17,10 @@
 //! peers, has sent to each and has received `-C` datagrams from each.
 //! RoCE and IB only (iWARP has neither UD nor multicast).
 
+use rdma_examples::net::resolve;
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -373,14 +374,6 @@ fn run(a: Args) -> Result<()> {
     h.mc.leave_multicast(group)?;
     drop(listen);
     Ok(())
-}
-
-fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
-    (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host:?}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{host:?} has no address").into())
 }
 
 fn main() -> ExitCode {

@@ -15,8 +15,9 @@
 //! Multicast is unreliable: start the receivers first. iWARP has no
 //! multicast: this runs on RoCE and IB.
 
+use rdma_examples::net::resolve;
 use std::mem::MaybeUninit;
-use std::net::{SocketAddr, ToSocketAddrs};
+
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -184,10 +185,10 @@ fn run(a: &Args, ch: &EventChannel) -> Result<()> {
         if a.sender { "client" } else { "server" }
     );
     let src = match &a.bind {
-        Some(b) => Some(resolve(b)?),
+        Some(b) => Some(resolve(b, 0)?),
         None => None,
     };
-    let group = resolve(&a.multicast)?;
+    let group = resolve(&a.multicast, 0)?;
     println!("mckey: joining");
     let mut nodes = Vec::new();
     for _ in 0..a.connections {
@@ -272,14 +273,6 @@ fn transfer(a: &Args, nodes: &[Node]) -> Result<()> {
     }
     println!("data transfers complete");
     Ok(())
-}
-
-fn resolve(host: &str) -> Result<SocketAddr> {
-    (host, 0)
-        .to_socket_addrs()
-        .map_err(|e| format!("getaddrinfo failed ({e}) - invalid hostname or IP address"))?
-        .next()
-        .ok_or_else(|| format!("{host:?} has no address").into())
 }
 
 fn main() -> ExitCode {

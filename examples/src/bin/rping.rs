@@ -17,8 +17,9 @@
 //! Built on the async CM of `rdma` (`AsyncCm`) and awaitable completions
 //! (`AsyncCompletionQueue`), on a single-threaded tokio runtime.
 
+use rdma_examples::net::resolve;
 use std::mem::MaybeUninit;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -99,15 +100,6 @@ fn ping_size(s: &str) -> Result<usize, String> {
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Resolves `host` (a name or an address) with `port`, as getaddrinfo.
-fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
-    (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host:?}: {e} - invalid hostname or IP address"))?
-        .next()
-        .ok_or_else(|| format!("{host:?} has no address").into())
-}
 
 /// The 16-byte buffer advertisement of the rping protocol.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

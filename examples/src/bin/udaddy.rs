@@ -13,8 +13,9 @@
 //! receives them all, makes an address handle back from the first one, and
 //! replies with as many datagrams. iWARP has no UD: this runs on RoCE and IB.
 
+use rdma_examples::net::resolve;
 use std::mem::MaybeUninit;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -267,14 +268,6 @@ fn run_client(a: &Args, ch: &EventChannel, server: &str) -> Result<()> {
         println!("data transfers complete");
     }
     Ok(())
-}
-
-fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
-    (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host:?}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{host:?} has no address").into())
 }
 
 fn main() -> ExitCode {

@@ -7,7 +7,7 @@
 //! reads. The peer's second half is [`Conn::remote`].
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use rdma::cm::{CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
@@ -463,13 +463,7 @@ pub(crate) fn default_gid_index(ctx: &Context, port: u8) -> u32 {
         .unwrap_or(0)
 }
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
-    (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("Couldn't resolve {host}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{host} has no address"))
-}
+use crate::net::resolve;
 
 fn tcp_connect(host: &str, port: u16) -> Result<TcpStream> {
     let addr = resolve(host, port)?;
