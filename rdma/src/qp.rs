@@ -746,7 +746,7 @@ impl QueuePair {
             // dereference NULL: refuse it here.
             check_ud_addresses(wrs)?;
         }
-        let head = crate::wr::link_send_list(wrs);
+        let head = crate::wr::link_list(wrs);
         if head.is_null() {
             return Ok(());
         }
@@ -787,7 +787,7 @@ impl QueuePair {
         let len = wrs.len();
         // `head` is derived from the slice's own pointer and covers all of
         // it; `wrs` is not used again, so the links stay valid.
-        let head = crate::wr::link_send_list(wrs);
+        let head = crate::wr::link_list(wrs);
         Ok(PreparedSend {
             qp: self.raw,
             head,
@@ -831,7 +831,7 @@ impl QueuePair {
     /// `post_recv` of any list.
     #[inline(never)]
     fn post_recv_list(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
-        let head = crate::wr::link_recv_list(wrs);
+        let head = crate::wr::link_list(wrs);
         if head.is_null() {
             return Ok(());
         }

@@ -81,7 +81,7 @@ impl SharedReceiveQueue {
     /// `post_recv` of any list.
     #[inline(never)]
     fn post_recv_list(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
-        let head = crate::wr::link_recv_list(wrs);
+        let head = crate::wr::link_list(wrs);
         if head.is_null() {
             return Ok(());
         }

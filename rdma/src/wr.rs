@@ -275,26 +275,8 @@ impl<'a> SendWr<'a> {
     pub(crate) fn link(&mut self, next: *mut sys::ibv_send_wr) -> *mut sys::ibv_send_wr {
         let wr: *mut SendWr<'a> = self;
         // SAFETY: `wr` comes from `&mut self`, so it is valid and unaliased.
-        unsafe { Self::link_raw(wr, next) };
+        unsafe { <Self as Link>::link_raw(wr, next) };
         &mut self.raw
-    }
-
-    /// [`link`](Self::link) through a raw pointer: no reference to the
-    /// request is created, so pointers to it stored earlier (the `next` of
-    /// the request before it) stay valid.
-    ///
-    /// # Safety
-    /// `wr` must point to a live request that nothing else accesses during
-    /// the call.
-    #[inline]
-    unsafe fn link_raw(wr: *mut SendWr<'a>, next: *mut sys::ibv_send_wr) {
-        // SAFETY: per the contract; only place expressions through `wr`.
-        unsafe {
-            if (*wr).raw.sg_list.is_null() && (*wr).raw.num_sge == 1 {
-                (*wr).raw.sg_list = ptr::addr_of_mut!((*wr).inline_sge);
-            }
-            (*wr).raw.next = next;
-        }
     }
 }
 
@@ -359,13 +341,74 @@ impl fmt::Debug for RecvWr<'_> {
     }
 }
 
+/// A work request that is linked into the provider's list: [`SendWr`] and
+/// [`RecvWr`].
+pub(crate) trait Link {
+    /// The request the provider reads (`ibv_send_wr`, `ibv_recv_wr`).
+    type Raw;
+
+    /// Prepares `wr` for posting and links it to `next`, through the raw
+    /// pointer: no reference to the request is created, so pointers to it
+    /// stored earlier (the `next` of the request before it) stay valid.
+    ///
+    /// # Safety
+    /// `wr` must point to a live request that nothing else accesses during
+    /// the call.
+    unsafe fn link_raw(wr: *mut Self, next: *mut Self::Raw);
+
+    /// The provider's request inside `wr`, without creating a reference.
+    ///
+    /// # Safety
+    /// `wr` must point to a live request.
+    unsafe fn raw_of(wr: *mut Self) -> *mut Self::Raw;
+}
+
+impl<'a> Link for SendWr<'a> {
+    type Raw = sys::ibv_send_wr;
+
+    /// Also points an inline request at its own SGE.
+    #[inline]
+    unsafe fn link_raw(wr: *mut Self, next: *mut sys::ibv_send_wr) {
+        // SAFETY: per the contract; only place expressions through `wr`.
+        unsafe {
+            if (*wr).raw.sg_list.is_null() && (*wr).raw.num_sge == 1 {
+                (*wr).raw.sg_list = ptr::addr_of_mut!((*wr).inline_sge);
+            }
+            (*wr).raw.next = next;
+        }
+    }
+
+    #[inline]
+    unsafe fn raw_of(wr: *mut Self) -> *mut sys::ibv_send_wr {
+        // SAFETY: per the contract; a place expression, no reference.
+        unsafe { ptr::addr_of_mut!((*wr).raw) }
+    }
+}
+
+impl<'a> Link for RecvWr<'a> {
+    type Raw = sys::ibv_recv_wr;
+
+    #[inline]
+    unsafe fn link_raw(wr: *mut Self, next: *mut sys::ibv_recv_wr) {
+        // SAFETY: per the contract; a place expression, no reference.
+        unsafe { (*wr).raw.next = next };
+    }
+
+    #[inline]
+    unsafe fn raw_of(wr: *mut Self) -> *mut sys::ibv_recv_wr {
+        // SAFETY: per the contract; a place expression, no reference.
+        unsafe { ptr::addr_of_mut!((*wr).raw) }
+    }
+}
+
 /// Links `wrs` into one NULL-terminated list, in order; NULL when empty.
 ///
 /// Forward, by pointer over the slice: no element count is computed, so
 /// there is no division by the request's size. (The posts link a single
-/// request with [`SendWr::link`] and come here for longer lists.)
+/// request with [`SendWr::link`] or [`RecvWr::link`] and come here for
+/// longer lists.)
 #[inline]
-pub(crate) fn link_send_list(wrs: &mut [SendWr<'_>]) -> *mut sys::ibv_send_wr {
+pub(crate) fn link_list<W: Link>(wrs: &mut [W]) -> *mut W::Raw {
     let std::ops::Range { start, end } = wrs.as_mut_ptr_range();
     if start == end {
         return ptr::null_mut();
@@ -379,39 +422,13 @@ pub(crate) fn link_send_list(wrs: &mut [SendWr<'_>]) -> *mut sys::ibv_send_wr {
         loop {
             let next = wr.add(1);
             if next == end {
-                SendWr::link_raw(wr, ptr::null_mut());
+                W::link_raw(wr, ptr::null_mut());
                 break;
             }
-            SendWr::link_raw(wr, ptr::addr_of_mut!((*next).raw));
+            W::link_raw(wr, W::raw_of(next));
             wr = next;
         }
-        ptr::addr_of_mut!((*start).raw)
-    }
-}
-
-/// Links `wrs` into one NULL-terminated list, in order; NULL when empty.
-///
-/// As [`link_send_list`]: forward, by pointer over the slice.
-#[inline]
-pub(crate) fn link_recv_list(wrs: &mut [RecvWr<'_>]) -> *mut sys::ibv_recv_wr {
-    let std::ops::Range { start, end } = wrs.as_mut_ptr_range();
-    if start == end {
-        return ptr::null_mut();
-    }
-    let mut wr = start;
-    // SAFETY: as in `link_send_list`: within the slice, borrowed mutably,
-    // through pointers derived from `start` only.
-    unsafe {
-        loop {
-            let next = wr.add(1);
-            if next == end {
-                (*wr).raw.next = ptr::null_mut();
-                break;
-            }
-            (*wr).raw.next = ptr::addr_of_mut!((*next).raw);
-            wr = next;
-        }
-        ptr::addr_of_mut!((*start).raw)
+        W::raw_of(start)
     }
 }
 
@@ -421,14 +438,14 @@ mod tests {
 
     #[test]
     fn send_list_links_forward_and_points_inline_requests_at_their_sge() {
-        assert!(link_send_list(&mut []).is_null());
+        assert!(link_list::<SendWr<'_>>(&mut []).is_null());
         let data = *b"inline";
         let mut wrs = [
             SendWr::send(1, &[]),
             SendWr::send_inline(2, &data),
             SendWr::send(3, &[]).signaled(),
         ];
-        let head = link_send_list(&mut wrs);
+        let head = link_list::<SendWr<'_>>(&mut wrs);
         // Walk the list as a provider does, before anything else touches it.
         let mut walked = Vec::new();
         let mut p = head;
@@ -470,9 +487,9 @@ mod tests {
 
     #[test]
     fn recv_list_links_forward() {
-        assert!(link_recv_list(&mut []).is_null());
+        assert!(link_list::<RecvWr<'_>>(&mut []).is_null());
         let mut wrs = [RecvWr::new(1, &[]), RecvWr::new(2, &[])];
-        let head = link_recv_list(&mut wrs);
+        let head = link_list::<RecvWr<'_>>(&mut wrs);
         // SAFETY: as above, a list just linked.
         let ids = unsafe { [(*head).wr_id, (*(*head).next).wr_id] };
         assert_eq!(ids, [1, 2]);
@@ -480,7 +497,10 @@ mod tests {
         assert_eq!(wrs[0].raw.next as *const _, wrs[1].as_raw_ptr());
         assert!(wrs[1].raw.next.is_null());
         let mut one = [RecvWr::new(3, &[])];
-        assert_eq!(link_recv_list(&mut one) as *const _, one[0].as_raw_ptr());
+        assert_eq!(
+            link_list::<RecvWr<'_>>(&mut one) as *const _,
+            one[0].as_raw_ptr()
+        );
         assert!(one[0].raw.next.is_null());
     }
 }
