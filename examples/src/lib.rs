@@ -7,3 +7,4 @@
 pub mod net;
 pub mod perf;
 pub mod pingpong;
+pub mod ud;

@@ -15,21 +15,15 @@
 //! Multicast is unreliable: start the receivers first. iWARP has no
 //! multicast: this runs on RoCE and IB.
 
-use rdma_examples::net::resolve;
-use std::mem::MaybeUninit;
-
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rdma::cm::{CmEvent, CmEventKind, CmId, EventChannel, PortSpace};
-use rdma::{
-    AccessFlags, AddressHandle, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType,
-    RecvWr, SendWr,
-};
+use rdma::AddressHandle;
+use rdma_examples::net::resolve;
+use rdma_examples::ud::{UdNode, UdRes};
 
-/// The GRH in front of every UD receive.
-const GRH: usize = 40;
 /// How long to wait for each CM event.
 const EVENT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -88,23 +82,9 @@ fn parse_port_space(s: &str) -> Result<PortSpace, String> {
 type Error = Box<dyn std::error::Error>;
 type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// One connection: the id (owning its UD QP), its resources, and the group
-/// (address handle, QP number, QKey) once joined.
-struct Node {
-    id: CmId,
-    res: Option<Res>,
-    group: Option<(AddressHandle, u32, u32)>,
-}
-
-struct Res {
-    cq: CompletionQueue,
-    mr: MemoryRegion,
-    pd: ProtectionDomain,
-}
-
-/// The PD, CQ, UD QP and message buffer of a node whose address is resolved;
-/// a receiver posts its receives before joining.
-fn setup(id: &mut CmId, a: &Args) -> Result<Res> {
+/// The resources of a node whose address is resolved; a receiver posts
+/// its receives before joining.
+fn setup(id: &mut CmId, a: &Args) -> Result<UdRes> {
     let ctx = id.context().ok_or("the CM id has no device")?;
     let mtu = ctx.query_port(id.port_num())?.active_mtu();
     if a.count > 0 && a.size > mtu {
@@ -114,64 +94,8 @@ fn setup(id: &mut CmId, a: &Args) -> Result<Res> {
         )
         .into());
     }
-    let pd = ProtectionDomain::new(&ctx)?;
-    let n = a.count.max(1);
-    let cq = CompletionQueue::new(&ctx, 2 * n as i32)?;
-    let caps = QpCaps {
-        max_send_wr: n,
-        max_recv_wr: n,
-        ..QpCaps::default()
-    };
-    id.create_qp(&pd, QpType::Ud, &cq, &cq, caps)?;
-    let size = a.size as usize;
-    let mr = MemoryRegion::new(&pd, GRH + size.max(1), AccessFlags::LOCAL_WRITE)?;
-    // The payload: a pattern (rdma-core's tool sends whatever is in memory).
-    let pattern: Vec<u8> = (0..size).map(|i| i as u8).collect();
-    mr.write(GRH, &pattern)?;
-    if !a.sender && a.size > 0 {
-        let qp = id.qp().ok_or("the CM id has no QP")?;
-        let sge = [mr.sge(..GRH + size)?];
-        for _ in 0..a.count {
-            qp.post_recv(&mut [RecvWr::new(0, &sge)])?;
-        }
-    }
-    Ok(Res { cq, mr, pd })
-}
-
-/// Sends the messages of one node to the group and waits for their
-/// completions (signaled, so that they have left before the QP goes away).
-fn send(node: &Node, a: &Args, deadline: Instant) -> Result<()> {
-    let (Some(res), Some((ah, qpn, qkey))) = (&node.res, &node.group) else {
-        return Ok(());
-    };
-    let qp = node.id.qp().ok_or("the CM id has no QP")?;
-    let sge = [res.mr.sge(GRH..GRH + a.size as usize)?];
-    for _ in 0..a.count {
-        let wr = SendWr::send_with_imm(1, &sge, qp.qp_num())
-            .ud(ah, *qpn, *qkey)
-            .signaled();
-        qp.post_send(&mut [wr])?;
-    }
-    poll(res, a.count, deadline, "sends")
-}
-
-/// Waits for `n` successful completions on `res`'s CQ until `deadline`.
-fn poll(res: &Res, n: u32, deadline: Instant, what: &str) -> Result<()> {
-    let mut done = 0;
-    let mut buf = [MaybeUninit::uninit(); 8];
-    while done < n {
-        for wc in res.cq.poll(&mut buf)?.iter() {
-            if !wc.is_success() {
-                return Err(format!("mckey: completion failed: {wc:?}").into());
-            }
-            done += 1;
-        }
-        if done < n && Instant::now() > deadline {
-            return Err(format!("mckey: {done} of {n} {what} completed in time").into());
-        }
-        std::thread::yield_now();
-    }
-    Ok(())
+    let recvs = if !a.sender && a.size > 0 { a.count } else { 0 };
+    UdRes::new(id, a.count, a.size, recvs)
 }
 
 fn next_event(ch: &EventChannel) -> Result<CmEvent> {
@@ -199,11 +123,7 @@ fn run(a: &Args, ch: &EventChannel) -> Result<()> {
         }
         id.resolve_addr(src, group, Duration::from_secs(2))
             .map_err(|e| format!("mckey: resolve addr failure: {e}"))?;
-        nodes.push(Node {
-            id,
-            res: None,
-            group: None,
-        });
+        nodes.push(UdNode::new(id));
     }
     let mut left = nodes.len();
     while left > 0 {
@@ -231,10 +151,9 @@ fn run(a: &Args, ch: &EventChannel) -> Result<()> {
                     ud.path.dlid,
                     ud.path.sl
                 );
-                let res = node.res.as_ref().ok_or("mckey: no resources")?;
-                let ah = AddressHandle::new(&res.pd, &ud.path)
+                let ah = AddressHandle::new(&node.res()?.pd, &ud.path)
                     .map_err(|e| format!("mckey: failure creating address handle: {e}"))?;
-                node.group = Some((ah, ud.qp_num, ud.qkey));
+                node.dest = Some((ah, ud.qp_num, ud.qkey));
                 left -= 1;
             }
             kind if kind.is_error() => {
@@ -254,21 +173,23 @@ fn run(a: &Args, ch: &EventChannel) -> Result<()> {
     result
 }
 
-fn transfer(a: &Args, nodes: &[Node]) -> Result<()> {
+fn transfer(a: &Args, nodes: &[UdNode]) -> Result<()> {
     if a.count == 0 || a.size == 0 {
         return Ok(());
     }
     let deadline = Instant::now() + Duration::from_secs(a.timeout);
     if a.sender {
         println!("initiating data transfers");
+        // Signaled, and waited for, so that they have left before the QP
+        // goes away.
         for node in nodes {
-            send(node, a, deadline)?;
+            node.post_sends(a.count, true)?;
+            node.res()?.poll(a.count, deadline, "sends")?;
         }
     } else {
         println!("receiving data transfers");
         for node in nodes {
-            let res = node.res.as_ref().ok_or("mckey: no resources")?;
-            poll(res, a.count, deadline, "messages")?;
+            node.res()?.poll(a.count, deadline, "messages")?;
         }
     }
     println!("data transfers complete");

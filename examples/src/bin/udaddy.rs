@@ -13,21 +13,16 @@
 //! receives them all, makes an address handle back from the first one, and
 //! replies with as many datagrams. iWARP has no UD: this runs on RoCE and IB.
 
-use rdma_examples::net::resolve;
-use std::mem::MaybeUninit;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rdma::cm::{CmEvent, CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
-use rdma::{
-    AccessFlags, AddressHandle, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType,
-    RecvWr, SendWr, WorkCompletion,
-};
+use rdma::AddressHandle;
+use rdma_examples::net::resolve;
+use rdma_examples::ud::{UdNode, UdRes, GRH};
 
-/// The GRH in front of every UD receive.
-const GRH: usize = 40;
 /// How long to wait for each event or completion.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -58,78 +53,14 @@ struct Args {
 type Error = Box<dyn std::error::Error>;
 type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// One connection: the id (owning its UD QP), its resources, and where
-/// datagrams to the peer go once known.
-struct Node {
-    id: CmId,
-    res: Option<Res>,
-    peer: Option<(AddressHandle, u32, u32)>,
+/// The resources of a node: every node receives `count` datagrams.
+fn setup(id: &mut CmId, a: &Args) -> Result<UdRes> {
+    UdRes::new(id, a.count, a.size, a.count)
 }
 
-struct Res {
-    pd: ProtectionDomain,
-    cq: CompletionQueue,
-    mr: MemoryRegion,
-}
-
-fn setup(id: &mut CmId, a: &Args) -> Result<Res> {
-    let ctx = id.context().ok_or("the CM id has no device")?;
-    let pd = ProtectionDomain::new(&ctx)?;
-    let n = a.count.max(1);
-    let cq = CompletionQueue::new(&ctx, 2 * n as i32)?;
-    let caps = QpCaps {
-        max_send_wr: n,
-        max_recv_wr: n,
-        ..QpCaps::default()
-    };
-    id.create_qp(&pd, QpType::Ud, &cq, &cq, caps)?;
-    let size = a.size as usize;
-    let mr = MemoryRegion::new(&pd, GRH + size, AccessFlags::LOCAL_WRITE)?;
-    // The payload: a pattern (rdma-core's tool sends whatever is in memory).
-    let pattern: Vec<u8> = (0..size).map(|i| i as u8).collect();
-    mr.write(GRH, &pattern)?;
-    let qp = id.qp().ok_or("the CM id has no QP")?;
-    let sge = [mr.sge(..)?];
-    for _ in 0..a.count {
-        qp.post_recv(&mut [RecvWr::new(0, &sge)])?;
-    }
-    Ok(Res { pd, cq, mr })
-}
-
-/// Waits for `n` completions on the node's CQ; all must succeed.
-fn poll(node: &Node, n: u32) -> Result<Vec<WorkCompletion>> {
-    let res = node.res.as_ref().ok_or("no resources")?;
-    let mut got = Vec::new();
-    let start = Instant::now();
-    let mut buf = [MaybeUninit::uninit(); 8];
-    while got.len() < n as usize {
-        for wc in res.cq.poll(&mut buf)?.iter() {
-            if !wc.is_success() {
-                return Err(format!("completion failed: {wc:?}").into());
-            }
-            got.push(*wc);
-        }
-        if start.elapsed() > TIMEOUT {
-            return Err(format!("{} of {n} completions within {TIMEOUT:?}", got.len()).into());
-        }
-        std::thread::yield_now();
-    }
-    Ok(got)
-}
-
-/// Posts `count` datagrams (SEND with the own QP number as immediate data).
-fn post_sends(node: &Node, a: &Args, signaled: bool) -> Result<()> {
-    let (Some(res), Some((ah, qpn, qkey))) = (&node.res, &node.peer) else {
-        return Ok(());
-    };
-    let qp = node.id.qp().ok_or("the CM id has no QP")?;
-    let sge = [res.mr.sge(GRH..GRH + a.size as usize)?];
-    for _ in 0..a.count {
-        let wr = SendWr::send_with_imm(1, &sge, qp.qp_num()).ud(ah, *qpn, *qkey);
-        let wr = if signaled { wr.signaled() } else { wr };
-        qp.post_send(&mut [wr])?;
-    }
-    Ok(())
+/// The `n` completions of a node, within `TIMEOUT`.
+fn poll(node: &UdNode, n: u32) -> Result<Vec<rdma::WorkCompletion>> {
+    node.res()?.poll(n, Instant::now() + TIMEOUT, "completions")
 }
 
 fn next_event(ch: &EventChannel) -> Result<CmEvent> {
@@ -162,11 +93,9 @@ fn run_server(a: &Args, ch: &EventChannel) -> Result<()> {
                     qp_num,
                     ..ConnParam::default()
                 })?;
-                nodes.push(Node {
-                    id,
-                    res: Some(res),
-                    peer: None,
-                });
+                let mut node = UdNode::new(id);
+                node.res = Some(res);
+                nodes.push(node);
             }
             kind if kind.is_error() => return Err(event_error(&ev)),
             _ => {}
@@ -176,7 +105,7 @@ fn run_server(a: &Args, ch: &EventChannel) -> Result<()> {
         println!("receiving data transfers");
         for node in &mut nodes {
             let wcs = poll(node, a.count)?;
-            let res = node.res.as_ref().ok_or("no resources")?;
+            let res = node.res()?;
             let first = wcs.first().ok_or("no completion")?;
             if first.byte_len() as usize != GRH + a.size as usize {
                 return Err(format!(
@@ -195,11 +124,11 @@ fn run_server(a: &Args, ch: &EventChannel) -> Result<()> {
                 .imm_data()
                 .ok_or("a datagram without immediate data")?;
             let qkey = node.id.init_qp_attr(rdma::sys::IBV_QPS_INIT)?.0.qkey;
-            node.peer = Some((ah, qpn, qkey));
+            node.dest = Some((ah, qpn, qkey));
         }
         println!("sending replies");
         for node in &nodes {
-            post_sends(node, a, true)?;
+            node.post_sends(a.count, true)?;
         }
         for node in &nodes {
             poll(node, a.count)?;
@@ -222,11 +151,7 @@ fn run_client(a: &Args, ch: &EventChannel, server: &str) -> Result<()> {
     for _ in 0..a.connections {
         let id = CmId::new(ch, PortSpace::Udp)?;
         id.resolve_addr(src, dst, Duration::from_secs(2))?;
-        nodes.push(Node {
-            id,
-            res: None,
-            peer: None,
-        });
+        nodes.push(UdNode::new(id));
     }
     let mut left = nodes.len();
     while left > 0 {
@@ -243,9 +168,8 @@ fn run_client(a: &Args, ch: &EventChannel, server: &str) -> Result<()> {
             }
             CmEventKind::Established => {
                 let ud = ev.ud.as_ref().ok_or("an answer without UD parameters")?;
-                let res = node.res.as_ref().ok_or("no resources")?;
-                let ah = AddressHandle::new(&res.pd, &ud.path)?;
-                node.peer = Some((ah, ud.qp_num, ud.qkey));
+                let ah = AddressHandle::new(&node.res()?.pd, &ud.path)?;
+                node.dest = Some((ah, ud.qp_num, ud.qkey));
                 left -= 1;
             }
             kind if kind.is_error() => return Err(event_error(&ev)),
@@ -255,7 +179,7 @@ fn run_client(a: &Args, ch: &EventChannel, server: &str) -> Result<()> {
     if a.count > 0 {
         println!("initiating data transfers");
         for node in &nodes {
-            post_sends(node, a, false)?;
+            node.post_sends(a.count, false)?;
         }
         println!("receiving data transfers");
         for node in &nodes {
