@@ -425,16 +425,52 @@ impl Running {
 /// (an RDMA listener on RoCE has no TCP socket to look for).
 pub fn wait_cm_listening(port: u16, server: &mut Running, deadline: Instant) -> Result<(), String> {
     let needle = format!(":{port} ");
-    loop {
+    wait_until_listening(port, server, deadline, || {
         let out = std::process::Command::new("rdma")
             .args(["resource", "show", "cm_id"])
             .stdin(std::process::Stdio::null())
             .output()
             .map_err(|e| format!("cannot run `rdma resource show cm_id`: {e}"))?;
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let listening = text
             .lines()
             .any(|l| l.contains("LISTEN") && format!("{l} ").contains(&needle));
+        Ok((listening, format!("; cm ids:\n{text}")))
+    })
+}
+
+/// Waits until something listens on TCP `port` (from /proc/net/tcp and
+/// tcp6), without connecting: servers that accept exactly one connection
+/// stay untouched.
+pub fn wait_tcp_listening(
+    port: u16,
+    server: &mut Running,
+    deadline: Instant,
+) -> Result<(), String> {
+    let needle = format!(":{port:04X} ");
+    wait_until_listening(port, server, deadline, || {
+        let listening = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+            let text = std::fs::read_to_string(table).unwrap_or_default();
+            // Columns: sl local_address rem_address st ...; 0A is LISTEN.
+            text.lines().skip(1).any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&needle) && cols[3] == "0A"
+            })
+        });
+        Ok((listening, String::new()))
+    })
+}
+
+/// Polls `probe` (whether the server listens, and what to add to a timeout
+/// error) every 50 ms until it says yes, the server exits, or `deadline`.
+fn wait_until_listening(
+    port: u16,
+    server: &mut Running,
+    deadline: Instant,
+    mut probe: impl FnMut() -> Result<(bool, String), String>,
+) -> Result<(), String> {
+    loop {
+        let (listening, detail) = probe()?;
         if listening {
             return Ok(());
         }
@@ -445,7 +481,7 @@ pub fn wait_cm_listening(port: u16, server: &mut Running, deadline: Instant) -> 
         }
         if Instant::now() > deadline {
             return Err(format!(
-                "the server did not listen on port {port} in time; cm ids:\n{text}"
+                "the server did not listen on port {port} in time{detail}"
             ));
         }
         std::thread::sleep(std::time::Duration::from_millis(50));

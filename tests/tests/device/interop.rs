@@ -9,7 +9,6 @@
 
 use std::net::Ipv6Addr;
 use std::process::Command;
-use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use rdma_tests::{fail, Outcome, Provider, Running, Test, TestEnv, TestResult};
@@ -184,7 +183,7 @@ fn pair(env: &TestEnv, name: &str, extra: &[&str], rust: RustSide, port: u16) ->
 
     let deadline = Instant::now() + TIMEOUT;
     let mut server = Running::spawn("server", &server_prog, &args)?;
-    if let Err(e) = wait_listening(port, &mut server, deadline) {
+    if let Err(e) = rdma_tests::wait_tcp_listening(port, &mut server, deadline) {
         let out = server.finish_killed();
         fail!("{e}\n{out}");
     }
@@ -236,32 +235,4 @@ fn roce_v2_ipv4_gid_index(env: &TestEnv) -> rdma_tests::sys::Result<u32> {
         }
     }
     Err(format!("{} has no RoCE v2 GID for {}", env.device, env.ipv4).into())
-}
-
-/// Waits until something listens on TCP `port` (from /proc/net/tcp and
-/// tcp6), without connecting: the servers accept exactly one connection.
-fn wait_listening(port: u16, server: &mut Running, deadline: Instant) -> Result<(), String> {
-    let needle = format!(":{port:04X} ");
-    loop {
-        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            let text = std::fs::read_to_string(table).unwrap_or_default();
-            // Columns: sl local_address rem_address st ...; 0A is LISTEN.
-            let listening = text.lines().skip(1).any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&needle) && cols[3] == "0A"
-            });
-            if listening {
-                return Ok(());
-            }
-        }
-        if let Ok(Some(status)) = server.child.try_wait() {
-            return Err(format!(
-                "the server exited ({status}) before listening on port {port}"
-            ));
-        }
-        if Instant::now() > deadline {
-            return Err(format!("the server did not listen on port {port} in time"));
-        }
-        sleep(Duration::from_millis(50));
-    }
 }
