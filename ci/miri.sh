@@ -82,6 +82,7 @@ SKIP=(
     rdma_get_local_and_peer_addr_point_into_the_route # rdmacm-sys: C shim
     rdma_seterrno_sets_errno_and_returns_minus_one    # rdmacm-sys: C shim
     perf::report::tests::                         # rdma-examples: rdtsc (llvm.x86.rdtsc)
+    net::tests::                                  # rdma-examples: getaddrinfo (libc)
 )
 # The test binaries that must run at least one test (the file name without its hash).
 EXPECT=(rdma send_sync umad_sys static_inlines shared_types rdma_examples)
