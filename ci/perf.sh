@@ -26,7 +26,7 @@
 # Knobs: PERF_ROUNDS (rounds per test; default 1 with --short, else 3),
 # PERF_LAT_ITERS, PERF_BW_ITERS, PERF_PROVIDERS (default "rxe siw"),
 # PERF_COUNT_ITERS (callgrind loop length, default 200), PERF_CMTIME_ROUNDS
-# (default 5 with --short, else 9), PERF_CMTIME_RXE / PERF_CMTIME_SIW
+# (default 9 with --short, else 15), PERF_CMTIME_RXE / PERF_CMTIME_SIW
 # (connections, default 100 / 40), and those of
 # ci/vm.sh (RDMA_CI_SKIP_SETUP, RDMA_VM_TIMEOUT, ...).
 set -Eeuo pipefail
@@ -95,7 +95,7 @@ guest() {
 # cmtime included).
 cmtime_rounds() {
     local out=$1 bin=$2 short=$3 rounds p addr n r order prog port=21000 cmd run spid crc alive
-    rounds=${PERF_CMTIME_ROUNDS:-$([ "$short" = 1 ] && echo 5 || echo 9)}
+    rounds=${PERF_CMTIME_ROUNDS:-$([ "$short" = 1 ] && echo 9 || echo 15)}
     for p in ${PERF_PROVIDERS:-rxe siw}; do
         if [ "$p" = rxe ]; then
             addr=$RDMA_RXE_IPV4 n=${PERF_CMTIME_RXE:-100}
