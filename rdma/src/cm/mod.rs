@@ -13,8 +13,13 @@
 //!   holds an unacknowledged event, destroying an id (which waits for its
 //!   events to be acknowledged) never deadlocks.
 //!
-//! With the `tokio` feature, `AsyncCm` routes the events
-//! of one channel to many ids and offers `connect(addr).await` and a listener.
+//! With the `tokio` feature, `AsyncCm` routes the events of one channel to
+//! many ids, each with its own queue, and offers `connect(addr).await` (and
+//! `connect_from` with a source address) and a `Listener` whose connect
+//! requests are a `futures_core::Stream` (or `accept().await`). An id's
+//! `poll_event` lets one task wait on many ids without a task per id.
+//! Dropping any of these futures part-way leaks nothing: the id goes with
+//! it and the channel stays usable.
 
 mod addr;
 mod event;
