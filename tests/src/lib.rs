@@ -421,17 +421,23 @@ impl Running {
     }
 }
 
+/// The CM ids of the system, as `rdma resource show cm_id` lists them.
+pub fn cm_ids() -> Result<String, String> {
+    let out = std::process::Command::new("rdma")
+        .args(["resource", "show", "cm_id"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run `rdma resource show cm_id`: {e}"))?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Waits until a CM id listens on `port`, from `rdma resource show cm_id`
 /// (an RDMA listener on RoCE has no TCP socket to look for).
 pub fn wait_cm_listening(port: u16, server: &mut Running, deadline: Instant) -> Result<(), String> {
     let needle = format!(":{port} ");
-    wait_until_listening(port, server, deadline, || {
-        let out = std::process::Command::new("rdma")
-            .args(["resource", "show", "cm_id"])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run `rdma resource show cm_id`: {e}"))?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let goal = format!("listening on port {port}");
+    wait_until(server, "server", &goal, deadline, || {
+        let text = cm_ids()?;
         let listening = text
             .lines()
             .any(|l| l.contains("LISTEN") && format!("{l} ").contains(&needle));
@@ -448,7 +454,8 @@ pub fn wait_tcp_listening(
     deadline: Instant,
 ) -> Result<(), String> {
     let needle = format!(":{port:04X} ");
-    wait_until_listening(port, server, deadline, || {
+    let goal = format!("listening on port {port}");
+    wait_until(server, "server", &goal, deadline, || {
         let listening = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
             let text = std::fs::read_to_string(table).unwrap_or_default();
             // Columns: sl local_address rem_address st ...; 0A is LISTEN.
@@ -461,28 +468,26 @@ pub fn wait_tcp_listening(
     })
 }
 
-/// Polls `probe` (whether the server listens, and what to add to a timeout
-/// error) every 50 ms until it says yes, the server exits, or `deadline`.
-fn wait_until_listening(
-    port: u16,
-    server: &mut Running,
+/// Polls `probe` (whether `child`, the `who`, has reached `goal`, and what
+/// to add to a timeout error) every 50 ms until it says yes, the child
+/// exits, or `deadline`.
+pub fn wait_until(
+    child: &mut Running,
+    who: &str,
+    goal: &str,
     deadline: Instant,
     mut probe: impl FnMut() -> Result<(bool, String), String>,
 ) -> Result<(), String> {
     loop {
-        let (listening, detail) = probe()?;
-        if listening {
+        let (reached, detail) = probe()?;
+        if reached {
             return Ok(());
         }
-        if let Ok(Some(status)) = server.child.try_wait() {
-            return Err(format!(
-                "the server exited ({status}) before listening on port {port}"
-            ));
+        if let Ok(Some(status)) = child.child.try_wait() {
+            return Err(format!("the {who} exited ({status}) before {goal}"));
         }
         if Instant::now() > deadline {
-            return Err(format!(
-                "the server did not listen on port {port} in time{detail}"
-            ));
+            return Err(format!("the {who} was not {goal} in time{detail}"));
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

@@ -8,7 +8,6 @@
 //! them with the device binary. Every run is bounded: on timeout the children
 //! are killed and the test fails. Each test uses ports of its own.
 
-use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -437,29 +436,13 @@ fn mckey_pair(env: &TestEnv, receiver: Side, sender: Side, group: &str) -> TestR
 fn wait_cm_group(group: &str, receiver: &mut Running) -> Result<(), String> {
     let needle = format!("dst-addr {group}:");
     let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let out = Command::new("rdma")
-            .args(["resource", "show", "cm_id"])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run `rdma resource show cm_id`: {e}"))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        if text.contains(&needle) {
-            sleep(Duration::from_millis(500));
-            return Ok(());
-        }
-        if let Ok(Some(status)) = receiver.child.try_wait() {
-            return Err(format!(
-                "the receiver exited ({status}) before joining {group}"
-            ));
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "no CM id resolved {group} in time; cm ids:\n{text}"
-            ));
-        }
-        sleep(Duration::from_millis(50));
-    }
+    let goal = format!("joining {group}");
+    rdma_tests::wait_until(receiver, "receiver", &goal, deadline, || {
+        let text = rdma_tests::cm_ids()?;
+        Ok((text.contains(&needle), format!("; cm ids:\n{text}")))
+    })?;
+    sleep(Duration::from_millis(500));
+    Ok(())
 }
 
 /// Two instances of the `datagram` service (same IP, ports 7471 and 7472)
