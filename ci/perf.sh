@@ -94,7 +94,7 @@ guest() {
 # and QPs now and then beyond about 50 connections per process, rdma-core's
 # cmtime included).
 cmtime_rounds() {
-    local out=$1 bin=$2 short=$3 rounds p addr n r order prog port=21000 cmd run spid crc alive
+    local out=$1 bin=$2 short=$3 rounds p addr n r order prog port=21000 cmd run spid crc died
     rounds=${PERF_CMTIME_ROUNDS:-$([ "$short" = 1 ] && echo 9 || echo 15)}
     for p in ${PERF_PROVIDERS:-rxe siw}; do
         if [ "$p" = rxe ]; then
@@ -116,11 +116,11 @@ cmtime_rounds() {
                 crc=0
                 timeout -k 5 120 "${cmd[@]}" -s "$addr" -p "$port" -c "$n" >"$run.cm" 2>&1 || crc=$?
                 # A server that died on its own failed (exit 1 here).
-                alive=0
-                kill -0 "$spid" 2>/dev/null || alive=1
+                died=0
+                kill -0 "$spid" 2>/dev/null || died=1
                 kill "$spid" 2>/dev/null || true
                 wait "$spid" 2>/dev/null || true
-                echo "$crc $alive" >"$run.rc"
+                echo "$crc $died" >"$run.rc"
                 grep -E '^(resolve addr|resolve route|connect|disconnect) *:' "$run.cm" || tail -n 5 "$run.cm"
             done
         done
