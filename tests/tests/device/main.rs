@@ -16,6 +16,11 @@ mod faults;
 mod interop;
 mod load;
 mod rc;
+mod sound_cm;
+mod sound_cq;
+mod sound_mr;
+mod sound_post;
+mod sound_umad;
 mod umad;
 mod verbs;
 
@@ -35,6 +40,11 @@ fn main() -> std::process::ExitCode {
         bad_input::TESTS,
         load::TESTS,
         interop::TESTS,
+        sound_post::TESTS,
+        sound_cq::TESTS,
+        sound_mr::TESTS,
+        sound_cm::TESTS,
+        sound_umad::TESTS,
     ]
     .concat();
     rdma_tests::run(&all)
