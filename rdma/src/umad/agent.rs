@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::addr::Address;
-use super::port::{send_header, PortInner, Received};
+use super::port::{Port, PortInner};
+use super::wire::{send_header, Received};
 use super::{Error, Result};
 use crate::mad::{class, Mad, Method, Oui};
 
@@ -110,6 +111,13 @@ fn refusal(class: u8, errno: i32) -> Error {
         class,
         reason,
         source: std::io::Error::from_raw_os_error(errno),
+    }
+}
+
+impl Port {
+    /// Registers an agent for a class (see [`Registration`]).
+    pub fn register(&self, reg: &Registration) -> Result<Agent> {
+        Agent::register(self.inner.clone(), reg)
     }
 }
 

@@ -13,7 +13,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::addr::Address;
 use super::agent::{check_status, Agent, Registration};
-use super::port::{Port, Received};
+use super::port::Port;
+use super::wire::Received;
 use super::{Error, Result};
 use crate::mad::Mad;
 

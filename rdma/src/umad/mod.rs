@@ -36,13 +36,15 @@ mod agent;
 mod async_port;
 mod ca;
 mod port;
+mod wire;
 
 pub use addr::{Address, Grh, GSI_QKEY};
 pub use agent::{Agent, Registration};
 #[cfg(feature = "tokio")]
 pub use async_port::{AsyncAgent, AsyncPort};
 pub use ca::{ca_names, cas, gid_index, phys_state_name, port_state_name, Ca, CaPort};
-pub use port::{Port, Received};
+pub use port::Port;
+pub use wire::Received;
 
 /// What went wrong with a umad operation.
 #[derive(Debug, thiserror::Error)]
