@@ -1,0 +1,468 @@
+//! Queue pairs: creation, state transitions and posting.
+
+use std::fmt;
+use std::ptr::{self, NonNull};
+
+use crate::sys;
+use crate::{CompletionQueue, Error, ProtectionDomain, Result, SharedReceiveQueue};
+
+mod attr;
+mod batch;
+mod post;
+
+pub use attr::{InitAttr, Mtu, Path, RtrAttr, RtsAttr};
+pub use batch::WrBatch;
+pub(crate) use post::post_error;
+pub use post::PreparedSend;
+
+/// The transport service of a queue pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpType {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable connected.
+    Uc,
+    /// Unreliable datagram.
+    Ud,
+}
+
+impl QpType {
+    fn raw(self) -> sys::ibv_qp_type {
+        match self {
+            QpType::Rc => sys::IBV_QPT_RC,
+            QpType::Uc => sys::IBV_QPT_UC,
+            QpType::Ud => sys::IBV_QPT_UD,
+        }
+    }
+}
+
+/// The state of a queue pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpState {
+    /// Just created, or reset.
+    Reset,
+    /// Initialised: receives may be posted.
+    Init,
+    /// Ready to receive.
+    Rtr,
+    /// Ready to send.
+    Rts,
+    /// Send queue drained.
+    Sqd,
+    /// Send queue error.
+    Sqe,
+    /// Error: outstanding work requests are flushed.
+    Error,
+    /// A state this crate does not know.
+    Unknown(u32),
+}
+
+impl QpState {
+    fn from_raw(s: sys::ibv_qp_state) -> QpState {
+        match s {
+            sys::IBV_QPS_RESET => QpState::Reset,
+            sys::IBV_QPS_INIT => QpState::Init,
+            sys::IBV_QPS_RTR => QpState::Rtr,
+            sys::IBV_QPS_RTS => QpState::Rts,
+            sys::IBV_QPS_SQD => QpState::Sqd,
+            sys::IBV_QPS_SQE => QpState::Sqe,
+            sys::IBV_QPS_ERR => QpState::Error,
+            other => QpState::Unknown(other),
+        }
+    }
+    fn raw(self) -> sys::ibv_qp_state {
+        match self {
+            QpState::Reset => sys::IBV_QPS_RESET,
+            QpState::Init => sys::IBV_QPS_INIT,
+            QpState::Rtr => sys::IBV_QPS_RTR,
+            QpState::Rts => sys::IBV_QPS_RTS,
+            QpState::Sqd => sys::IBV_QPS_SQD,
+            QpState::Sqe => sys::IBV_QPS_SQE,
+            QpState::Error => sys::IBV_QPS_ERR,
+            QpState::Unknown(s) => s,
+        }
+    }
+}
+
+/// Queue sizes of a queue pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpCaps {
+    /// Outstanding send work requests.
+    pub max_send_wr: u32,
+    /// Outstanding receive work requests.
+    pub max_recv_wr: u32,
+    /// SGEs per send work request.
+    pub max_send_sge: u32,
+    /// SGEs per receive work request.
+    pub max_recv_sge: u32,
+    /// Bytes of inline data per send.
+    pub max_inline_data: u32,
+}
+
+impl Default for QpCaps {
+    fn default() -> Self {
+        QpCaps {
+            max_send_wr: 64,
+            max_recv_wr: 64,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        }
+    }
+}
+
+/// How to create a queue pair; see [`QueuePair::builder`].
+pub struct QpBuilder<'a> {
+    pd: &'a ProtectionDomain,
+    qp_type: QpType,
+    send_cq: &'a CompletionQueue,
+    recv_cq: &'a CompletionQueue,
+    srq: Option<&'a SharedReceiveQueue>,
+    caps: QpCaps,
+    sq_sig_all: bool,
+    send_ops: u64,
+}
+
+bitflags::bitflags! {
+    /// Operations an extended QP may post (`IBV_QP_EX_WITH_*`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct SendOps: u64 {
+        /// RDMA WRITE.
+        const RDMA_WRITE = sys::IBV_QP_EX_WITH_RDMA_WRITE as u64;
+        /// RDMA WRITE with immediate.
+        const RDMA_WRITE_WITH_IMM = sys::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM as u64;
+        /// SEND.
+        const SEND = sys::IBV_QP_EX_WITH_SEND as u64;
+        /// SEND with immediate.
+        const SEND_WITH_IMM = sys::IBV_QP_EX_WITH_SEND_WITH_IMM as u64;
+        /// RDMA READ.
+        const RDMA_READ = sys::IBV_QP_EX_WITH_RDMA_READ as u64;
+        /// Atomic compare-and-swap.
+        const ATOMIC_CMP_AND_SWP = sys::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP as u64;
+        /// Atomic fetch-and-add.
+        const ATOMIC_FETCH_AND_ADD = sys::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD as u64;
+    }
+}
+
+impl<'a> QpBuilder<'a> {
+    /// Queue sizes (default: 64 work requests, one SGE each way, no inline).
+    pub fn caps(mut self, caps: QpCaps) -> Self {
+        self.caps = caps;
+        self
+    }
+    /// A different CQ for receive completions.
+    pub fn recv_cq(mut self, cq: &'a CompletionQueue) -> Self {
+        self.recv_cq = cq;
+        self
+    }
+    /// Receives come from `srq` instead of the QP's own receive queue.
+    pub fn srq(mut self, srq: &'a SharedReceiveQueue) -> Self {
+        self.srq = Some(srq);
+        self
+    }
+    /// Every send generates a completion, `SIGNALED` or not.
+    pub fn sq_sig_all(mut self, all: bool) -> Self {
+        self.sq_sig_all = all;
+        self
+    }
+    /// Creates an extended QP that can post these operations with
+    /// [`QueuePair::wr_batch`], where the provider has extended QPs; a classic
+    /// QP where it does not (siw): check [`QueuePair::is_extended`].
+    pub fn send_ops(mut self, ops: SendOps) -> Self {
+        self.send_ops = ops.bits();
+        self
+    }
+
+    /// Creates the queue pair, in the RESET state.
+    pub fn build(self) -> Result<QueuePair> {
+        let caps = sys::ibv_qp_cap {
+            max_send_wr: self.caps.max_send_wr,
+            max_recv_wr: self.caps.max_recv_wr,
+            max_send_sge: self.caps.max_send_sge,
+            max_recv_sge: self.caps.max_recv_sge,
+            max_inline_data: self.caps.max_inline_data,
+        };
+        let srq = self.srq.map_or(ptr::null_mut(), |s| s.as_raw());
+        if self.send_ops != 0 {
+            // SAFETY: plain data.
+            let mut attr: sys::ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
+            attr.send_cq = self.send_cq.as_raw();
+            attr.recv_cq = self.recv_cq.as_raw();
+            attr.srq = srq;
+            attr.cap = caps;
+            attr.qp_type = self.qp_type.raw();
+            attr.sq_sig_all = self.sq_sig_all as i32;
+            attr.comp_mask = sys::IBV_QP_INIT_ATTR_PD | sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+            attr.pd = self.pd.as_raw();
+            attr.send_ops_flags = self.send_ops;
+            // SAFETY: a live context; the CQs, SRQ and PD belong to it and
+            // are kept alive by the QP.
+            let raw = unsafe { sys::ibv_create_qp_ex(self.pd.context().as_raw(), &mut attr) };
+            if let Some(raw) = NonNull::new(raw) {
+                // SAFETY: a QP created by ibv_create_qp_ex.
+                let ex = NonNull::new(unsafe { sys::ibv_qp_to_qp_ex(raw.as_ptr()) });
+                return Ok(self.wrap(raw, attr.cap, ex));
+            }
+            let e = Error::last("ibv_create_qp_ex");
+            if !matches!(e.errno(), libc::EOPNOTSUPP | libc::ENOSYS) {
+                return Err(e);
+            }
+        }
+        // SAFETY: plain data.
+        let mut attr: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        attr.send_cq = self.send_cq.as_raw();
+        attr.recv_cq = self.recv_cq.as_raw();
+        attr.srq = srq;
+        attr.cap = caps;
+        attr.qp_type = self.qp_type.raw();
+        attr.sq_sig_all = self.sq_sig_all as i32;
+        // SAFETY: a live PD; CQs and SRQ of its context, kept alive by the QP.
+        let raw = unsafe { sys::ibv_create_qp(self.pd.as_raw(), &mut attr) };
+        let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_qp"))?;
+        Ok(self.wrap(raw, attr.cap, None))
+    }
+
+    fn wrap(
+        self,
+        raw: NonNull<sys::ibv_qp>,
+        cap: sys::ibv_qp_cap,
+        ex: Option<NonNull<sys::ibv_qp_ex>>,
+    ) -> QueuePair {
+        QueuePair {
+            raw,
+            ex,
+            qp_type: self.qp_type,
+            unchecked_send_len: match self.qp_type {
+                QpType::Ud => usize::MAX,
+                QpType::Rc | QpType::Uc => 1,
+            },
+            caps: QpCaps {
+                max_send_wr: cap.max_send_wr,
+                max_recv_wr: cap.max_recv_wr,
+                max_send_sge: cap.max_send_sge,
+                max_recv_sge: cap.max_recv_sge,
+                max_inline_data: cap.max_inline_data,
+            },
+            _pd: self.pd.clone(),
+            _send_cq: self.send_cq.clone(),
+            _recv_cq: self.recv_cq.clone(),
+            _srq: self.srq.cloned(),
+        }
+    }
+}
+
+/// A queue pair (`ibv_qp`).
+///
+/// It keeps its PD, CQs and SRQ alive. Dropping it destroys it; work requests
+/// still outstanding are discarded and their memory is never touched again
+/// (see [`crate::mr`]).
+pub struct QueuePair {
+    raw: NonNull<sys::ibv_qp>,
+    ex: Option<NonNull<sys::ibv_qp_ex>>,
+    qp_type: QpType,
+    /// The length of a send list that needs no check before it is linked:
+    /// 1 on connected QPs. On UD, where each send needs an address handle,
+    /// `usize::MAX`, the length of no slice of requests. One compare in
+    /// `post_send` then picks the one-request path.
+    unchecked_send_len: usize,
+    caps: QpCaps,
+    _pd: ProtectionDomain,
+    _send_cq: CompletionQueue,
+    _recv_cq: CompletionQueue,
+    _srq: Option<SharedReceiveQueue>,
+}
+
+// SAFETY: libibverbs allows posting to and modifying a QP from any thread;
+// providers lock their queues. The Rust fields are immutable.
+unsafe impl Send for QueuePair {}
+// SAFETY: as above.
+unsafe impl Sync for QueuePair {}
+
+impl Drop for QueuePair {
+    fn drop(&mut self) {
+        // SAFETY: destroyed once; its PD, CQs and SRQ outlive it (held here).
+        unsafe { sys::ibv_destroy_qp(self.raw.as_ptr()) };
+    }
+}
+
+impl QueuePair {
+    /// A builder for a QP of `qp_type` in `pd` whose completions go to `cq`.
+    pub fn builder<'a>(
+        pd: &'a ProtectionDomain,
+        qp_type: QpType,
+        cq: &'a CompletionQueue,
+    ) -> QpBuilder<'a> {
+        QpBuilder {
+            pd,
+            qp_type,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            caps: QpCaps::default(),
+            sq_sig_all: false,
+            send_ops: 0,
+        }
+    }
+
+    /// The QP number.
+    pub fn qp_num(&self) -> u32 {
+        // SAFETY: a live QP; qp_num is set at creation.
+        unsafe { (*self.raw.as_ptr()).qp_num }
+    }
+
+    /// The transport service.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+
+    /// The queue sizes the provider granted.
+    pub fn caps(&self) -> QpCaps {
+        self.caps
+    }
+
+    /// Whether the QP was created extended (see [`QpBuilder::send_ops`]).
+    pub fn is_extended(&self) -> bool {
+        self.ex.is_some()
+    }
+
+    /// The raw QP, valid while this value lives.
+    #[inline]
+    pub fn as_raw(&self) -> *mut sys::ibv_qp {
+        self.raw.as_ptr()
+    }
+
+    /// The current state (`ibv_query_qp`).
+    pub fn state(&self) -> Result<QpState> {
+        // SAFETY: plain data.
+        let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: plain data.
+        let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: a live QP; both out-parameters are writable.
+        let rc = unsafe {
+            sys::ibv_query_qp(
+                self.as_raw(),
+                &mut attr,
+                sys::IBV_QP_STATE as i32,
+                &mut init,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::from_rc("ibv_query_qp", rc));
+        }
+        Ok(QpState::from_raw(attr.qp_state))
+    }
+
+    /// Modifies the QP with a raw attribute and mask (`ibv_modify_qp`).
+    ///
+    /// On failure the error names the transition that was refused.
+    pub fn modify(&self, attr: &mut sys::ibv_qp_attr, mask: u32) -> Result<()> {
+        let from = self.state().ok();
+        // SAFETY: a live QP; `attr` is a complete attribute for `mask`
+        // (a wrong one is refused by the provider with EINVAL).
+        let rc = unsafe { sys::ibv_modify_qp(self.as_raw(), attr, mask as i32) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = Error::from_rc("ibv_modify_qp", rc);
+        let to = QpState::from_raw(attr.qp_state);
+        Err(match from {
+            Some(from) if mask & sys::IBV_QP_STATE != 0 => {
+                let why = if e.errno() == libc::EINVAL {
+                    format!("transition {from:?} -> {to:?} refused: illegal from this state, or a required attribute is missing or invalid")
+                } else {
+                    format!("transition {from:?} -> {to:?}")
+                };
+                e.with_hint(why)
+            }
+            _ => e,
+        })
+    }
+
+    /// RESET -> INIT.
+    pub fn to_init(&self, init: &InitAttr) -> Result<()> {
+        // SAFETY: plain data.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = sys::IBV_QPS_INIT;
+        a.pkey_index = init.pkey_index;
+        a.port_num = init.port;
+        let mut mask = sys::IBV_QP_STATE | sys::IBV_QP_PKEY_INDEX | sys::IBV_QP_PORT;
+        match self.qp_type {
+            QpType::Ud => {
+                a.qkey = init.qkey;
+                mask |= sys::IBV_QP_QKEY;
+            }
+            QpType::Rc | QpType::Uc => {
+                a.qp_access_flags = init.access.bits();
+                mask |= sys::IBV_QP_ACCESS_FLAGS;
+            }
+        }
+        self.modify(&mut a, mask)
+    }
+
+    /// INIT -> RTR. For UD only the state changes (`rtr` is ignored: pass
+    /// `None`); connected QPs need the remote side.
+    pub fn to_rtr(&self, rtr: Option<&RtrAttr>) -> Result<()> {
+        // SAFETY: plain data.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = sys::IBV_QPS_RTR;
+        let mut mask = sys::IBV_QP_STATE;
+        if self.qp_type != QpType::Ud {
+            let r = rtr.ok_or_else(|| {
+                Error::invalid(
+                    "ibv_modify_qp",
+                    "a connected QP needs the remote side for RTR",
+                )
+            })?;
+            a.path_mtu = r.mtu as u32;
+            a.dest_qp_num = r.remote_qpn;
+            a.rq_psn = r.rq_psn;
+            a.ah_attr = r.path.raw();
+            mask |=
+                sys::IBV_QP_AV | sys::IBV_QP_PATH_MTU | sys::IBV_QP_DEST_QPN | sys::IBV_QP_RQ_PSN;
+            if self.qp_type == QpType::Rc {
+                a.max_dest_rd_atomic = r.max_dest_rd_atomic;
+                a.min_rnr_timer = r.min_rnr_timer;
+                mask |= sys::IBV_QP_MAX_DEST_RD_ATOMIC | sys::IBV_QP_MIN_RNR_TIMER;
+            }
+        }
+        self.modify(&mut a, mask)
+    }
+
+    /// RTR -> RTS.
+    pub fn to_rts(&self, rts: &RtsAttr) -> Result<()> {
+        // SAFETY: plain data.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = sys::IBV_QPS_RTS;
+        a.sq_psn = rts.sq_psn;
+        let mut mask = sys::IBV_QP_STATE | sys::IBV_QP_SQ_PSN;
+        if self.qp_type == QpType::Rc {
+            a.timeout = rts.timeout;
+            a.retry_cnt = rts.retry_cnt;
+            a.rnr_retry = rts.rnr_retry;
+            a.max_rd_atomic = rts.max_rd_atomic;
+            mask |= sys::IBV_QP_TIMEOUT
+                | sys::IBV_QP_RETRY_CNT
+                | sys::IBV_QP_RNR_RETRY
+                | sys::IBV_QP_MAX_QP_RD_ATOMIC;
+        }
+        self.modify(&mut a, mask)
+    }
+
+    /// Moves the QP to `state` with no other attribute (RESET, ERROR, SQD).
+    pub fn set_state(&self, state: QpState) -> Result<()> {
+        // SAFETY: plain data.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = state.raw();
+        self.modify(&mut a, sys::IBV_QP_STATE)
+    }
+}
+
+impl fmt::Debug for QueuePair {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueuePair")
+            .field("qp_num", &self.qp_num())
+            .field("qp_type", &self.qp_type)
+            .field("extended", &self.is_extended())
+            .finish()
+    }
+}

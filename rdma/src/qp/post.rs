@@ -1,0 +1,314 @@
+//! Posting work requests, one list at a time or prepared once.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::ptr::{self, NonNull};
+
+use super::{QpType, QueuePair};
+use crate::sys;
+use crate::{Error, RecvWr, Result, SendWr};
+
+/// A list of send requests checked and linked once by
+/// [`QueuePair::prepare_send`], posted with one provider call per
+/// [`post`](Self::post).
+///
+/// It borrows the queue pair and the requests (and through them their SGEs,
+/// memory regions and address handles) for as long as it exists.
+pub struct PreparedSend<'q, 'w, 'a> {
+    qp: NonNull<sys::ibv_qp>,
+    /// The first request's C struct, which is the request itself
+    /// (`SendWr` is `repr(C)` with the C struct first); the others follow
+    /// it in the slice.
+    head: *mut sys::ibv_send_wr,
+    len: usize,
+    _borrows: PhantomData<(&'q QueuePair, &'w mut [SendWr<'a>])>,
+}
+
+impl PreparedSend<'_, '_, '_> {
+    /// Posts the prepared list again, with one call to the provider.
+    ///
+    /// On failure the error says which request was refused; it and the ones
+    /// after it were not posted, the ones before it were.
+    #[inline]
+    pub fn post(&mut self) -> Result<()> {
+        let mut bad = ptr::null_mut();
+        // SAFETY: the QP is borrowed, so live; the list was checked and
+        // linked by `prepare_send` and is borrowed mutably since, so it is
+        // still valid and NULL-terminated; its SGEs, inline data and address
+        // handles are borrowed by the requests. Memory the device reaches
+        // later stays valid or unreachable (see crate::mr).
+        let rc = unsafe { sys::ibv_post_send(self.qp.as_ptr(), self.head, &mut bad) };
+        if rc == 0 {
+            return Ok(());
+        }
+        Err(self.post_error(rc, bad))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn post_error(&self, rc: i32, bad: *mut sys::ibv_send_wr) -> Error {
+        let base = self.head.cast::<SendWr<'_>>();
+        // Only addresses are compared; nothing is read.
+        let index = (0..self.len).position(|i| ptr::eq(base.wrapping_add(i).cast(), bad));
+        post_error("ibv_post_send", rc, index)
+    }
+
+    /// The number of requests in the list.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: an empty list cannot be prepared.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Sets the id of request `index` for the next posts (it comes back in
+    /// their completions). `index` past the end is an error.
+    pub fn set_wr_id(&mut self, index: usize, wr_id: u64) -> Result<()> {
+        if index >= self.len {
+            return Err(Error::invalid(
+                "ibv_post_send",
+                format!("request {index} of a prepared list of {}", self.len),
+            ));
+        }
+        // SAFETY: `index` is within the slice that `head` starts and that
+        // this value borrows mutably; only the id field is written, through
+        // a pointer derived from `head`, so the links stay valid.
+        unsafe {
+            let wr = self.head.cast::<SendWr<'_>>().add(index);
+            (*wr.cast::<sys::ibv_send_wr>()).wr_id = wr_id;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for PreparedSend<'_, '_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreparedSend")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+impl QueuePair {
+    /// Posts send work requests, in order, with one call to the provider.
+    ///
+    /// On failure the error says which request was refused; it and the ones
+    /// after it were not posted, the ones before it were.
+    #[inline]
+    pub fn post_send(&self, wrs: &mut [SendWr<'_>]) -> Result<()> {
+        // The usual post: one request on a connected QP, linked and posted
+        // inline after this one compare.
+        if wrs.len() == self.unchecked_send_len {
+            // SAFETY: `unchecked_send_len` is 1 or `usize::MAX`, and no slice
+            // of `SendWr`s (144 bytes each) is `usize::MAX` long: the slice
+            // has exactly one element.
+            return self.post_send_one(unsafe { wrs.get_unchecked_mut(0) });
+        }
+        match wrs {
+            // One UD send that has its address handle.
+            [wr] if wr.has_ud_address() => self.post_send_one(wr),
+            // Any other list, checked and linked out of line.
+            _ => self.post_send_list(wrs),
+        }
+    }
+
+    /// `post_send` of one request, already checked (on a UD QP: it has an
+    /// address handle).
+    #[inline]
+    fn post_send_one(&self, wr: &mut SendWr<'_>) -> Result<()> {
+        let head = wr.link(ptr::null_mut());
+        // `bad` and, beside it, the head: the provider gets the address of
+        // `bad`, so the head waits in memory for the error path instead of in
+        // a callee-saved register that the `Ok` path would save and restore.
+        let mut bad_and_head = [ptr::null_mut(), head];
+        // SAFETY: a live QP; a NULL-terminated list of one request, whose
+        // SGE names registered memory (Sge) or inline data copied during the
+        // call, and whose address handle (if any) is borrowed for the call.
+        // Memory the device reaches later stays valid or unreachable (see
+        // crate::mr).
+        let rc = unsafe { sys::ibv_post_send(self.as_raw(), head, &mut bad_and_head[0]) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let [bad, head] = bad_and_head;
+        Err(post_error(
+            "ibv_post_send",
+            rc,
+            ptr::eq(bad, head).then_some(0),
+        ))
+    }
+
+    /// `post_send` of any list.
+    #[inline(never)]
+    fn post_send_list(&self, wrs: &mut [SendWr<'_>]) -> Result<()> {
+        if self.qp_type == QpType::Ud {
+            // A UD send without an address handle would make the provider
+            // dereference NULL: refuse it here.
+            check_ud_addresses(wrs)?;
+        }
+        let head = crate::wr::link_list(wrs);
+        if head.is_null() {
+            return Ok(());
+        }
+        let mut bad = ptr::null_mut();
+        // SAFETY: a live QP; the list is valid and NULL-terminated; every SGE
+        // names registered memory (Sge) or inline data copied during the call,
+        // and any address handle is borrowed for the call. Memory the device
+        // reaches later stays valid or unreachable (see crate::mr).
+        let rc = unsafe { sys::ibv_post_send(self.as_raw(), head, &mut bad) };
+        if rc == 0 {
+            return Ok(());
+        }
+        Err(post_send_error(wrs, rc, bad))
+    }
+
+    /// Checks and links a list of send requests once, for posting it many
+    /// times with [`PreparedSend::post`], as perftest-style loops post the
+    /// same requests again and again.
+    ///
+    /// The checks of [`post_send`](Self::post_send) (on a UD QP: every
+    /// request has its address handle) run here, once; the list stays
+    /// borrowed, so it can neither move nor change while prepared, except
+    /// for the request ids ([`PreparedSend::set_wr_id`]). An empty list is
+    /// refused.
+    pub fn prepare_send<'q, 'w, 'a>(
+        &'q self,
+        wrs: &'w mut [SendWr<'a>],
+    ) -> Result<PreparedSend<'q, 'w, 'a>> {
+        if wrs.is_empty() {
+            return Err(Error::invalid(
+                "ibv_post_send",
+                "an empty list of work requests cannot be prepared",
+            ));
+        }
+        if self.qp_type == QpType::Ud {
+            check_ud_addresses(wrs)?;
+        }
+        let len = wrs.len();
+        // `head` is derived from the slice's own pointer and covers all of
+        // it; `wrs` is not used again, so the links stay valid.
+        let head = crate::wr::link_list(wrs);
+        Ok(PreparedSend {
+            qp: self.raw,
+            head,
+            len,
+            _borrows: PhantomData,
+        })
+    }
+
+    /// Posts receive work requests, in order, with one call to the provider.
+    ///
+    /// On failure the error says which request was refused, as for
+    /// [`post_send`](Self::post_send).
+    #[inline]
+    pub fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
+        match wrs {
+            [wr] => self.post_recv_one(wr),
+            _ => self.post_recv_list(wrs),
+        }
+    }
+
+    /// `post_recv` of one request.
+    #[inline]
+    fn post_recv_one(&self, wr: &mut RecvWr<'_>) -> Result<()> {
+        let head = wr.link(ptr::null_mut());
+        // As in `post_send_one`: the head waits beside `bad` in memory.
+        let mut bad_and_head = [ptr::null_mut(), head];
+        // SAFETY: a live QP; a NULL-terminated list of one receive into
+        // registered memory (see crate::mr for why it stays sound).
+        let rc = unsafe { sys::ibv_post_recv(self.as_raw(), head, &mut bad_and_head[0]) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let [bad, head] = bad_and_head;
+        Err(post_error(
+            "ibv_post_recv",
+            rc,
+            ptr::eq(bad, head).then_some(0),
+        ))
+    }
+
+    /// `post_recv` of any list.
+    #[inline(never)]
+    fn post_recv_list(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
+        let head = crate::wr::link_list(wrs);
+        if head.is_null() {
+            return Ok(());
+        }
+        let mut bad = ptr::null_mut();
+        // SAFETY: a live QP; a valid NULL-terminated list of receives into
+        // registered memory (see crate::mr for why it stays sound).
+        let rc = unsafe { sys::ibv_post_recv(self.as_raw(), head, &mut bad) };
+        if rc == 0 {
+            return Ok(());
+        }
+        Err(post_recv_error(wrs, rc, bad))
+    }
+
+    /// Posts a raw list of send work requests.
+    ///
+    /// # Safety
+    /// `wr` must be a valid NULL-terminated list whose SGEs name memory that
+    /// stays valid (or is deregistered) until the requests complete.
+    #[inline]
+    pub unsafe fn post_send_raw(&self, wr: *mut sys::ibv_send_wr) -> Result<()> {
+        let mut bad = ptr::null_mut();
+        // SAFETY: per the caller's contract.
+        let rc = unsafe { sys::ibv_post_send(self.as_raw(), wr, &mut bad) };
+        if rc == 0 {
+            return Ok(());
+        }
+        Err(post_error("ibv_post_send", rc, None))
+    }
+}
+
+/// Refuses a UD send without an address handle (see `post_send`).
+#[inline]
+fn check_ud_addresses(wrs: &[SendWr<'_>]) -> Result<()> {
+    match wrs.iter().position(|w| !w.has_ud_address()) {
+        None => Ok(()),
+        Some(i) => Err(no_address_handle(i)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn no_address_handle(i: usize) -> Error {
+    Error::invalid(
+        "ibv_post_send",
+        format!("work request {i} on a UD QP has no address handle: use SendWr::ud"),
+    )
+}
+
+/// The error of a refused `ibv_post_send`, naming the request `bad` points to.
+#[cold]
+#[inline(never)]
+fn post_send_error(wrs: &[SendWr<'_>], rc: i32, bad: *mut sys::ibv_send_wr) -> Error {
+    let index = wrs.iter().position(|w| ptr::eq(w.as_raw_ptr(), bad));
+    post_error("ibv_post_send", rc, index)
+}
+
+/// The error of a refused `ibv_post_recv`, naming the request `bad` points to.
+#[cold]
+#[inline(never)]
+fn post_recv_error(wrs: &[RecvWr<'_>], rc: i32, bad: *mut sys::ibv_recv_wr) -> Error {
+    let index = wrs.iter().position(|w| ptr::eq(w.as_raw_ptr(), bad));
+    post_error("ibv_post_recv", rc, index)
+}
+
+/// The error of a refused post, naming the refused request when known.
+#[cold]
+#[inline(never)]
+pub(crate) fn post_error(verb: &'static str, rc: i32, index: Option<usize>) -> Error {
+    let e = Error::from_rc(verb, rc);
+    match index {
+        Some(i) => {
+            let cause = e.hint.clone().unwrap_or_default();
+            e.with_hint(format!(
+                "work request {i} and the ones after it were not posted; {cause}"
+            ))
+        }
+        None => e,
+    }
+}
