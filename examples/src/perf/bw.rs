@@ -4,14 +4,15 @@
 //! The client keeps up to `tx_depth` requests in flight, posts them in lists
 //! of `post_list` and signals the last request of every `cq_mod`; it stamps
 //! each post and each completion, from which [`BwResult`] computes the peak
-//! and average bandwidth.
+//! and average bandwidth. On iWARP the SEND client also waits for the
+//! server's credits ([`super::conn::Credits`]) before each post.
 
 use std::mem::MaybeUninit;
 
-use rdma::{RecvWr, SendWr};
+use rdma::{RecvWr, SendWr, WcStatus, WorkCompletion};
 
 use super::clock::cycles;
-use super::conn::Conn;
+use super::conn::{Conn, Credits, CREDIT_WR_ID};
 use super::lat::{wait_completions, POLL_BATCH};
 use super::report::{BwResult, RunResult};
 use super::{Config, Verb};
@@ -31,6 +32,7 @@ pub fn run(cfg: &Config, conn: &mut Conn, size: usize) -> Result<Option<RunResul
 
 fn client(cfg: &Config, conn: &mut Conn, size: usize) -> Result<BwResult> {
     let err = |e: rdma::Error| e.to_string();
+    let mut credits = conn.credits.take();
     let (qp, mr) = (conn.qp(), &conn.mr);
     let sge = [mr.sge(0..size).map_err(err)?];
     let remote = conn.remote.slice(0, size as u64).map_err(err)?;
@@ -70,8 +72,24 @@ fn client(cfg: &Config, conn: &mut Conn, size: usize) -> Result<BwResult> {
     let mut completed = vec![0u64; iters];
     let mut wcs = [MaybeUninit::uninit(); POLL_BATCH];
     let (mut scnt, mut ccnt) = (0usize, 0usize);
+    if let Some(c) = &credits {
+        // The server grants every third of its depth, the last of a size
+        // excepted: a list must fit in the rest.
+        if list > c.depth - c.depth / 3 {
+            return Err(format!(
+                "a post list of {list} does not fit the server's credits (rx depth {})",
+                c.depth
+            ));
+        }
+    }
+    let half = mr.len() / 2;
     while scnt < iters || ccnt < iters {
         while scnt < iters && scnt + list - ccnt <= depth {
+            if let Some(c) = &mut credits {
+                if !may_send(c, mr, half, list)? {
+                    break;
+                }
+            }
             let signal = (scnt + list) % cfg.cq_mod == 0 || scnt + list >= iters;
             posted[scnt] = cycles();
             let wrs = if signal {
@@ -82,6 +100,9 @@ fn client(cfg: &Config, conn: &mut Conn, size: usize) -> Result<BwResult> {
             qp.post_send(wrs)
                 .map_err(|e| format!("Couldn't post send: scnt={scnt}: {e}"))?;
             scnt += list;
+            if let Some(c) = &mut credits {
+                c.count += list as u64;
+            }
         }
         if ccnt < iters {
             let n = if cfg.events {
@@ -98,9 +119,20 @@ fn client(cfg: &Config, conn: &mut Conn, size: usize) -> Result<BwResult> {
             }
         }
     }
+    conn.credits = credits;
     Ok(BwResult::from_stamps(
         size, iters, &posted, &completed, list, cfg.cq_mod,
     ))
+}
+
+/// Whether the sender may post `list` more SENDs: the server's last
+/// credit (the receives it has posted again, in the first 8 bytes of our
+/// target half) plus its depth covers them.
+fn may_send(c: &Credits, mr: &rdma::MemoryRegion, half: usize, list: usize) -> Result<bool> {
+    let mut word = [0u8; 8];
+    mr.read(half, &mut word).map_err(|e| e.to_string())?;
+    let granted = u64::from_le_bytes(word) + c.depth as u64;
+    Ok(c.count + list as u64 <= granted)
 }
 
 /// One poll of the send queue's completions, without waiting.
@@ -123,6 +155,7 @@ fn poll_now(conn: &Conn, wcs: &mut [MaybeUninit<rdma::WorkCompletion>]) -> Resul
 }
 
 fn server(cfg: &Config, conn: &mut Conn, size: usize) -> Result<BwResult> {
+    let mut credits = conn.credits.take();
     let (qp, mr) = (conn.qp(), &conn.mr);
     let half = mr.len() / 2;
     let sge = [mr.sge(half..).map_err(|e| e.to_string())?];
@@ -143,11 +176,66 @@ fn server(cfg: &Config, conn: &mut Conn, size: usize) -> Result<BwResult> {
                 .map_err(|e| format!("Couldn't post receive: rcnt={rcnt}: {e}"))?;
             stamps[rcnt] = now;
             rcnt += 1;
+            if let Some(c) = &mut credits {
+                c.count += 1;
+                // The sender needs no credit for the last of this size:
+                // the next size's receives grant it.
+                if c.count % c.every == 0 && rcnt < iters {
+                    grant(conn, c)?;
+                }
+            }
         }
     }
+    if let Some(c) = &mut credits {
+        settle(conn, c)?;
+    }
+    conn.credits = credits;
     // Each receive stands for both its post and its completion; the peak
     // is taken over stretches that end at the last one.
     Ok(BwResult::from_stamps(
         size, iters, &stamps, &stamps, 1, iters,
     ))
+}
+
+/// Writes the count of receives posted again into the sender's credit
+/// word. One credit WRITE at a time: its source bytes stay as they are
+/// until it completes.
+fn grant(conn: &Conn, c: &mut Credits) -> Result<()> {
+    settle(conn, c)?;
+    let e = |e: rdma::Error| e.to_string();
+    conn.mr.write(0, &c.count.to_le_bytes()).map_err(e)?;
+    let sge = [conn.mr.sge(0..8).map_err(e)?];
+    let to = conn.remote.slice(0, 8).map_err(e)?;
+    conn.qp()
+        .post_send(&mut [SendWr::rdma_write(CREDIT_WR_ID, &sge, to).signaled()])
+        .map_err(|e| format!("Couldn't post the credit WRITE: {e}"))?;
+    c.in_flight = true;
+    Ok(())
+}
+
+/// Waits for the credit WRITE in flight, if any. One flushed because the
+/// sender, done, has already disconnected is no failure: the receives
+/// decide whether the run succeeded.
+fn settle(conn: &Conn, c: &mut Credits) -> Result<()> {
+    let mut wcs = [MaybeUninit::<WorkCompletion>::uninit(); 4];
+    while c.in_flight {
+        for wc in conn
+            .send_cq
+            .poll(&mut wcs)
+            .map_err(|e| format!("poll CQ failed: {e}"))?
+            .iter()
+        {
+            if wc.wr_id() == CREDIT_WR_ID {
+                c.in_flight = false;
+            }
+            if !wc.is_success() && wc.status() != WcStatus::WorkRequestFlushed {
+                return Err(format!(
+                    "Credit WRITE completion with error: {:?} (vendor error {:#x})",
+                    wc.status(),
+                    wc.vendor_err()
+                ));
+            }
+        }
+    }
+    Ok(())
 }

@@ -5,6 +5,13 @@
 //! first half is what it sends (or reads into), the second half is where the
 //! peer's messages land (receives, the peer's RDMA WRITEs) and what the peer
 //! reads. The peer's second half is [`Conn::remote`].
+//!
+//! iWARP has no RNR retry: a SEND that finds no receive posted ends the
+//! connection. On iWARP the receiver of SEND bandwidth therefore grants
+//! credits, as perftest does: it RDMA WRITEs the count of receives it has
+//! posted again into the first 8 bytes of the sender's target half, and the
+//! sender keeps what it has sent within that count plus the receiver's
+//! receive depth ([`Credits`]).
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -12,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use rdma::cm::{CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
 use rdma::{
-    AccessFlags, CompletionChannel, CompletionQueue, Context, Gid, GidType, InitAttr, MemoryRegion,
-    Mtu, Path, ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, RemoteMemory, RtrAttr, RtsAttr,
+    AccessFlags, CompletionChannel, CompletionQueue, Context, DeviceList, Gid, GidType, InitAttr,
+    MemoryRegion, Mtu, Path, ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, RemoteMemory,
+    RtrAttr, RtsAttr, TransportType,
 };
 
 use super::{Config, Kind, Verb};
@@ -35,11 +43,14 @@ pub struct Dest {
     pub gid: Gid,
     /// The memory the peer may write and read.
     pub remote: RemoteMemory,
+    /// The receives this side keeps posted when the peer must wait for its
+    /// credits before sending (iWARP SEND bandwidth), else 0.
+    pub credit_depth: u32,
 }
 
 impl Dest {
     /// The length of the wire form.
-    pub const LEN: usize = 44;
+    pub const LEN: usize = 48;
 
     /// The wire form: little-endian fields in declaration order.
     pub fn to_wire(&self) -> [u8; Self::LEN] {
@@ -50,6 +61,7 @@ impl Dest {
         b[24..32].copy_from_slice(&self.remote.addr.to_le_bytes());
         b[32..40].copy_from_slice(&self.remote.len.to_le_bytes());
         b[40..44].copy_from_slice(&self.remote.rkey.to_le_bytes());
+        b[44..48].copy_from_slice(&self.credit_depth.to_le_bytes());
         b
     }
 
@@ -73,6 +85,7 @@ impl Dest {
                 len: u64_at(32),
                 rkey: u32_at(40),
             },
+            credit_depth: u32_at(44),
         })
     }
 }
@@ -109,6 +122,10 @@ pub struct Conn {
     pub inline_size: u32,
     /// RDMA READs in flight.
     pub reads: u8,
+    /// The credit flow of iWARP SEND bandwidth, on both sides.
+    pub credits: Option<Credits>,
+    /// The device's transport.
+    pub transport: TransportType,
     link: Link,
     _pd: ProtectionDomain,
 }
@@ -225,21 +242,36 @@ impl Conn {
         matches!(self.link, Link::Cm { .. })
     }
 
-    fn new(ctx: Context, r: Resources, remote: RemoteMemory, mtu: Mtu, link: Link) -> Conn {
+    fn new(
+        ctx: Context,
+        r: Resources,
+        peer: &Dest,
+        cfg: &Config,
+        mtu: Mtu,
+        link: Link,
+    ) -> Conn {
         let inline_size = match &link {
             Link::Tcp { qp, .. } => qp.caps().max_inline_data,
             Link::Cm { id, .. } => id.qp().map_or(0, |q| q.caps().max_inline_data),
+        };
+        let transport = transport(&ctx);
+        let credits = if cfg.is_client() {
+            (peer.credit_depth > 0).then(|| Credits::new(peer.credit_depth as usize))
+        } else {
+            (credit_depth(cfg, transport) > 0).then(|| Credits::new(cfg.rx_depth))
         };
         Conn {
             ctx,
             send_cq: r.send_cq,
             recv_cq: r.recv_cq,
             mr: r.mr,
-            remote,
+            remote: peer.remote,
             mtu,
             gid_index: None,
             inline_size,
             reads: r.reads,
+            credits,
+            transport,
             link,
             _pd: r.pd,
         }
@@ -280,6 +312,7 @@ impl Conn {
             psn: pingpong::random_psn(),
             gid,
             remote: r.target()?,
+            credit_depth: credit_depth(cfg, transport(&ctx)),
         };
         let mut stream = match &cfg.args.server {
             Some(host) => tcp_connect(host, cfg.args.port)?,
@@ -308,7 +341,7 @@ impl Conn {
             ..RtsAttr::default()
         })
         .map_err(|e| format!("Failed to modify QP to RTS: {e}"))?;
-        let mut c = Conn::new(ctx, r, peer.remote, mtu, Link::Tcp { qp, stream });
+        let mut c = Conn::new(ctx, r, &peer, cfg, mtu, Link::Tcp { qp, stream });
         c.gid_index = Some(gid_index);
         c.barrier()?;
         Ok(c)
@@ -377,6 +410,7 @@ impl Conn {
             psn: 0,
             gid: Gid::default(),
             remote: r.target()?,
+            credit_depth: credit_depth(cfg, transport(&ctx)),
         };
         let mut param = ConnParam::new().with_private_data(&mine.to_wire());
         param.responder_resources = r.reads;
@@ -403,7 +437,7 @@ impl Conn {
             id: Box::new(id),
             _listener: listener,
         };
-        Ok(Some(Conn::new(ctx, r, peer.remote, mtu, link)))
+        Ok(Some(Conn::new(ctx, r, &peer, cfg, mtu, link)))
     }
 
     /// Waits until the other side gets here too (TCP mode). With rdma_cm
@@ -441,6 +475,54 @@ impl Conn {
             }
         }
         Err("the peer did not disconnect".into())
+    }
+}
+
+/// The device's transport (IB for RoCE too).
+fn transport(ctx: &Context) -> TransportType {
+    DeviceList::new()
+        .ok()
+        .and_then(|l| l.find(ctx.name()).map(|d| d.transport_type()))
+        .unwrap_or(TransportType::Unspecified)
+}
+
+/// The receive depth this side advertises for credits: the receiver of
+/// SEND bandwidth on iWARP, where a SEND without a receive is fatal.
+fn credit_depth(cfg: &Config, transport: TransportType) -> u32 {
+    let receiver = cfg.verb == Verb::Send && cfg.kind == Kind::Bw && !cfg.is_client();
+    if receiver && transport == TransportType::Iwarp {
+        cfg.rx_depth as u32
+    } else {
+        0
+    }
+}
+
+/// The wr_id of the receiver's credit WRITEs.
+pub const CREDIT_WR_ID: u64 = u64::MAX;
+
+/// One side's count in the credit flow, over the whole connection (with
+/// rdma_cm the sides do not synchronise between sizes).
+#[derive(Debug, Clone)]
+pub struct Credits {
+    /// The receives the receiver keeps posted.
+    pub depth: usize,
+    /// Sender: SENDs posted. Receiver: receives completed and posted again.
+    pub count: u64,
+    /// Receiver: a credit WRITE is in flight.
+    pub in_flight: bool,
+    /// Receiver: a credit WRITE is sent each time this many receives were
+    /// posted again (a third of the depth, as perftest).
+    pub every: u64,
+}
+
+impl Credits {
+    fn new(depth: usize) -> Credits {
+        Credits {
+            depth,
+            count: 0,
+            in_flight: false,
+            every: (depth as u64 / 3).max(1),
+        }
     }
 }
 

@@ -172,7 +172,11 @@ pub fn print_header(cfg: &Config, conn: &Conn) {
         " Dual-port       : OFF\t\tDevice         : {}",
         conn.ctx.name()
     );
-    println!(" Number of qps   : 1\t\tTransport type : IB");
+    let transport = match conn.transport {
+        rdma::TransportType::Iwarp => "IW",
+        _ => "IB",
+    };
+    println!(" Number of qps   : 1\t\tTransport type : {transport}");
     println!(" Connection type : RC\t\tUsing SRQ      : OFF");
     println!(" PCIe relax order: OFF");
     println!(
