@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ci/perf.sh [--short]: our perftest-like benchmarks against perftest, side by side.
+# ci/perf.sh [--short | --count]: our perftest-like benchmarks against perftest, side by side.
 #
 # Builds send_lat, write_lat, send_bw and write_bw (package rdma-examples,
 # release) and ci/post_poll.c, boots the VM once and runs, on rxe0 (own TCP
@@ -21,7 +21,8 @@
 # when a run of ours fails (or the VM does); a failed perftest run is
 # reported and left out.
 #
-# `ci/perf.sh --report DIR` prints the table of an earlier run's DIR again.
+# `ci/perf.sh --report DIR` prints the table of an earlier run's DIR again;
+# `ci/perf.sh --count` runs only the instruction counts.
 #
 # Knobs: PERF_ROUNDS (rounds per test; default 1 with --short, else 3),
 # PERF_LAT_ITERS, PERF_BW_ITERS, PERF_PROVIDERS (default "rxe siw"),
@@ -39,6 +40,11 @@ TESTS_FULL=("send_lat 2" "send_lat 64" "write_lat 64" "write_lat 4096" "send_bw 
 guest() {
     local out=$1 bin=$2 post_poll=$3 short=$4 rounds lat_iters bw_iters
     local -a tests
+    if [ "$short" = count ]; then
+        count "$out" "$bin" "$post_poll"
+        echo 0 >"$out/guest-done"
+        return
+    fi
     if [ "$short" = 1 ]; then
         tests=("${TESTS_SHORT[@]}")
         rounds=${PERF_ROUNDS:-1} lat_iters=${PERF_LAT_ITERS:-500} bw_iters=${PERF_BW_ITERS:-2000}
@@ -317,12 +323,13 @@ cd "$REPO_ROOT"
 SHORT=0
 case "${1:-}" in
     --short) SHORT=1 ;;
+    --count) SHORT=count ;;
     "") ;;
     -h | --help)
         sed -n '2,32s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
         exit 0
         ;;
-    *) die "usage: ci/perf.sh [--short]" ;;
+    *) die "usage: ci/perf.sh [--short | --count]" ;;
 esac
 
 if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
