@@ -21,6 +21,9 @@ struct Inner {
     /// Whether this value closes the context: false for the contexts that
     /// librdmacm opens for its ids and closes itself.
     owned: bool,
+    /// What keeps a context this value does not own open (librdmacm's
+    /// reference on its device), for as long as this value lives.
+    _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 // SAFETY: libibverbs contexts are thread-safe: every verb on a context may be
@@ -46,20 +49,30 @@ impl Context {
     /// `raw` must be an open context that nothing else will close.
     pub unsafe fn from_raw(raw: NonNull<sys::ibv_context>) -> Context {
         Context {
-            inner: Arc::new(Inner { raw, owned: true }),
+            inner: Arc::new(Inner {
+                raw,
+                owned: true,
+                _keep: None,
+            }),
         }
     }
 
-    /// A context that librdmacm opened for a CM id: this value never closes it.
+    /// A context that librdmacm opened for a CM id: this value never closes
+    /// it, and holds `keep` (which keeps it open) until the last clone, and
+    /// every object created from it, is gone.
     ///
     /// # Safety
-    /// `raw` must be a context librdmacm keeps open for the life of the
-    /// returned value and everything created from it (librdmacm keeps a
-    /// device's context open until the library is unloaded or the device is
-    /// removed).
-    pub(crate) unsafe fn from_rdmacm(raw: NonNull<sys::ibv_context>) -> Context {
+    /// `raw` must stay open as long as `keep` lives.
+    pub(crate) unsafe fn from_rdmacm(
+        raw: NonNull<sys::ibv_context>,
+        keep: Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Context {
         Context {
-            inner: Arc::new(Inner { raw, owned: false }),
+            inner: Arc::new(Inner {
+                raw,
+                owned: false,
+                _keep: Some(keep),
+            }),
         }
     }
 

@@ -1,10 +1,14 @@
 //! Event channels and CM ids.
 
+use std::any::Any;
+use std::cell::Cell;
+use std::ffi::CStr;
 use std::fmt;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::ptr::{self, NonNull};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use rdmacm_sys as cm;
@@ -46,9 +50,25 @@ pub struct EventChannel {
 
 pub(crate) struct ChannelInner {
     raw: NonNull<cm::rdma_event_channel>,
+    /// The channel's lock. librdmacm processes an event inside
+    /// `rdma_get_cm_event`, before returning it: it reads and writes the
+    /// event's id (`qp`: moved to RTR and RTS on a connect response, to ERR
+    /// on a reject, attached to a group on a join; `verbs`, the addresses,
+    /// the route on resolution and connect requests). Every read of the
+    /// channel holds this lock from `rdma_get_cm_event` to the
+    /// acknowledgement, and so does every call on an id of the channel and
+    /// every read of an id's fields: none of them overlaps librdmacm's
+    /// processing of an event, nor another of them. Reentrant per thread
+    /// (see [`locked`](Self::locked)).
+    lock: Mutex<()>,
+    /// Whether `get_event` returns `Ok(None)` instead of waiting. The fd
+    /// itself is non-blocking at all times, so that a read never waits in
+    /// the kernel with the lock held.
+    nonblocking: AtomicBool,
 }
 
-// SAFETY: an event channel is an fd; librdmacm allows its use from any thread.
+// SAFETY: an event channel is an fd; librdmacm allows its use from any
+// thread. The lock and the flag are Send and Sync.
 unsafe impl Send for ChannelInner {}
 // SAFETY: as above.
 unsafe impl Sync for ChannelInner {}
@@ -60,15 +80,156 @@ impl Drop for ChannelInner {
     }
 }
 
+/// What a thread holds of a channel: the channel's lock, and the event a
+/// read is handing to its callback (not acknowledged yet). Frames live on
+/// the stack of the thread that holds them, linked from [`TOP`].
+struct Frame {
+    /// The channel (its `ChannelInner`'s address).
+    channel: usize,
+    /// The event being handed to a callback; null when there is none, or
+    /// when it has been acknowledged.
+    event: Cell<*mut cm::rdma_cm_event>,
+    /// The id whose events the acknowledgement completes (what
+    /// `rdma_destroy_id` of that id waits for): the listener of a connect
+    /// request, the id of any other event.
+    waits: Cell<*mut cm::rdma_cm_id>,
+    prev: *const Frame,
+}
+
+thread_local! {
+    /// The innermost frame of this thread.
+    static TOP: Cell<*const Frame> = const { Cell::new(ptr::null()) };
+}
+
+/// Links a frame as this thread's innermost one, and unlinks it when
+/// dropped (on unwind too), before the frame itself goes.
+struct Linked<'a>(&'a Frame);
+
+impl<'a> Linked<'a> {
+    fn new(frame: &'a Frame) -> Linked<'a> {
+        TOP.with(|t| t.set(frame));
+        Linked(frame)
+    }
+}
+
+impl Drop for Linked<'_> {
+    fn drop(&mut self) {
+        // Frames are linked and unlinked in stack order on one thread.
+        TOP.with(|t| t.set(self.0.prev));
+    }
+}
+
+/// Calls `f` on each frame of this thread, innermost first.
+fn each_frame(mut f: impl FnMut(&Frame)) {
+    let mut p = TOP.with(Cell::get);
+    while !p.is_null() {
+        // SAFETY: a linked frame is alive: it is unlinked (by `Linked`'s
+        // drop) before its stack slot goes, and only this thread links
+        // frames in its own list.
+        let frame = unsafe { &*p };
+        f(frame);
+        p = frame.prev;
+    }
+}
+
+/// Whether this thread holds the lock of `channel`.
+fn holds(channel: usize) -> bool {
+    let mut held = false;
+    each_frame(|f| held |= f.channel == channel);
+    held
+}
+
+/// Acknowledges, now, the events this thread is handing to callbacks that
+/// `rdma_destroy_id` (or `rdma_leave_multicast`) of `id` would wait for:
+/// they are copied already, and the wait would otherwise never end.
+fn ack_events_of(id: *mut cm::rdma_cm_id) {
+    each_frame(|f| {
+        let ev = f.event.get();
+        if !ev.is_null() && f.waits.get() == id {
+            f.event.set(ptr::null_mut());
+            // SAFETY: an event read and not acknowledged yet (`event` is
+            // cleared as it is acknowledged, once); its contents were copied.
+            unsafe { cm::rdma_ack_cm_event(ev) };
+        }
+    });
+}
+
+/// Acknowledges the event of a frame when dropped, unless that was done
+/// already: on return and on unwind of the callback alike.
+struct AckOnDrop<'a>(&'a Frame);
+
+impl Drop for AckOnDrop<'_> {
+    fn drop(&mut self) {
+        let ev = self.0.event.replace(ptr::null_mut());
+        if !ev.is_null() {
+            // SAFETY: as in `ack_events_of`: read, not yet acknowledged.
+            unsafe { cm::rdma_ack_cm_event(ev) };
+        }
+    }
+}
+
+impl ChannelInner {
+    fn key(&self) -> usize {
+        self as *const ChannelInner as usize
+    }
+
+    /// Runs `f` with the channel's lock held. Reentrant: a thread that
+    /// holds it already (inside the callback of `get_event_with`, say) runs
+    /// `f` at once, which is sound since nothing else can hold it then.
+    pub(crate) fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        let key = self.key();
+        if holds(key) {
+            return f();
+        }
+        // The lock guards no data; a panic under it leaves nothing broken.
+        let _lock = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let frame = Frame {
+            channel: key,
+            event: Cell::new(ptr::null_mut()),
+            waits: Cell::new(ptr::null_mut()),
+            prev: TOP.with(Cell::get),
+        };
+        let _linked = Linked::new(&frame);
+        f()
+    }
+}
+
+/// Waits until `fd` is readable, up to `ms` milliseconds (-1: no limit);
+/// whether it is.
+fn wait_readable(fd: RawFd, ms: i32) -> Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n >= 0 {
+            return Ok(n > 0);
+        }
+        let e = Error::last("poll");
+        if e.errno() != libc::EINTR {
+            return Err(e);
+        }
+    }
+}
+
 impl EventChannel {
     /// Creates an event channel.
     pub fn new() -> Result<EventChannel> {
         // SAFETY: no arguments; NULL on failure.
         let raw = unsafe { cm::rdma_create_event_channel() };
         let raw = NonNull::new(raw).ok_or_else(|| Error::last("rdma_create_event_channel"))?;
-        Ok(EventChannel {
-            inner: Arc::new(ChannelInner { raw }),
-        })
+        let channel = EventChannel {
+            inner: Arc::new(ChannelInner {
+                raw,
+                lock: Mutex::new(()),
+                nonblocking: AtomicBool::new(false),
+            }),
+        };
+        crate::channel::set_nonblocking(channel.as_raw_fd(), true)?;
+        Ok(channel)
     }
 
     /// The raw channel, valid while this value lives.
@@ -77,9 +238,13 @@ impl EventChannel {
     }
 
     /// Makes [`get_event`](Self::get_event) return `Ok(None)` instead of
-    /// blocking when no event is pending.
+    /// blocking when no event is pending. (The fd is non-blocking either
+    /// way; a blocking read waits with `poll`. Do not clear `O_NONBLOCK` on
+    /// it: a read would then wait in the kernel holding the channel's lock,
+    /// and every call on its ids with it.)
     pub fn set_nonblocking(&self, nonblocking: bool) -> Result<()> {
-        crate::channel::set_nonblocking(self.as_raw_fd(), nonblocking)
+        self.inner.nonblocking.store(nonblocking, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The next event, copied and acknowledged; `Ok(None)` when non-blocking
@@ -89,15 +254,48 @@ impl EventChannel {
     }
 
     /// The next event, copied, handed to `f` before it is acknowledged (so
-    /// that destroying its id waits until `f` has returned); `f`'s result,
-    /// or `Ok(None)` when non-blocking and none is pending.
+    /// that destroying its id waits until `f` has returned: a router can
+    /// route it to its id without the id going meanwhile); `f`'s result, or
+    /// `Ok(None)` when non-blocking and none is pending.
     ///
-    /// `f` must not drop the event's new id (of a connect request) nor
-    /// destroy any id with an unacknowledged event: that destroy would wait
-    /// for this acknowledgement. It returns what is to be dropped.
-    pub(crate) fn get_event_with<R>(&self, f: impl FnOnce(CmEvent) -> R) -> Result<Option<R>> {
+    /// The event is acknowledged when `f` returns or panics. `f` may drop
+    /// ids, the event's own id (or listener) too: that acknowledges the
+    /// event first, since its destruction would wait for it.
+    pub fn get_event_with<R>(&self, f: impl FnOnce(CmEvent) -> R) -> Result<Option<R>> {
+        let mut f = Some(f);
+        loop {
+            let blocking = !self.inner.nonblocking.load(Ordering::Relaxed);
+            if blocking {
+                wait_readable(self.as_raw_fd(), -1)?;
+            }
+            if let Some(r) = self.try_event_with(&mut f)? {
+                return Ok(Some(r));
+            }
+            if !blocking {
+                return Ok(None);
+            }
+            // Another reader took the event: wait for the next one.
+        }
+    }
+
+    /// One non-blocking read: `f`'s result, or `Ok(None)` when no event is
+    /// pending (then `f` is left).
+    fn try_event_with<R>(&self, f: &mut Option<impl FnOnce(CmEvent) -> R>) -> Result<Option<R>> {
+        let inner = &*self.inner;
+        let key = inner.key();
+        let _lock =
+            (!holds(key)).then(|| inner.lock.lock().unwrap_or_else(PoisonError::into_inner));
+        let frame = Frame {
+            channel: key,
+            event: Cell::new(ptr::null_mut()),
+            waits: Cell::new(ptr::null_mut()),
+            prev: TOP.with(Cell::get),
+        };
+        let _linked = Linked::new(&frame);
         let mut ev = ptr::null_mut();
-        // SAFETY: a live channel; `ev` is writable.
+        // SAFETY: a live channel; `ev` is writable. The lock is held (here
+        // or by an outer frame of this thread), so librdmacm's processing
+        // of the event overlaps no access of this crate to its id.
         if unsafe { cm::rdma_get_cm_event(self.as_raw(), &mut ev) } != 0 {
             let e = Error::last("rdma_get_cm_event");
             return if e.errno() == libc::EAGAIN {
@@ -106,37 +304,44 @@ impl EventChannel {
                 Err(e)
             };
         }
-        // SAFETY: `ev` is a live event until acked below.
+        frame.event.set(ev);
+        let _ack = AckOnDrop(&frame);
+        // SAFETY: `ev` is a live event until acknowledged, which happens
+        // only through `frame` (below, or in `ack_events_of`), after this.
         let mut event = unsafe { CmEvent::copy(ev) };
+        let waits = if event.kind == CmEventKind::ConnectRequest {
+            event.listen_id
+        } else {
+            event.id
+        };
+        frame.waits.set(waits);
         if event.kind == CmEventKind::ConnectRequest {
             // The new id belongs to the application from now on.
             if let Some(raw) = NonNull::new(event.id) {
                 event.new_id = Some(CmId::from_new(raw, self.clone()));
             }
         }
-        let r = f(event);
-        // SAFETY: acknowledged once; everything needed was copied.
-        unsafe { cm::rdma_ack_cm_event(ev) };
-        Ok(Some(r))
+        let f = f.take().expect("an event is handed to the callback once");
+        Ok(Some(f(event)))
     }
 
     /// Waits up to `timeout` for the next event (`Ok(None)` on timeout).
     pub fn wait_event(&self, timeout: Duration) -> Result<Option<CmEvent>> {
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        let mut pfd = libc::pollfd {
-            fd: self.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n < 0 {
-            return Err(Error::last("poll"));
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let ms = left.as_millis().min(i32::MAX as u128) as i32;
+            if !wait_readable(self.as_raw_fd(), ms)? {
+                return Ok(None);
+            }
+            let mut f = Some(|event| event);
+            if let Some(ev) = self.try_event_with(&mut f)? {
+                return Ok(Some(ev));
+            }
+            if left.is_zero() {
+                return Ok(None);
+            }
         }
-        if n == 0 {
-            return Ok(None);
-        }
-        self.get_event()
     }
 
     /// Waits up to `timeout` for an event of `kind` about `id`; any other
@@ -203,22 +408,110 @@ pub struct CmId {
     raw: NonNull<cm::rdma_cm_id>,
     qp: Option<QueuePair>,
     channel: EventChannel,
+    /// The multicast groups joined and not left: they are left before the
+    /// QP goes, since a QP attached to a group cannot be destroyed.
+    groups: Mutex<Vec<SocketAddr>>,
 }
 
-// SAFETY: librdmacm allows calls on an id from any thread; the QP is Send
-// and Sync.
+// SAFETY: librdmacm allows calls on an id from any thread, and the QP is
+// Send. The id's fields are written by librdmacm in calls on the id and in
+// the processing of its events; every such call, and every read of a field
+// here, holds the channel's lock (`ChannelInner::locked`), so none overlaps
+// another.
 unsafe impl Send for CmId {}
-// SAFETY: as above; `&CmId` methods are librdmacm calls that lock internally.
+// SAFETY: as above: `&CmId` methods make their librdmacm calls and read the
+// id's fields with the channel's lock held; the QP and `groups` are Sync.
 unsafe impl Sync for CmId {}
 
 impl Drop for CmId {
     fn drop(&mut self) {
-        self.destroy_qp();
+        let qp = self.detach_qp();
+        // An event of this id being handed to a callback on this thread
+        // would never be acknowledged while rdma_destroy_id waits for it.
+        ack_events_of(self.as_raw());
         // SAFETY: destroyed once. Every event of this id is acknowledged once
-        // read (CmEvent copies) and, through AsyncCm, routed, so this waits
-        // at most for a routing under way.
+        // read (CmEvent copies; an event being handed to a callback on
+        // another thread is acknowledged when it returns, and one on this
+        // thread just was), so this waits at most for a callback under way.
+        // Once it returns, librdmacm touches neither the id nor its QP again.
         unsafe { cm::rdma_destroy_id(self.raw.as_ptr()) };
+        // The QP goes after the id, whose events could use it until then
+        // (detach_qp has also cleared `qp` under the lock).
+        drop(qp);
     }
+}
+
+/// librdmacm's reference on its devices (`rdma_get_devices`): while it
+/// lives, librdmacm closes none of the contexts in its list, not even when
+/// a device goes away and its last id is destroyed (it closes them when the
+/// list is freed then).
+struct DevicePin {
+    list: NonNull<*mut crate::sys::ibv_context>,
+}
+
+// SAFETY: the list is read-only, and `rdma_free_devices` may be called from
+// any thread (it takes librdmacm's global lock).
+unsafe impl Send for DevicePin {}
+// SAFETY: as above.
+unsafe impl Sync for DevicePin {}
+
+impl DevicePin {
+    /// Takes a reference on every device librdmacm knows (opening their
+    /// contexts, as `rdma_get_devices` does).
+    fn new() -> Option<DevicePin> {
+        // SAFETY: NULL for the count is allowed; NULL on failure.
+        let list = unsafe { cm::rdma_get_devices(ptr::null_mut()) };
+        Some(DevicePin {
+            list: NonNull::new(list.cast())?,
+        })
+    }
+
+    /// Whether `verbs` is one of the pinned contexts.
+    fn holds(&self, verbs: *mut crate::sys::ibv_context) -> bool {
+        let mut p = self.list.as_ptr();
+        // SAFETY: a NULL-terminated array, alive until freed in Drop.
+        unsafe {
+            while !(*p).is_null() {
+                if *p == verbs {
+                    return true;
+                }
+                p = p.add(1);
+            }
+        }
+        false
+    }
+}
+
+impl Drop for DevicePin {
+    fn drop(&mut self) {
+        // SAFETY: the list of rdma_get_devices, freed once.
+        unsafe { cm::rdma_free_devices(self.list.as_ptr().cast()) };
+    }
+}
+
+/// The pin that contexts handed out share while any of them lives, so that
+/// `context()` lists the devices (a sysfs scan) only when none does.
+static PIN: Mutex<Option<Weak<DevicePin>>> = Mutex::new(None);
+
+/// A pin that holds `verbs`; `None` when librdmacm lists no such context
+/// (its device is being removed).
+///
+/// `verbs` must be the context of a live id: the id's reference on its
+/// device keeps it open, so no other context can have its address, and a
+/// list that holds that address holds this context.
+fn pin(verbs: *mut crate::sys::ibv_context) -> Option<Arc<DevicePin>> {
+    let mut cached = PIN.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(p) = cached.as_ref().and_then(Weak::upgrade) {
+        if p.holds(verbs) {
+            return Some(p);
+        }
+    }
+    let p = Arc::new(DevicePin::new()?);
+    if !p.holds(verbs) {
+        return None;
+    }
+    *cached = Some(Arc::downgrade(&p));
+    Some(p)
 }
 
 fn rc(verb: &'static str, r: i32) -> Result<()> {
@@ -255,6 +548,7 @@ impl CmId {
             raw,
             qp: None,
             channel,
+            groups: Mutex::new(Vec::new()),
         }
     }
 
@@ -268,13 +562,20 @@ impl CmId {
         &self.channel
     }
 
+    /// Runs `f` with the lock of the id's channel held: librdmacm then
+    /// neither processes an event of the id nor runs another call on it.
+    fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.channel.inner.locked(f)
+    }
+
     /// Binds to a local address (port 0: an ephemeral port).
     pub fn bind(&self, addr: SocketAddr) -> Result<()> {
         let mut a = RawAddr::new(addr);
-        // SAFETY: a live id; a complete socket address.
-        rc("rdma_bind_addr", unsafe {
-            cm::rdma_bind_addr(self.as_raw(), a.as_mut_ptr())
-        })
+        // SAFETY: a live id; a complete socket address; the lock is held.
+        rc(
+            "rdma_bind_addr",
+            self.locked(|| unsafe { cm::rdma_bind_addr(self.as_raw(), a.as_mut_ptr()) }),
+        )
         .map_err(|e| {
             if e.errno() == libc::EADDRINUSE {
                 e.with_hint(format!("{addr} is already bound by another CM id"))
@@ -288,10 +589,11 @@ impl CmId {
 
     /// Listens for connect requests.
     pub fn listen(&self, backlog: i32) -> Result<()> {
-        // SAFETY: a live id.
-        rc("rdma_listen", unsafe {
-            cm::rdma_listen(self.as_raw(), backlog)
-        })
+        // SAFETY: a live id; the lock is held.
+        rc(
+            "rdma_listen",
+            self.locked(|| unsafe { cm::rdma_listen(self.as_raw(), backlog) }),
+        )
     }
 
     /// Starts resolving `dst` (and binds to `src` or a local address of the
@@ -305,36 +607,59 @@ impl CmId {
         let mut d = RawAddr::new(dst);
         let mut s = src.map(RawAddr::new);
         let sp = s.as_mut().map_or(ptr::null_mut(), |s| s.as_mut_ptr());
-        // SAFETY: a live id; complete socket addresses or NULL.
-        rc("rdma_resolve_addr", unsafe {
-            cm::rdma_resolve_addr(self.as_raw(), sp, d.as_mut_ptr(), timeout_ms(timeout))
-        })
+        // SAFETY: a live id; complete socket addresses or NULL; the lock is
+        // held.
+        rc(
+            "rdma_resolve_addr",
+            self.locked(|| unsafe {
+                cm::rdma_resolve_addr(self.as_raw(), sp, d.as_mut_ptr(), timeout_ms(timeout))
+            }),
+        )
     }
 
     /// Starts resolving the route; completes with `RouteResolved` or `RouteError`.
     pub fn resolve_route(&self, timeout: Duration) -> Result<()> {
-        // SAFETY: a live id with a resolved address.
-        rc("rdma_resolve_route", unsafe {
-            cm::rdma_resolve_route(self.as_raw(), timeout_ms(timeout))
-        })
+        // SAFETY: a live id; the lock is held.
+        rc(
+            "rdma_resolve_route",
+            self.locked(|| unsafe { cm::rdma_resolve_route(self.as_raw(), timeout_ms(timeout)) }),
+        )
     }
 
     /// The verbs context of the device the id is bound to (after address
     /// resolution, a bind to a device address, or a connect request).
     ///
-    /// librdmacm owns this context; the returned value never closes it.
+    /// librdmacm owns this context and closes it once its device is gone
+    /// and nothing uses it: the returned value (and every PD, CQ, MR made
+    /// from it) holds a reference on librdmacm's devices that keeps it open
+    /// meanwhile, beyond the id. `None` too when the device is being
+    /// removed.
     pub fn context(&self) -> Option<Context> {
-        // SAFETY: a live id; `verbs` is set by librdmacm once bound.
-        let raw = NonNull::new(unsafe { (*self.as_raw()).verbs })?;
-        // SAFETY: librdmacm keeps the contexts of its devices open until the
-        // library is unloaded or the device removed.
-        Some(unsafe { Context::from_rdmacm(raw) })
+        // The pin is taken with the lock held, so that `verbs` stays the
+        // id's context (held open by the id's own reference) until then.
+        self.locked(|| {
+            let raw = NonNull::new(self.verbs())?;
+            let keep: Arc<dyn Any + Send + Sync> = pin(raw.as_ptr())?;
+            // SAFETY: `keep` holds librdmacm's reference on the device of
+            // `raw` (`pin` found `raw` in its list), and librdmacm closes a
+            // context only when no reference on its device is left.
+            Some(unsafe { Context::from_rdmacm(raw, keep) })
+        })
+    }
+
+    /// The id's `verbs` field (NULL until the id has a device).
+    fn verbs(&self) -> *mut crate::sys::ibv_context {
+        // SAFETY: a live id; the field is written by librdmacm only in calls
+        // on the id and in the processing of its events, which the lock
+        // (held by every caller) keeps from overlapping this read.
+        self.locked(|| unsafe { (*self.as_raw()).verbs })
     }
 
     /// The port of the device the id is bound to.
     pub fn port_num(&self) -> u8 {
-        // SAFETY: a live id.
-        unsafe { (*self.as_raw()).port_num }
+        // SAFETY: a live id; the lock keeps librdmacm's writes of the field
+        // from overlapping this read (see `verbs`).
+        self.locked(|| unsafe { (*self.as_raw()).port_num })
     }
 
     /// Creates a queue pair for the id, on its device, and attaches it, as
@@ -351,17 +676,21 @@ impl CmId {
         if self.qp.is_some() {
             return Err(Error::invalid("rdma_create_qp", "the id already has a QP"));
         }
-        let ctx = self.context().ok_or_else(|| {
-            Error::invalid("rdma_create_qp", "the id is not bound to a device yet")
-        })?;
-        if ctx.name() != pd.context().name() {
+        let verbs = self.verbs();
+        if verbs.is_null() {
             return Err(Error::invalid(
                 "rdma_create_qp",
-                format!(
-                    "the PD is on {}, the id on {}",
-                    pd.context().name(),
-                    ctx.name()
-                ),
+                "the id is not bound to a device yet",
+            ));
+        }
+        // SAFETY: the id's context, kept open by the id; its device holds
+        // its name.
+        let name = unsafe { CStr::from_ptr(crate::sys::ibv_get_device_name((*verbs).device)) };
+        let name = name.to_str().unwrap_or("?");
+        if name != pd.context().name() {
+            return Err(Error::invalid(
+                "rdma_create_qp",
+                format!("the PD is on {}, the id on {name}", pd.context().name()),
             ));
         }
         let qp = QueuePair::builder(pd, qp_type, send_cq)
@@ -380,9 +709,11 @@ impl CmId {
             qp.set_state(crate::QpState::Rtr)?;
             qp.to_rts(&crate::RtsAttr::default())?;
         }
-        // SAFETY: a live id; the QP lives as long as the id holds it, and
-        // Drop detaches it before destroying it.
-        unsafe { (*self.as_raw()).qp = qp.as_raw() };
+        // SAFETY: a live id; the lock keeps this write from overlapping
+        // librdmacm's reads of the field (event processing, calls on the
+        // id). The QP lives as long as the id holds it: `detach_qp` clears
+        // the field, under the lock, before the QP goes.
+        self.locked(|| unsafe { (*self.as_raw()).qp = qp.as_raw() });
         Ok(self.qp.insert(qp))
     }
 
@@ -395,10 +726,11 @@ impl CmId {
         let mut attr: crate::sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         attr.qp_state = state;
         let mut mask = 0;
-        // SAFETY: a live id; writable out-parameters.
-        rc("rdma_init_qp_attr", unsafe {
-            cm::rdma_init_qp_attr(self.as_raw(), &mut attr, &mut mask)
-        })?;
+        // SAFETY: a live id; writable out-parameters; the lock is held.
+        rc(
+            "rdma_init_qp_attr",
+            self.locked(|| unsafe { cm::rdma_init_qp_attr(self.as_raw(), &mut attr, &mut mask) }),
+        )?;
         Ok((attr, mask as u32))
     }
 
@@ -409,34 +741,69 @@ impl CmId {
 
     /// Detaches the id's queue pair and destroys it, as `rdma_destroy_qp`
     /// does (after [`disconnect`](Self::disconnect), say); the id lives on.
-    /// Its CQs and PD go when nothing else holds them. Nothing happens when
-    /// the id has no QP.
+    /// The multicast groups the id joined are left first (a QP attached to
+    /// a group cannot be destroyed). Its CQs and PD go when nothing else
+    /// holds them. Nothing happens when the id has no QP.
     pub fn destroy_qp(&mut self) {
-        if let Some(qp) = self.qp.take() {
-            // SAFETY: a live id; librdmacm no longer touches the QP once
-            // detached, and the QP is then destroyed by its own Drop.
-            unsafe { (*self.as_raw()).qp = ptr::null_mut() };
-            drop(qp);
-        }
+        drop(self.detach_qp());
+    }
+
+    /// Leaves the id's groups and clears its `qp` field, with the lock
+    /// held: librdmacm touches the QP no more (its event processing and the
+    /// calls on the id read the field under the same lock), and the caller
+    /// may destroy it.
+    fn detach_qp(&mut self) -> Option<QueuePair> {
+        let raw = self.as_raw();
+        let groups = std::mem::take(
+            self.groups
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        let qp = self.qp.take();
+        self.channel.inner.locked(|| {
+            if !groups.is_empty() {
+                // rdma_leave_multicast waits for the group's events, one of
+                // which this thread may be handing to a callback.
+                ack_events_of(raw);
+            }
+            for addr in groups {
+                let mut a = RawAddr::new(addr);
+                // SAFETY: a live id; a complete address; the lock is held.
+                // Detaches the QP from the group (when its join was
+                // processed, which happens under the lock too) and waits for
+                // the group's events to be acknowledged, which every read
+                // does before it lets go of the lock. A failure leaves
+                // nothing to undo.
+                unsafe { cm::rdma_leave_multicast(raw, a.as_mut_ptr()) };
+            }
+            if qp.is_some() {
+                // SAFETY: a live id; the lock is held.
+                unsafe { (*raw).qp = ptr::null_mut() };
+            }
+        });
+        qp
     }
 
     /// Starts connecting (after route resolution); completes with
     /// `Established`, `Rejected`, `Unreachable` or `ConnectError`.
     pub fn connect(&self, param: &ConnParam) -> Result<()> {
         let mut p = param.raw()?;
-        // SAFETY: a live id; `p` points into `param`, alive during the call.
-        rc("rdma_connect", unsafe {
-            cm::rdma_connect(self.as_raw(), &mut p)
-        })
+        // SAFETY: a live id; `p` points into `param`, alive during the call;
+        // the lock is held.
+        rc(
+            "rdma_connect",
+            self.locked(|| unsafe { cm::rdma_connect(self.as_raw(), &mut p) }),
+        )
     }
 
     /// Accepts the connect request this id was created by.
     pub fn accept(&self, param: &ConnParam) -> Result<()> {
         let mut p = param.raw()?;
         // SAFETY: as in `connect`.
-        rc("rdma_accept", unsafe {
-            cm::rdma_accept(self.as_raw(), &mut p)
-        })
+        rc(
+            "rdma_accept",
+            self.locked(|| unsafe { cm::rdma_accept(self.as_raw(), &mut p) }),
+        )
     }
 
     /// Rejects the connect request this id was created by, with private data.
@@ -448,64 +815,96 @@ impl CmId {
         } else {
             private_data.as_ptr().cast()
         };
-        // SAFETY: a live id; `p` is NULL or `len` readable bytes.
-        rc("rdma_reject", unsafe {
-            cm::rdma_reject(self.as_raw(), p, len)
-        })
+        // SAFETY: a live id; `p` is NULL or `len` readable bytes; the lock is
+        // held.
+        rc(
+            "rdma_reject",
+            self.locked(|| unsafe { cm::rdma_reject(self.as_raw(), p, len) }),
+        )
     }
 
     /// Disconnects; both sides then get `Disconnected`.
     pub fn disconnect(&self) -> Result<()> {
-        // SAFETY: a live id.
-        rc("rdma_disconnect", unsafe {
-            cm::rdma_disconnect(self.as_raw())
-        })
+        // SAFETY: a live id; the lock is held (rdma_disconnect moves the QP
+        // to ERR).
+        rc(
+            "rdma_disconnect",
+            self.locked(|| unsafe { cm::rdma_disconnect(self.as_raw()) }),
+        )
     }
 
     /// Joins the multicast group `addr`; completes with `MulticastJoin`
     /// (whose UD parameters address the group) or `MulticastError`.
     pub fn join_multicast(&self, addr: SocketAddr) -> Result<()> {
         let mut a = RawAddr::new(addr);
-        // SAFETY: a live id; a complete address; no context pointer.
-        rc("rdma_join_multicast", unsafe {
-            cm::rdma_join_multicast(self.as_raw(), a.as_mut_ptr(), ptr::null_mut())
+        self.locked(|| {
+            // SAFETY: a live id; a complete address; no context pointer; the
+            // lock is held.
+            rc("rdma_join_multicast", unsafe {
+                cm::rdma_join_multicast(self.as_raw(), a.as_mut_ptr(), ptr::null_mut())
+            })?;
+            self.groups
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(addr);
+            Ok(())
         })
     }
 
     /// Leaves the multicast group `addr`.
     pub fn leave_multicast(&self, addr: SocketAddr) -> Result<()> {
         let mut a = RawAddr::new(addr);
-        // SAFETY: a live id; a complete address.
-        rc("rdma_leave_multicast", unsafe {
-            cm::rdma_leave_multicast(self.as_raw(), a.as_mut_ptr())
+        self.locked(|| {
+            // librdmacm forgets the group whatever the outcome, once it
+            // finds it (EADDRNOTAVAIL: it did not).
+            let mut groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(i) = groups.iter().position(|g| *g == addr) {
+                groups.remove(i);
+            }
+            drop(groups);
+            // rdma_leave_multicast waits for the group's events, one of
+            // which this thread may be handing to a callback.
+            ack_events_of(self.as_raw());
+            // SAFETY: a live id; a complete address; the lock is held, and
+            // every read acknowledges its event before it lets go of it, so
+            // the wait for the group's events ends.
+            rc("rdma_leave_multicast", unsafe {
+                cm::rdma_leave_multicast(self.as_raw(), a.as_mut_ptr())
+            })
         })
     }
 
     /// Lets the id's address be reused (`RDMA_OPTION_ID_REUSEADDR`).
     pub fn set_reuseaddr(&self, on: bool) -> Result<()> {
         let mut v: i32 = on as i32;
-        // SAFETY: a live id; `v` is the int the option expects.
-        rc("rdma_set_option", unsafe {
-            cm::rdma_set_option(
-                self.as_raw(),
-                cm::RDMA_OPTION_ID as i32,
-                cm::RDMA_OPTION_ID_REUSEADDR as i32,
-                (&mut v as *mut i32).cast(),
-                std::mem::size_of::<i32>(),
-            )
-        })
+        // SAFETY: a live id; `v` is the int the option expects; the lock is
+        // held.
+        rc(
+            "rdma_set_option",
+            self.locked(|| unsafe {
+                cm::rdma_set_option(
+                    self.as_raw(),
+                    cm::RDMA_OPTION_ID as i32,
+                    cm::RDMA_OPTION_ID_REUSEADDR as i32,
+                    (&mut v as *mut i32).cast(),
+                    std::mem::size_of::<i32>(),
+                )
+            }),
+        )
     }
 
     /// The local address.
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        // SAFETY: a live id; the route's address storage is large enough.
-        unsafe { from_raw(cm::rdma_get_local_addr(self.as_raw())) }
+        // SAFETY: a live id; the route's address storage is large enough;
+        // the lock keeps librdmacm's writes of it (bind, resolution, connect
+        // requests) from overlapping the read.
+        self.locked(|| unsafe { from_raw(cm::rdma_get_local_addr(self.as_raw())) })
     }
 
     /// The peer's address.
     pub fn peer_addr(&self) -> Option<SocketAddr> {
         // SAFETY: as above.
-        unsafe { from_raw(cm::rdma_get_peer_addr(self.as_raw())) }
+        self.locked(|| unsafe { from_raw(cm::rdma_get_peer_addr(self.as_raw())) })
     }
 }
 
