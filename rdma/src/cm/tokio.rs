@@ -230,22 +230,62 @@ impl Drop for StopGuard {
     }
 }
 
+/// Read errors in a row after which the router gives up (a channel that
+/// fails every read would otherwise keep it busy for ever).
+const MAX_READ_ERRORS: u32 = 16;
+
+/// What the router does after draining the channel.
+#[derive(Debug, PartialEq, Eq)]
+enum Drained {
+    /// The channel is empty (EAGAIN): wait for the next edge.
+    Empty,
+    /// A read failed: the channel may still hold events, and no new edge
+    /// may come for them; read again (after a yield).
+    Failed,
+}
+
+/// Reads events until the channel is empty or a read fails, handing each
+/// to `done` once acknowledged.
+fn drain<T>(mut read: impl FnMut() -> Result<Option<T>>, mut done: impl FnMut(T)) -> Drained {
+    loop {
+        match read() {
+            Ok(Some(left)) => done(left),
+            Ok(None) => return Drained::Empty,
+            Err(_) => return Drained::Failed,
+        }
+    }
+}
+
 async fn route_events(fd: AsyncFd<ChannelFd>, shared: Arc<Shared>) {
     let _stop = StopGuard(Arc::clone(&shared));
+    let mut errors = 0;
     loop {
         let Ok(mut guard) = fd.readable().await else {
             return;
         };
         // Every event that is there, then wait again. Each is routed before
         // it is acknowledged, so its id cannot be destroyed (and its address
-        // reused by a new id) between the read and the routing.
-        while let Ok(Some(unrouted)) = shared.channel.get_event_with(|e| route(&shared, e)) {
-            // Acknowledged: what is left of an id that is gone can go now (a
-            // new id in it is destroyed).
-            drop(unrouted);
+        // reused by a new id) between the read and the routing. What is
+        // left of an id that is gone goes once the event is acknowledged (a
+        // new id in it is destroyed).
+        let read = || shared.channel.get_event_with(|e| route(&shared, e));
+        match drain(read, drop) {
+            // Readiness is cleared only when a read said EAGAIN: an event
+            // left behind by a failed read would otherwise wait for the
+            // next event's edge.
+            Drained::Empty => {
+                errors = 0;
+                guard.clear_ready();
+            }
+            Drained::Failed => {
+                errors += 1;
+                if errors >= MAX_READ_ERRORS {
+                    return;
+                }
+                drop(guard);
+                tokio::task::yield_now().await;
+            }
         }
-        // No event (or a read error, which leaves the channel as it was).
-        guard.clear_ready();
     }
 }
 
@@ -513,5 +553,29 @@ impl ConnectRequest {
     /// Rejects with private data.
     pub fn reject(self, private_data: &[u8]) -> Result<()> {
         self.id.id().reject(private_data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_router_clears_readiness_only_when_the_channel_is_empty() {
+        let mut reads = vec![Ok(Some(1)), Ok(Some(2)), Ok(None)].into_iter();
+        let mut got = Vec::new();
+        let d = drain(|| reads.next().unwrap(), |e| got.push(e));
+        assert_eq!((d, got), (Drained::Empty, vec![1, 2]));
+
+        // A failed read after an event: not empty, so readiness stays set
+        // and the router reads again.
+        let mut reads = vec![
+            Ok(Some(1)),
+            Err(Error::new("rdma_get_cm_event", libc::ENOMEM)),
+        ]
+        .into_iter();
+        let mut got = Vec::new();
+        let d = drain(|| reads.next().unwrap(), |e| got.push(e));
+        assert_eq!((d, got), (Drained::Failed, vec![1]));
     }
 }
