@@ -75,18 +75,42 @@ impl Registration {
 
 /// A registered MAD agent, unregistered on drop. It keeps its port open.
 ///
-/// Send unsolicited MADs and responses with [`Agent::send`] and
-/// [`Agent::respond`]; send a request and wait for its response with
+/// Send unsolicited MADs and responses with [`AgentView::send`] and
+/// [`AgentView::respond`]; send a request and wait for its response with
 /// [`Agent::request`], or send it with [`Agent::send_request`] and collect
 /// the response (or the timeout) with [`Agent::recv`].
+///
+/// What does not receive (its ID, its TIDs, sending and responding) is on
+/// [`AgentView`], which an `Agent` dereferences to.
 pub struct Agent {
+    view: AgentView,
+}
+
+/// An agent without its receiving half: its ID and registration, fresh
+/// TIDs, and the sends that expect no response to collect.
+/// [`AsyncAgent::agent`](super::AsyncAgent::agent) gives only this, since a
+/// blocking receive there would race its port's reader task for MADs.
+pub struct AgentView {
     port: Arc<PortInner>,
     id: u32,
     reg: Registration,
     next_tid: AtomicU32,
 }
 
+impl std::ops::Deref for Agent {
+    type Target = AgentView;
+    fn deref(&self) -> &AgentView {
+        &self.view
+    }
+}
+
 impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.view.fmt(f)
+    }
+}
+
+impl std::fmt::Debug for AgentView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent")
             .field("id", &self.id)
@@ -145,13 +169,75 @@ impl Agent {
             .map_or(1, |d| d.subsec_nanos())
             ^ id.rotate_left(16);
         Ok(Agent {
-            port,
-            id,
-            reg: *reg,
-            next_tid: AtomicU32::new(seed | 1),
+            view: AgentView {
+                port,
+                id,
+                reg: *reg,
+                next_tid: AtomicU32::new(seed | 1),
+            },
         })
     }
 
+    /// Sends a request that the kernel tracks: it resends it `retries` times
+    /// every `timeout`, and hands back either the response or, when none
+    /// came, a timeout notice ([`Received::is_timeout`]) through
+    /// [`Agent::recv`].
+    pub fn send_request(
+        &self,
+        mad: &Mad,
+        addr: &Address,
+        timeout: Duration,
+        retries: u32,
+    ) -> Result<()> {
+        let ms = timeout.as_millis().clamp(1, u32::MAX as u128) as u32;
+        self.view.write(mad, addr, ms, retries)
+    }
+
+    /// Sends a request and waits for its response: the MAD of this agent
+    /// whose TID matches in its lower 32 bits. A request that got no answer
+    /// after its retries is [`Error::Timeout`] with its TID.
+    pub fn request(
+        &self,
+        mad: &Mad,
+        addr: &Address,
+        timeout: Duration,
+        retries: u32,
+    ) -> Result<Received> {
+        self.send_request(mad, addr, timeout, retries)?;
+        let tid = mad.tid() as u32;
+        let id = self.id;
+        let r = self
+            .port
+            .recv_matching(Some(wait_limit(timeout, retries)), |r| {
+                r.agent_id == id
+                    && r.tid() as u32 == tid
+                    && (r.status != 0 || r.mad.method().is_response())
+            })
+            .map_err(|e| match e {
+                Error::RecvTimeout(_) => Error::Timeout { tid: mad.tid() },
+                e => e,
+            })?;
+        check_status(r)
+    }
+
+    /// The next MAD for this agent (a request for a server, a response or
+    /// timeout notice for a client), waiting up to `timeout`.
+    pub fn recv(&self, timeout: Option<Duration>) -> Result<Received> {
+        let id = self.id;
+        self.port.recv_matching(timeout, |r| r.agent_id == id)
+    }
+}
+
+/// How long to wait for the answer to a request sent with `timeout` and
+/// `retries`: every try, and a second more, since the kernel reports the
+/// timeout itself. Saturates rather than overflows.
+pub(crate) fn wait_limit(timeout: Duration, retries: u32) -> Duration {
+    timeout
+        .saturating_mul(retries.saturating_add(1))
+        .saturating_add(Duration::from_secs(1))
+}
+
+impl AgentView {
     /// The agent ID the kernel gave.
     pub fn id(&self) -> u32 {
         self.id
@@ -178,17 +264,18 @@ impl Agent {
         let bytes = mad.as_bytes();
         let hdr = send_header(self.id, timeout_ms, retries, bytes.len(), addr);
         let tracked = timeout_ms > 0 && mad.method().expects_response();
+        // Recorded before the write, so that a response another thread
+        // reads at once is known as one (it bypasses the queue's bound).
+        let fresh = tracked && self.port.add_outstanding(self.id, mad.tid());
         match self.port.write(&hdr, bytes) {
-            Ok(()) => {
-                if tracked {
-                    self.port.add_outstanding(self.id, mad.tid());
+            Ok(()) => Ok(()),
+            Err(libc::EINVAL) if tracked && !fresh => Err(Error::DuplicateTid { tid: mad.tid() }),
+            Err(e) => {
+                if fresh {
+                    self.port.remove_outstanding(self.id, mad.tid());
                 }
-                Ok(())
+                Err(Error::io("write", e))
             }
-            Err(libc::EINVAL) if tracked && self.port.is_outstanding(self.id, mad.tid()) => {
-                Err(Error::DuplicateTid { tid: mad.tid() })
-            }
-            Err(e) => Err(Error::io("write", e)),
         }
     }
 
@@ -198,59 +285,10 @@ impl Agent {
         self.write(mad, addr, 0, 0)
     }
 
-    /// Sends a request that the kernel tracks: it resends it `retries` times
-    /// every `timeout`, and hands back either the response or, when none
-    /// came, a timeout notice ([`Received::is_timeout`]) through
-    /// [`Agent::recv`].
-    pub fn send_request(
-        &self,
-        mad: &Mad,
-        addr: &Address,
-        timeout: Duration,
-        retries: u32,
-    ) -> Result<()> {
-        let ms = timeout.as_millis().clamp(1, u32::MAX as u128) as u32;
-        self.write(mad, addr, ms, retries)
-    }
-
     /// Answers a request with `resp` (its TID should be the request's: see
     /// [`Mad::response`]), to the request's source with the GSI Q_Key.
     pub fn respond(&self, req: &Received, resp: &Mad) -> Result<()> {
         self.send(resp, &req.reply_address())
-    }
-
-    /// Sends a request and waits for its response: the MAD of this agent
-    /// whose TID matches in its lower 32 bits. A request that got no answer
-    /// after its retries is [`Error::Timeout`] with its TID.
-    pub fn request(
-        &self,
-        mad: &Mad,
-        addr: &Address,
-        timeout: Duration,
-        retries: u32,
-    ) -> Result<Received> {
-        self.send_request(mad, addr, timeout, retries)?;
-        let tid = mad.tid() as u32;
-        // The kernel reports the timeout itself; wait a little longer.
-        let limit = timeout * (retries + 1) + Duration::from_secs(1);
-        let r = self
-            .port
-            .recv_matching(Some(limit), |r| {
-                r.agent_id == self.id
-                    && r.tid() as u32 == tid
-                    && (r.status != 0 || r.mad.method().is_response())
-            })
-            .map_err(|e| match e {
-                Error::RecvTimeout(_) => Error::Timeout { tid: mad.tid() },
-                e => e,
-            })?;
-        check_status(r)
-    }
-
-    /// The next MAD for this agent (a request for a server, a response or
-    /// timeout notice for a client), waiting up to `timeout`.
-    pub fn recv(&self, timeout: Option<Duration>) -> Result<Received> {
-        self.port.recv_matching(timeout, |r| r.agent_id == self.id)
     }
 }
 
@@ -271,6 +309,7 @@ impl Drop for Agent {
         // SAFETY: the fd is open (self.port lives) and `id` was registered on
         // it; unregistering once cannot affect memory.
         unsafe { umad_sys::umad_unregister(self.port.fd(), self.id as i32) };
+        self.port.forget_agent(self.id);
     }
 }
 
@@ -292,6 +331,20 @@ mod tests {
             .method(Method::GET)
             .method(Method(0x41));
         assert_eq!(r.method_mask, [1 << 1, 1 << 1]);
+    }
+
+    #[test]
+    fn request_wait_limits_saturate_instead_of_overflowing() {
+        assert_eq!(
+            wait_limit(Duration::from_millis(200), 1),
+            Duration::from_millis(1400)
+        );
+        assert_eq!(wait_limit(Duration::MAX, 0), Duration::MAX);
+        assert_eq!(
+            wait_limit(Duration::from_secs(1), u32::MAX),
+            Duration::from_secs(u64::from(u32::MAX) + 1)
+        );
+        assert_eq!(wait_limit(Duration::MAX, u32::MAX), Duration::MAX);
     }
 
     #[test]

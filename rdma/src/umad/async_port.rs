@@ -12,8 +12,8 @@ use tokio::io::Interest;
 use tokio::sync::{mpsc, oneshot};
 
 use super::addr::Address;
-use super::agent::{check_status, Agent, Registration};
-use super::port::Port;
+use super::agent::{check_status, wait_limit, Agent, AgentView, Registration};
+use super::port::{Port, PortView};
 use super::wire::Received;
 use super::{Error, Result};
 use crate::mad::Mad;
@@ -24,8 +24,9 @@ struct Shared {
     port: Port,
     /// Requests waiting for their response: (agent ID, lower 32 bits of TID).
     waiters: Mutex<HashMap<Key, oneshot::Sender<Received>>>,
-    /// Server agents' streams of unsolicited MADs.
-    servers: Mutex<HashMap<u32, mpsc::UnboundedSender<Received>>>,
+    /// Server agents' streams of unsolicited MADs, each bounded by the
+    /// port's pending capacity when the agent registered.
+    servers: Mutex<HashMap<u32, mpsc::Sender<Received>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -40,7 +41,11 @@ impl Shared {
                 let _ = tx.send(r);
             }
         } else if let Some(tx) = lock(&self.servers).get(&r.agent_id) {
-            let _ = tx.send(r);
+            // A full stream drops the newest request, as a full receive
+            // queue does; its sender's retries recover it.
+            if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(r) {
+                self.port.inner.count_dropped();
+            }
         }
     }
 }
@@ -77,9 +82,20 @@ pub struct AsyncPort {
 
 impl AsyncPort {
     /// Takes over `port` and spawns its reader on the current runtime.
+    ///
+    /// A port with agents still registered is refused (`EBUSY`): their
+    /// blocking receives would race the reader task for MADs. Register the
+    /// agents through [`AsyncPort::register`] instead.
     pub fn new(port: Port) -> Result<AsyncPort> {
         let rt = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::io("AsyncPort::new outside a tokio runtime", libc::EINVAL))?;
+        // Each agent holds the port's state; only the port itself may.
+        if Arc::strong_count(&port.inner) != 1 {
+            return Err(Error::io(
+                "AsyncPort::new on a port with registered agents",
+                libc::EBUSY,
+            ));
+        }
         let fd = port.as_raw_fd();
         let shared = Arc::new(Shared {
             port,
@@ -90,7 +106,9 @@ impl AsyncPort {
             let _enter = rt.enter();
             // SAFETY: the fd stays open for the AsyncFd's whole life: the
             // reader task holds both in a `Reader`, whose fields drop in
-            // order (the AsyncFd first, then the Port that owns the fd).
+            // order (the AsyncFd first, then its `Arc<Shared>`), and the
+            // Port in `Shared` closes the fd only when the last `Arc<Shared>`
+            // is gone. If registering fails, nothing was registered.
             unsafe { AsyncFd::register_with_interest(Fd(fd), Interest::READABLE) }.map_err(|e| {
                 Error::Io {
                     op: "AsyncFd::register",
@@ -112,16 +130,21 @@ impl AsyncPort {
         })
     }
 
-    /// The port.
-    pub fn port(&self) -> &Port {
+    /// The port, without its receives (the reader task does them): its
+    /// name, attributes and receive queue counters.
+    pub fn port(&self) -> &PortView {
         &self.shared.port
     }
 
     /// Registers an agent; a registration with methods gets a stream of
-    /// the unsolicited MADs of those methods ([`AsyncAgent::next_request`]).
+    /// the unsolicited MADs of those methods ([`AsyncAgent::next_request`]),
+    /// which holds up to the port's
+    /// [`pending_capacity`](PortView::pending_capacity) (at least 1) and
+    /// drops the newest past it, counted in
+    /// [`dropped_mads`](PortView::dropped_mads).
     pub fn register(&self, reg: &Registration) -> Result<AsyncAgent> {
         let agent = self.shared.port.register(reg)?;
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(self.shared.port.pending_capacity().max(1));
         lock(&self.shared.servers).insert(agent.id(), tx);
         Ok(AsyncAgent {
             agent,
@@ -173,7 +196,7 @@ async fn reader(r: Reader, mut stop: oneshot::Receiver<()>) {
 pub struct AsyncAgent {
     agent: Agent,
     shared: Arc<Shared>,
-    requests: tokio::sync::Mutex<mpsc::UnboundedReceiver<Received>>,
+    requests: tokio::sync::Mutex<mpsc::Receiver<Received>>,
     _stop: Arc<Stop>,
 }
 
@@ -189,14 +212,15 @@ impl Drop for Waiting<'_> {
 }
 
 impl AsyncAgent {
-    /// The blocking agent underneath (its ID, its TIDs, unsolicited sends).
-    pub fn agent(&self) -> &Agent {
+    /// The agent underneath without its receives (the port's reader task
+    /// does them): its ID, its TIDs, unsolicited sends.
+    pub fn agent(&self) -> &AgentView {
         &self.agent
     }
 
     /// Sends a request and resolves to its response, matched by TID (lower
     /// 32 bits). Many requests may be outstanding at once, from many tasks;
-    /// each needs its own TID ([`Agent::next_tid`]). No response after the
+    /// each needs its own TID ([`AgentView::next_tid`]). No response after the
     /// retries: [`Error::Timeout`] with the TID.
     pub async fn request(
         &self,
@@ -219,8 +243,7 @@ impl AsyncAgent {
             key,
         };
         self.agent.send_request(mad, addr, timeout, retries)?;
-        let limit = timeout * (retries + 1) + Duration::from_secs(1);
-        match tokio::time::timeout(limit, rx).await {
+        match tokio::time::timeout(wait_limit(timeout, retries), rx).await {
             Ok(Ok(r)) => check_status(r),
             Ok(Err(_)) => Err(Error::io("umad reader task", libc::ECANCELED)),
             Err(_) => Err(Error::Timeout { tid: mad.tid() }),
@@ -233,12 +256,12 @@ impl AsyncAgent {
         self.requests.lock().await.recv().await
     }
 
-    /// Answers a request (see [`Agent::respond`]).
+    /// Answers a request (see [`AgentView::respond`]).
     pub fn respond(&self, req: &Received, resp: &Mad) -> Result<()> {
         self.agent.respond(req, resp)
     }
 
-    /// Sends an untracked MAD (see [`Agent::send`]).
+    /// Sends an untracked MAD (see [`AgentView::send`]).
     pub fn send(&self, mad: &Mad, addr: &Address) -> Result<()> {
         self.agent.send(mad, addr)
     }

@@ -39,11 +39,11 @@ mod port;
 mod wire;
 
 pub use addr::{Address, Grh, GSI_QKEY};
-pub use agent::{Agent, Registration};
+pub use agent::{Agent, AgentView, Registration};
 #[cfg(feature = "tokio")]
 pub use async_port::{AsyncAgent, AsyncPort};
 pub use ca::{ca_names, cas, gid_index, phys_state_name, port_state_name, Ca, CaPort};
-pub use port::Port;
+pub use port::{Port, PortView};
 pub use wire::Received;
 
 /// What went wrong with a umad operation.

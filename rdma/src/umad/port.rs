@@ -3,7 +3,8 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::ca::{ca_cstring, CaPort};
@@ -16,11 +17,85 @@ pub(crate) struct PortInner {
     ca: String,
     port_num: u32,
     ethernet: bool,
-    /// MADs read while waiting for another one.
-    pending: Mutex<VecDeque<Received>>,
+    /// MADs read while waiting for another one, and who reads the fd.
+    recv: Mutex<RecvState>,
+    /// Signalled when a MAD is queued or the reading thread stops reading.
+    queued: Condvar,
+    /// Unsolicited MADs dropped because a receive queue was full.
+    dropped: AtomicU64,
     /// (agent ID, lower 32 bits of the TID) of requests sent with a timeout
     /// whose response or timeout has not been read yet.
     outstanding: Mutex<HashSet<(u32, u32)>>,
+}
+
+struct RecvState {
+    pending: Pending,
+    /// Whether a thread waits in poll(2) on the fd: the others wait on
+    /// `queued` for what it reads and queues for them.
+    reading: bool,
+}
+
+/// The MADs read from the fd for someone other than the reader, bounded.
+///
+/// Unsolicited MADs (requests, sends, traps: what peers send unasked) count
+/// toward the capacity; when it is reached the newest one is dropped, as a
+/// NIC drops what arrives at a full receive queue (the sender's retries
+/// recover it). Responses and timeout notices of this port's tracked
+/// requests are always queued: there is one per request in flight, so what
+/// this process sends bounds them.
+pub(crate) struct Pending {
+    /// Oldest first; the flag says whether the MAD counts toward `capacity`.
+    mads: VecDeque<(Received, bool)>,
+    unsolicited: usize,
+    capacity: usize,
+}
+
+impl Pending {
+    pub(crate) fn new(capacity: usize) -> Pending {
+        Pending {
+            mads: VecDeque::new(),
+            unsolicited: 0,
+            capacity,
+        }
+    }
+
+    /// Queues `r`; `false` when it was dropped (an unsolicited MAD over the
+    /// capacity).
+    pub(crate) fn push(&mut self, r: Received, solicited: bool) -> bool {
+        if !solicited {
+            if self.unsolicited >= self.capacity {
+                return false;
+            }
+            self.unsolicited += 1;
+        }
+        self.mads.push_back((r, !solicited));
+        true
+    }
+
+    /// Takes the oldest MAD that `want` accepts.
+    pub(crate) fn take(&mut self, want: impl Fn(&Received) -> bool) -> Option<Received> {
+        let i = self.mads.iter().position(|(r, _)| want(r))?;
+        let (r, counted) = self.mads.remove(i)?;
+        if counted {
+            self.unsolicited -= 1;
+        }
+        Some(r)
+    }
+
+    /// Forgets the MADs of `agent` (unregistered: no one will take them).
+    pub(crate) fn purge(&mut self, agent: u32) {
+        let mut unsolicited = 0;
+        self.mads.retain(|(r, counted)| {
+            let keep = r.agent_id != agent;
+            unsolicited += usize::from(keep && *counted);
+            keep
+        });
+        self.unsolicited = unsolicited;
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.mads.len()
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -33,24 +108,81 @@ fn errno() -> i32 {
         .unwrap_or(libc::EIO)
 }
 
+/// The time left until `deadline` (`None`: forever; zero once it passed).
+fn remaining(deadline: Option<Instant>) -> Option<Duration> {
+    deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+/// `left` in whole milliseconds for poll(2), rounded up so that poll does
+/// not return just before the deadline; -1 (forever) for `None`.
+fn poll_ms(left: Option<Duration>) -> i32 {
+    match left {
+        None => -1,
+        Some(l) => l.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32,
+    }
+}
+
+/// Gives up the reader role on every way out of a read (return or error),
+/// waking a waiter to take it over.
+struct Reading<'a>(&'a PortInner);
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.recv).reading = false;
+        self.0.queued.notify_all();
+    }
+}
+
 impl Drop for PortInner {
     fn drop(&mut self) {
-        // SAFETY: `fd` came from umad_open_port and is closed once, here;
-        // every agent (which holds this PortInner) is gone.
+        // SAFETY: this PortInner owns `fd` (from umad_open_port, or a unit
+        // test's socket: umad_close_port only closes it) and closes it once,
+        // here; every agent and AsyncFd (which hold this PortInner) is gone.
         unsafe { umad_sys::umad_close_port(self.fd) };
     }
 }
 
 /// An open umad port (`umad_open_port`), closed on drop.
 ///
-/// Its fd is non-blocking; [`Port::recv`] polls it with a timeout, and
-/// [`AsFd`] lets an event loop wait on it. All agents registered on the port
-/// share its receive queue.
+/// Its fd is non-blocking; [`Port::recv`] waits in poll(2) with a timeout, and [`AsFd`] lets an
+/// event loop wait on it. All agents registered on the
+/// port share its receive queue: a receive that reads a MAD for another
+/// agent queues it for that agent, up to
+/// [`pending_capacity`](PortView::pending_capacity) unsolicited MADs (see
+/// [`PortView`]).
+///
+/// What does not receive (the name, the attributes, the queue's counters)
+/// is on [`PortView`], which a `Port` dereferences to.
 pub struct Port {
+    view: PortView,
+}
+
+/// What can be asked of a umad port without receiving from it: its name and
+/// attributes, and the bound and counters of its receive queue.
+/// [`AsyncPort::port`](super::AsyncPort::port) gives only this, since a
+/// blocking receive there would race its reader task for MADs.
+///
+/// # The receive queue
+/// MADs that one receive reads for someone else wait in the port's queue.
+/// Unsolicited MADs (requests, sends, traps that peers send unasked) count
+/// toward [`pending_capacity`](PortView::pending_capacity)
+/// ([`Port::DEFAULT_PENDING_CAPACITY`] unless set); when it is full the
+/// newest one is dropped, as a NIC drops what arrives at a full receive
+/// queue (the sender's retries recover it), and counted in
+/// [`dropped_mads`](PortView::dropped_mads). Responses and timeout notices
+/// of the port's own requests are always kept: there is one per request in
+/// flight. An [`AsyncPort`](super::AsyncPort) bounds each server agent's
+/// stream of requests the same way.
+pub struct PortView {
     pub(crate) inner: Arc<PortInner>,
 }
 
 impl std::fmt::Debug for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.view.fmt(f)
+    }
+}
+
+impl std::fmt::Debug for PortView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Port")
             .field("ca", &self.inner.ca)
@@ -60,7 +192,18 @@ impl std::fmt::Debug for Port {
     }
 }
 
+impl std::ops::Deref for Port {
+    type Target = PortView;
+    fn deref(&self) -> &PortView {
+        &self.view
+    }
+}
+
 impl Port {
+    /// How many unsolicited MADs a port queues for its agents unless
+    /// [`PortView::set_pending_capacity`] says otherwise.
+    pub const DEFAULT_PENDING_CAPACITY: usize = 256;
+
     /// Opens port `port_num` of the CA `ca` (`rxe0`, 1).
     pub fn open(ca: &str, port_num: u32) -> Result<Port> {
         let info = CaPort::get(ca, port_num)?;
@@ -72,14 +215,7 @@ impl Port {
             let e = if fd == -1 { errno() } else { -fd };
             return Err(Error::io("umad_open_port", e));
         }
-        let inner = PortInner {
-            fd,
-            ca: ca.to_string(),
-            port_num,
-            ethernet: info.is_ethernet(),
-            pending: Mutex::default(),
-            outstanding: Mutex::default(),
-        };
+        let inner = PortInner::new(fd, ca.to_string(), port_num, info.is_ethernet());
         // SAFETY: umad_size reads a global that umad_open_port has set.
         if unsafe { umad_sys::umad_size() } != HDR_SIZE {
             return Err(Error::io("IB_USER_MAD_ENABLE_PKEY", libc::EPROTO));
@@ -93,10 +229,28 @@ impl Port {
             return Err(Error::last("fcntl(O_NONBLOCK)"));
         }
         Ok(Port {
-            inner: Arc::new(inner),
+            view: PortView {
+                inner: Arc::new(inner),
+            },
         })
     }
 
+    /// The next MAD for any agent of this port, waiting up to `timeout`
+    /// (`None`: forever).
+    pub fn recv(&self, timeout: Option<Duration>) -> Result<Received> {
+        self.inner.recv_matching(timeout, |_| true)
+    }
+
+    /// The next MAD if one is queued, without waiting.
+    pub fn try_recv(&self) -> Result<Option<Received>> {
+        if let Some(r) = lock(&self.inner.recv).pending.take(|_| true) {
+            return Ok(Some(r));
+        }
+        Ok(self.inner.read_one(0)?.map(|(r, _)| r))
+    }
+}
+
+impl PortView {
     /// The CA's name.
     pub fn ca_name(&self) -> &str {
         &self.inner.ca
@@ -114,18 +268,26 @@ impl Port {
         CaPort::get(&self.inner.ca, self.inner.port_num)
     }
 
-    /// The next MAD for any agent of this port, waiting up to `timeout`
-    /// (`None`: forever).
-    pub fn recv(&self, timeout: Option<Duration>) -> Result<Received> {
-        self.inner.recv_matching(timeout, |_| true)
+    /// How many unsolicited MADs the receive queue holds before it drops
+    /// the newest.
+    pub fn pending_capacity(&self) -> usize {
+        lock(&self.inner.recv).pending.capacity
     }
-
-    /// The next MAD if one is queued, without waiting.
-    pub fn try_recv(&self) -> Result<Option<Received>> {
-        if let Some(r) = lock(&self.inner.pending).pop_front() {
-            return Ok(Some(r));
-        }
-        self.inner.read_one()
+    /// Sets the bound of the receive queue (0: keep no unsolicited MAD for
+    /// an agent other than the one receiving). MADs already queued stay;
+    /// new ones are dropped until the queue is below the bound. An
+    /// [`AsyncPort`](super::AsyncPort) reads it when an agent registers.
+    pub fn set_pending_capacity(&self, capacity: usize) {
+        lock(&self.inner.recv).pending.capacity = capacity;
+    }
+    /// How many MADs wait in the receive queue now.
+    pub fn pending_len(&self) -> usize {
+        lock(&self.inner.recv).pending.len()
+    }
+    /// How many unsolicited MADs were dropped because a receive queue was
+    /// full, since the port was opened.
+    pub fn dropped_mads(&self) -> u64 {
+        self.inner.dropped.load(Ordering::Relaxed)
     }
 }
 
@@ -144,25 +306,70 @@ impl AsRawFd for Port {
 }
 
 impl PortInner {
+    /// The state around an open umad fd, which it closes on drop.
+    pub(crate) fn new(fd: RawFd, ca: String, port_num: u32, ethernet: bool) -> PortInner {
+        PortInner {
+            fd,
+            ca,
+            port_num,
+            ethernet,
+            recv: Mutex::new(RecvState {
+                pending: Pending::new(Port::DEFAULT_PENDING_CAPACITY),
+                reading: false,
+            }),
+            queued: Condvar::new(),
+            dropped: AtomicU64::new(0),
+            outstanding: Mutex::default(),
+        }
+    }
     pub(crate) fn fd(&self) -> RawFd {
         self.fd
     }
     pub(crate) fn is_ethernet(&self) -> bool {
         self.ethernet
     }
+    pub(crate) fn count_dropped(&self) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+    }
 
-    /// Reads one MAD from the fd; `None` when none is queued.
-    pub(crate) fn read_one(&self) -> Result<Option<Received>> {
+    /// Waits up to `ms` (poll(2); -1: forever) for the fd to be readable,
+    /// then reads one MAD; `None` when none came. The MAD comes with whether
+    /// it answers one of this port's tracked requests.
+    ///
+    /// Polling before reading means a read is only tried on a readable fd,
+    /// and a negative return of read other than -1 is taken as the negated
+    /// errno itself.
+    pub(crate) fn read_one(&self, ms: i32) -> Result<Option<(Received, bool)>> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `pfd` is one valid pollfd, for the duration of the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            return match errno() {
+                libc::EINTR => Ok(None),
+                e => Err(Error::io("poll", e)),
+            };
+        }
+        if rc == 0 || pfd.revents == 0 {
+            return Ok(None);
+        }
+        let broken = pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0;
         let mut buf = vec![0u8; HDR_SIZE + Mad::SIZE];
         loop {
             // SAFETY: `buf` is writable for its whole length.
             let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
             if n >= 0 {
                 let r = parse(&buf[..(n as usize).min(buf.len())])?;
-                self.settle(&r);
-                return Ok(Some(r));
+                let solicited = self.settle(&r);
+                return Ok(Some((r, solicited)));
             }
-            match errno() {
+            match if n == -1 { errno() } else { -(n as i32) } {
+                // Another reader took it; or the fd reports an error with
+                // nothing to read, which a retry would only spin on.
+                libc::EAGAIN if broken => return Err(Error::io("poll", libc::EIO)),
                 libc::EAGAIN => return Ok(None),
                 libc::EINTR => continue,
                 libc::ENOSPC => {
@@ -180,64 +387,88 @@ impl PortInner {
         }
     }
 
-    /// Forgets an outstanding request once its response or timeout is read.
-    fn settle(&self, r: &Received) {
-        if r.status != 0 || r.mad.method().is_response() {
-            lock(&self.outstanding).remove(&(r.agent_id, r.tid() as u32));
-        }
+    /// Forgets an outstanding request once its response or timeout is read;
+    /// whether `r` was one.
+    fn settle(&self, r: &Received) -> bool {
+        (r.status != 0 || r.mad.method().is_response())
+            && lock(&self.outstanding).remove(&(r.agent_id, r.tid() as u32))
     }
 
-    pub(crate) fn add_outstanding(&self, agent: u32, tid: u64) {
-        lock(&self.outstanding).insert((agent, tid as u32));
+    /// Records a tracked request before it is written (so that a response
+    /// read by another thread at once is known); `false` when one with this
+    /// TID is already outstanding.
+    pub(crate) fn add_outstanding(&self, agent: u32, tid: u64) -> bool {
+        lock(&self.outstanding).insert((agent, tid as u32))
     }
-    pub(crate) fn is_outstanding(&self, agent: u32, tid: u64) -> bool {
-        lock(&self.outstanding).contains(&(agent, tid as u32))
+    pub(crate) fn remove_outstanding(&self, agent: u32, tid: u64) {
+        lock(&self.outstanding).remove(&(agent, tid as u32));
+    }
+    /// Forgets everything of an agent that unregistered: the kernel cancels
+    /// its requests, and no one will receive its queued MADs.
+    pub(crate) fn forget_agent(&self, agent: u32) {
+        lock(&self.outstanding).retain(|&(a, _)| a != agent);
+        lock(&self.recv).pending.purge(agent);
+    }
+
+    /// Queues `r` for another receiver (or drops it when the queue is full)
+    /// and wakes the waiting receivers.
+    fn queue(&self, r: Received, solicited: bool) {
+        let kept = lock(&self.recv).pending.push(r, solicited);
+        if !kept {
+            self.count_dropped();
+        }
+        self.queued.notify_all();
     }
 
     /// Waits for a MAD that `want` accepts; others are queued for later.
+    ///
+    /// One receiving thread at a time waits in poll(2) on the fd, for as
+    /// long as its own timeout has left, and queues what is not its own; the
+    /// others wait on the condition variable for what it queues, or to take
+    /// over the fd when it returns. No thread wakes up unless a MAD came or
+    /// its time is up.
     pub(crate) fn recv_matching(
         &self,
         timeout: Option<Duration>,
         want: impl Fn(&Received) -> bool,
     ) -> Result<Received> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A timeout too long for an Instant waits forever.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let timed_out = || Error::RecvTimeout(timeout.unwrap_or_default());
+        let mut st = lock(&self.recv);
+        while st.reading {
+            if let Some(r) = st.pending.take(&want) {
+                return Ok(r);
+            }
+            let left = remaining(deadline);
+            if left.is_some_and(|l| l.is_zero()) {
+                return Err(timed_out());
+            }
+            st = match left {
+                None => self.queued.wait(st).unwrap_or_else(|e| e.into_inner()),
+                Some(l) => {
+                    self.queued
+                        .wait_timeout(st, l)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
+        }
+        if let Some(r) = st.pending.take(&want) {
+            return Ok(r);
+        }
+        // The reader now: only it queues, so nothing for it can appear in
+        // the queue while it reads.
+        st.reading = true;
+        drop(st);
+        let _reading = Reading(self);
         loop {
-            {
-                let mut q = lock(&self.pending);
-                if let Some(i) = q.iter().position(&want) {
-                    if let Some(r) = q.remove(i) {
-                        return Ok(r);
-                    }
-                }
-            }
-            while let Some(r) = self.read_one()? {
-                if want(&r) {
-                    return Ok(r);
-                }
-                lock(&self.pending).push_back(r);
-            }
-            // Wait in short slices, so that a MAD another thread queued for
-            // us is seen soon.
-            let slice = Duration::from_millis(20);
-            let wait = match deadline {
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(Error::RecvTimeout(timeout.unwrap_or_default()));
-                    }
-                    left.min(slice)
-                }
-                None => slice,
-            };
-            let mut pfd = libc::pollfd {
-                fd: self.fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: `pfd` is one valid pollfd.
-            let rc = unsafe { libc::poll(&mut pfd, 1, wait.as_millis().max(1) as i32) };
-            if rc < 0 && errno() != libc::EINTR {
-                return Err(Error::last("poll"));
+            let left = remaining(deadline);
+            match self.read_one(poll_ms(left))? {
+                Some((r, _)) if want(&r) => return Ok(r),
+                Some((r, solicited)) => self.queue(r, solicited),
+                None if left.is_some_and(|l| l.is_zero()) => return Err(timed_out()),
+                None => {}
             }
         }
     }
@@ -258,5 +489,238 @@ impl PortInner {
                 e => return Err(e),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mad::{MadHeader, Method};
+    use crate::umad::addr::Address;
+    use crate::umad::wire::send_header;
+    use std::os::fd::{FromRawFd, OwnedFd};
+
+    const CLIENT: u32 = 1;
+    const SERVER: u32 = 2;
+
+    /// A PortInner over one end of a SOCK_SEQPACKET socket pair (one read,
+    /// one message, as on a umad fd), and the other end to write MADs into.
+    fn fake_port() -> (Arc<PortInner>, OwnedFd) {
+        let mut sv = [0; 2];
+        // SAFETY: `sv` has room for the two fds.
+        let rc =
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, sv.as_mut_ptr()) };
+        assert_eq!(rc, 0, "socketpair: {}", std::io::Error::last_os_error());
+        // SAFETY: both fds were just created and are owned once: sv[0] by
+        // the PortInner (closed in its Drop), sv[1] by the OwnedFd.
+        unsafe {
+            let fl = libc::fcntl(sv[0], libc::F_GETFL);
+            libc::fcntl(sv[0], libc::F_SETFL, fl | libc::O_NONBLOCK);
+            (
+                Arc::new(PortInner::new(sv[0], "fake0".into(), 1, false)),
+                OwnedFd::from_raw_fd(sv[1]),
+            )
+        }
+    }
+
+    /// Writes what the kernel would hand `agent`: a MAD of `method` with
+    /// `tid`, with `seq` in its first data byte.
+    fn deliver(w: &OwnedFd, agent: u32, method: Method, tid: u64, seq: u8) {
+        let mut mad = Mad::new(&MadHeader::request(0x32, 1, method, tid, 0));
+        mad.data_mut()[0] = seq;
+        let mut b = send_header(agent, 0, 0, Mad::SIZE, &Address::gsi_lid(1)).to_vec();
+        b.extend_from_slice(mad.as_bytes());
+        use std::os::fd::AsRawFd;
+        // SAFETY: `b` is readable for its length; the fd is open.
+        let n = unsafe { libc::write(w.as_raw_fd(), b.as_ptr().cast(), b.len()) };
+        assert_eq!(n, b.len() as isize, "{}", std::io::Error::last_os_error());
+    }
+
+    fn for_agent(agent: u32) -> impl Fn(&Received) -> bool {
+        move |r| r.agent_id == agent
+    }
+
+    /// Voluntary context switches of the calling thread so far.
+    fn voluntary_switches() -> i64 {
+        // SAFETY: rusage is plain data, written by getrusage.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `u` is writable; RUSAGE_THREAD is the calling thread.
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);
+        u.ru_nvcsw
+    }
+
+    fn received(agent: u32, status: i32, method: Method, tid: u64) -> Received {
+        Received {
+            agent_id: agent,
+            status,
+            addr: Address::gsi_lid(1),
+            mad: Mad::new(&MadHeader::request(0x32, 1, method, tid, 0)),
+        }
+    }
+
+    #[test]
+    fn pending_drops_the_newest_unsolicited_mad_past_its_capacity() {
+        let mut q = Pending::new(2);
+        assert!(q.push(received(SERVER, 0, Method::GET, 1), false));
+        assert!(q.push(received(SERVER, 0, Method::GET, 2), false));
+        assert!(!q.push(received(SERVER, 0, Method::GET, 3), false));
+        // A response to a tracked request is kept past the bound.
+        assert!(q.push(received(CLIENT, 0, Method::GET_RESP, 9), true));
+        assert_eq!(q.len(), 3);
+        assert_eq!(q.take(for_agent(SERVER)).map(|r| r.tid()), Some(1));
+        assert!(q.push(received(SERVER, 0, Method::GET, 4), false));
+        assert!(!q.push(received(SERVER, 0, Method::GET, 5), false));
+        q.purge(SERVER);
+        assert_eq!(q.len(), 1);
+        assert!(q.push(received(SERVER, 0, Method::GET, 6), false));
+        assert!(q.push(received(SERVER, 0, Method::GET, 7), false));
+        assert_eq!(q.take(for_agent(CLIENT)).map(|r| r.tid()), Some(9));
+        let mut none = Pending::new(0);
+        assert!(!none.push(received(SERVER, 0, Method::GET, 1), false));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair and poll(2)
+    fn a_flood_of_unsolicited_mads_is_bounded_and_the_response_still_arrives() {
+        let (port, w) = fake_port();
+        lock(&port.recv).pending.capacity = 4;
+        for seq in 0..20 {
+            deliver(&w, SERVER, Method::GET, 0x100 + u64::from(seq), seq);
+        }
+        assert!(port.add_outstanding(CLIENT, 0x42));
+        deliver(&w, CLIENT, Method::GET_RESP, 0x42, 0);
+        let r = port
+            .recv_matching(Some(Duration::from_secs(5)), for_agent(CLIENT))
+            .unwrap();
+        assert_eq!((r.agent_id, r.tid()), (CLIENT, 0x42));
+        assert_eq!(lock(&port.recv).pending.len(), 4);
+        assert_eq!(port.dropped.load(Ordering::Relaxed), 16);
+        // The oldest were kept, in order.
+        for seq in 0..4 {
+            let r = port
+                .recv_matching(Some(Duration::ZERO), for_agent(SERVER))
+                .unwrap();
+            assert_eq!(r.mad.data()[0], seq);
+        }
+        assert!(matches!(
+            port.recv_matching(Some(Duration::ZERO), for_agent(SERVER)),
+            Err(Error::RecvTimeout(_))
+        ));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair and poll(2)
+    fn responses_of_tracked_requests_are_kept_when_the_queue_is_full() {
+        let (port, w) = fake_port();
+        lock(&port.recv).pending.capacity = 1;
+        assert!(port.add_outstanding(CLIENT, 7));
+        deliver(&w, SERVER, Method::GET, 1, 0);
+        deliver(&w, SERVER, Method::GET, 2, 1);
+        deliver(&w, CLIENT, Method::GET_RESP, 7, 0);
+        deliver(&w, SERVER, Method::GET, 3, 2);
+        // The server's receive reads the client's response and queues it.
+        let mut seen = Vec::new();
+        while let Ok(r) = port.recv_matching(Some(Duration::from_millis(50)), for_agent(SERVER)) {
+            seen.push(r.tid());
+        }
+        assert_eq!(seen, [1, 2, 3]);
+        let r = port
+            .recv_matching(Some(Duration::ZERO), for_agent(CLIENT))
+            .unwrap();
+        assert_eq!(r.tid(), 7);
+        // Reading the response settled the request.
+        assert!(port.add_outstanding(CLIENT, 7));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair, poll(2) and getrusage(2)
+    fn recv_sleeps_in_poll_until_its_timeout() {
+        let (port, _w) = fake_port();
+        let before = voluntary_switches();
+        let start = Instant::now();
+        let r = port.recv_matching(Some(Duration::from_millis(600)), |_| true);
+        let took = start.elapsed();
+        let switches = voluntary_switches() - before;
+        assert!(matches!(r, Err(Error::RecvTimeout(_))), "{r:?}");
+        assert!(
+            took >= Duration::from_millis(600) && took < Duration::from_secs(3),
+            "returned after {took:?}"
+        );
+        // Waking every 20 ms would be some 30 switches.
+        assert!(switches <= 5, "{switches} wake-ups while waiting");
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair, poll(2) and getrusage(2)
+    fn a_mad_read_by_another_thread_reaches_its_receiver_at_once() {
+        let (port, w) = fake_port();
+        std::thread::scope(|s| {
+            let client = s.spawn(|| {
+                let r = port.recv_matching(Some(Duration::from_secs(10)), for_agent(CLIENT));
+                (r.map(|r| r.tid()), Instant::now())
+            });
+            let server = s.spawn(|| {
+                let before = voluntary_switches();
+                let r = port.recv_matching(Some(Duration::from_secs(10)), for_agent(SERVER));
+                (
+                    r.map(|r| r.tid()),
+                    Instant::now(),
+                    voluntary_switches() - before,
+                )
+            });
+            std::thread::sleep(Duration::from_millis(700));
+            let sent = Instant::now();
+            deliver(&w, SERVER, Method::GET, 2, 0);
+            let (got, at, switches) = server.join().unwrap();
+            assert_eq!(got.unwrap(), 2);
+            assert!(at - sent < Duration::from_secs(2), "after {:?}", at - sent);
+            // Whichever thread read the fd, the server slept while waiting.
+            assert!(switches <= 8, "{switches} wake-ups while waiting");
+            std::thread::sleep(Duration::from_millis(100));
+            let sent = Instant::now();
+            deliver(&w, CLIENT, Method::GET, 1, 0);
+            let (got, at) = client.join().unwrap();
+            assert_eq!(got.unwrap(), 1);
+            assert!(at - sent < Duration::from_secs(2), "after {:?}", at - sent);
+        });
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair and poll(2)
+    fn a_waiting_receiver_times_out_on_its_own_deadline() {
+        let (port, w) = fake_port();
+        std::thread::scope(|s| {
+            let reader =
+                s.spawn(|| port.recv_matching(Some(Duration::from_secs(10)), for_agent(CLIENT)));
+            std::thread::sleep(Duration::from_millis(100));
+            let start = Instant::now();
+            let r = port.recv_matching(Some(Duration::from_millis(300)), for_agent(SERVER));
+            let took = start.elapsed();
+            assert!(matches!(r, Err(Error::RecvTimeout(_))), "{r:?}");
+            assert!(
+                took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+                "after {took:?}"
+            );
+            deliver(&w, CLIENT, Method::GET, 1, 0);
+            assert_eq!(reader.join().unwrap().unwrap().tid(), 1);
+        });
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair and poll(2)
+    fn a_timeout_too_long_for_an_instant_waits_for_the_mad() {
+        let (port, w) = fake_port();
+        deliver(&w, CLIENT, Method::GET, 5, 0);
+        let r = port.recv_matching(Some(Duration::MAX), for_agent(CLIENT));
+        assert_eq!(r.unwrap().tid(), 5);
+    }
+
+    #[test]
+    fn poll_timeouts_round_up_and_saturate() {
+        assert_eq!(poll_ms(None), -1);
+        assert_eq!(poll_ms(Some(Duration::ZERO)), 0);
+        assert_eq!(poll_ms(Some(Duration::from_micros(1))), 1);
+        assert_eq!(poll_ms(Some(Duration::from_micros(1500))), 2);
+        assert_eq!(poll_ms(Some(Duration::MAX)), i32::MAX);
     }
 }
