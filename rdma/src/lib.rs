@@ -57,7 +57,6 @@
 //! | UD send without an address handle | `ibv_post_send`, `EINVAL`, "no address handle" |
 //! | more receives than an SRQ holds | `ibv_post_srq_recv`, the provider's errno, which request was not posted |
 //! | empty list to `prepare_send`, or a request index past a prepared list | `ibv_post_send`, `EINVAL` |
-//! | `poll`, `req_notify` or `start_poll` on a CQ while an [`ExPoll`] of it lives (any clone, any thread) | `ibv_poll_cq`/`ibv_req_notify_cq`/`ibv_start_poll`, `EBUSY`, "an extended poll of this CQ is in progress" (`sound_cq::*`) |
 //! | memory window where the provider has none (siw) | `ibv_alloc_mw`, `EOPNOTSUPP` |
 //! | wrong rkey, or a region without the remote right | a `RemoteAccessError` completion |
 //! | receiver not ready past the RNR retries | an `RnrRetryExceeded` completion |
@@ -67,6 +66,7 @@
 //! | CM private data over 255 bytes | `rdma_connect`/`rdma_reject`, `EINVAL` |
 //! | address without a route | an `AddrError` event, or `rdma_resolve_addr` failing |
 //! | malformed, short or long MAD bytes | [`mad`]'s decoders: a typed `mad::Error` |
+//! | `umad::AsyncPort::new` on a port with agents registered | `EBUSY`, "a port with registered agents" (`sound_umad::*`) |
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -118,5 +118,5 @@ pub use qp::{
     RtsAttr, SendOps, WrBatch,
 };
 pub use srq::SharedReceiveQueue;
-pub use wc::{CompletionBuf, WcOpcode, WcStatus, WorkCompletion};
+pub use wc::{WcOpcode, WcStatus, WorkCompletion};
 pub use wr::{RecvWr, SendFlags, SendWr};
