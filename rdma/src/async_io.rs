@@ -6,7 +6,6 @@
 //! `EAGAIN` before clearing the readiness, so no wake-up is lost. The
 //! blocking API stays available on the wrapped objects.
 
-use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, RawFd};
 
 use tokio::io::unix::AsyncFd;
@@ -14,7 +13,8 @@ use tokio::io::Interest;
 
 use crate::event::AsyncEventFd;
 use crate::{
-    AsyncEvent, CompletionChannel, CompletionQueue, Context, Error, Result, WorkCompletion,
+    AsyncEvent, CompletionBuf, CompletionChannel, CompletionQueue, Context, Error, Result,
+    WorkCompletion,
 };
 
 impl AsRawFd for ChannelFd {
@@ -64,11 +64,14 @@ impl AsyncCompletionQueue {
     }
 
     /// Waits until at least one completion is available and polls up to
-    /// `out.len()` of them into caller-owned storage.
-    pub async fn poll<'a>(
+    /// `out.len()` of them into caller-owned storage (initialised, or
+    /// `MaybeUninit` zeroed once per call: see [`CompletionBuf`]).
+    pub async fn poll<'a, B: CompletionBuf + ?Sized>(
         &self,
-        out: &'a mut [MaybeUninit<WorkCompletion>],
+        out: &'a mut B,
     ) -> Result<&'a mut [WorkCompletion]> {
+        // Initialised once here, so the polls below cost nothing more.
+        let out = out.as_completions();
         let n = loop {
             let n = self.cq.poll(out)?.len();
             if n > 0 {
@@ -91,9 +94,8 @@ impl AsyncCompletionQueue {
             while self.cq.get_event()? {}
             guard.clear_ready();
         };
-        // SAFETY: the last `poll` initialised the first `n` entries of `out`
-        // (WorkCompletion is plain data, layout-identical to ibv_wc).
-        Ok(unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast(), n) })
+        // The last poll filled the first `n` (at most `out.len()`).
+        Ok(&mut out[..n])
     }
 }
 

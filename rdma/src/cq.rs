@@ -2,19 +2,20 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use crate::sys;
-use crate::{CompletionChannel, Context, Error, Result, WcOpcode, WcStatus, WorkCompletion};
-
-/// The rdma-core release this crate was built against (0 if unknown).
-const RDMA_CORE_RELEASE: u32 = match u32::from_str_radix(env!("RDMA_CORE_RELEASE"), 10) {
-    Ok(r) => r,
-    Err(_) => 0,
+use crate::{
+    CompletionBuf, CompletionChannel, Context, Error, Result, WcOpcode, WcStatus, WorkCompletion,
 };
+
+/// The first rdma-core release whose rxe `ibv_next_poll` is right on an
+/// empty queue: v55 stopped it from moving the consumer index past the
+/// producer (completions lost), v61 from unlocking the CQ that the
+/// following `ibv_end_poll` unlocks again.
+const RXE_NEXT_POLL_FIXED: u32 = 61;
 
 /// The vendor ID of soft-RoCE devices.
 const RXE_VENDOR_ID: u32 = 0x00ff_ffff;
@@ -27,8 +28,8 @@ const ACK_BATCH: u32 = 32;
 /// Cloning shares it; queue pairs using it keep it alive.
 #[derive(Clone)]
 pub struct CompletionQueue {
-    /// The CQ of `inner`, copied here so that a poll reaches the provider
-    /// without going through the `Arc`.
+    /// The CQ of `inner`, copied here for `as_raw`. Polls load it from
+    /// `inner.poll_raw`, which also says whether an extended poll is on.
     raw: NonNull<sys::ibv_cq>,
     pub(crate) inner: Arc<CqInner>,
 }
@@ -47,11 +48,17 @@ pub(crate) struct CqInner {
     ex: Option<NonNull<sys::ibv_cq_ex>>,
     /// Whether `ibv_next_poll` must be avoided (see [`ExPoll`]).
     one_per_poll: bool,
+    /// `raw`, or null while an [`ExPoll`] of this CQ lives: the provider
+    /// holds the CQ's lock until it ends, so a poll, another start or an arm
+    /// of this CQ before then would wait for a lock its own thread holds.
+    /// `poll` and `req_notify` load the CQ from here, so the check costs one
+    /// test and branch.
+    poll_raw: AtomicPtr<sys::ibv_cq>,
     unacked: AtomicU32,
 }
 
 // SAFETY: verbs on a CQ may be called from any thread; providers lock their
-// CQs internally. The only Rust state is an atomic counter.
+// CQs internally. The Rust state is atomics.
 unsafe impl Send for CqInner {}
 // SAFETY: as above.
 unsafe impl Sync for CqInner {}
@@ -162,21 +169,69 @@ impl<'a> CqBuilder<'a> {
                 raw,
                 ex,
                 one_per_poll,
+                poll_raw: AtomicPtr::new(raw.as_ptr()),
                 unacked: AtomicU32::new(0),
             }),
         }
     }
 }
 
-/// rdma-core before v55: rxe's `next_poll` on an empty queue publishes the
-/// consumer index and unlocks, and the `end_poll` that must follow advances
-/// the index again and unlocks twice; completions are lost.
+/// rdma-core before v61: rxe's `next_poll` on an empty queue unlocks the CQ
+/// (and before v55 also publishes a consumer index past the last
+/// completion), and the `end_poll` that must follow unlocks it again;
+/// completions are lost, or another thread's poll races this one. Decided
+/// by the libibverbs loaded at run time (whose providers are of its own
+/// release); an unknown release counts as broken.
 fn next_poll_is_broken(ctx: &Context) -> bool {
     let is_rxe = ctx
         .query_device()
         .map(|a| a.vendor_id() == RXE_VENDOR_ID)
         .unwrap_or(true);
-    is_rxe && RDMA_CORE_RELEASE < 55
+    is_rxe && rxe_next_poll_broken(loaded_rdma_core_release())
+}
+
+/// Whether rxe of rdma-core `release` (`None`: unknown) mishandles
+/// `ibv_next_poll` on an empty queue.
+fn rxe_next_poll_broken(release: Option<u32>) -> bool {
+    release.is_none_or(|r| r < RXE_NEXT_POLL_FIXED)
+}
+
+/// The rdma-core release of the libibverbs this process loaded, from its
+/// file name (`libibverbs.so.1.14.44.0`: soname 1, ABI 14, release 44);
+/// `None` where it cannot be told (linked statically, renamed).
+fn loaded_rdma_core_release() -> Option<u32> {
+    static RELEASE: OnceLock<Option<u32>> = OnceLock::new();
+    *RELEASE.get_or_init(|| {
+        // The object that defines a libibverbs function is libibverbs, as
+        // the dynamic linker resolved it for this process.
+        let f: unsafe extern "C" fn(*mut i32) -> *mut *mut sys::ibv_device =
+            sys::ibv_get_device_list;
+        // SAFETY: plain data, filled by dladdr.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: dladdr only reads the address; `info` is writable.
+        if unsafe { libc::dladdr(f as *const libc::c_void, &mut info) } == 0
+            || info.dli_fname.is_null()
+        {
+            return None;
+        }
+        // SAFETY: dladdr set dli_fname to a NUL-terminated path that stays
+        // valid while the object is loaded (libibverbs is never unloaded).
+        let path = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+        let path = std::path::Path::new(
+            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path.to_bytes()),
+        );
+        // dli_fname is the name it was opened by (the soname link,
+        // libibverbs.so.1): the file it points to carries the release.
+        let real = std::fs::canonicalize(path).ok()?;
+        release_from_file_name(real.file_name()?.to_str()?)
+    })
+}
+
+/// The release in a libibverbs file name, `libibverbs.so.SONAME.ABI.RELEASE[.PATCH]`.
+fn release_from_file_name(name: &str) -> Option<u32> {
+    let mut parts = name.strip_prefix("libibverbs.so.")?.split('.');
+    let (_soname, _abi) = (parts.next()?, parts.next()?);
+    parts.next()?.parse().ok()
 }
 
 impl CompletionQueue {
@@ -220,28 +275,41 @@ impl CompletionQueue {
 
     /// Polls up to `out.len()` completions into caller-owned storage; returns
     /// the filled part (empty when the queue is empty). Allocates nothing.
+    ///
+    /// Poll into initialised storage made once (`[WorkCompletion::ZERO; 16]`):
+    /// `MaybeUninit` storage is zeroed before every poll (see
+    /// [`CompletionBuf`]). Fails with `EBUSY` while an [`ExPoll`] of this
+    /// queue is alive.
     #[inline]
-    pub fn poll<'a>(
+    pub fn poll<'a, B: CompletionBuf + ?Sized>(
         &self,
-        out: &'a mut [MaybeUninit<WorkCompletion>],
+        out: &'a mut B,
     ) -> Result<&'a mut [WorkCompletion]> {
-        let n = out.len().min(i32::MAX as usize) as i32;
-        // SAFETY: a live CQ; `out` has room for `n` entries of a type
-        // layout-identical to ibv_wc. The port calls the provider directly.
-        let rc = unsafe { sys::ibv_poll_cq(self.as_raw(), n, out.as_mut_ptr().cast()) };
-        if rc < 0 {
-            return Err(poll_error());
+        let out = out.as_completions();
+        // Relaxed: only an ExPoll of this thread must be seen; one on
+        // another thread, unseen, makes the provider wait for its lock.
+        let cq = self.inner.poll_raw.load(Ordering::Relaxed);
+        if cq.is_null() {
+            return Err(busy_error("ibv_poll_cq"));
         }
-        // SAFETY: the provider initialised the first `rc` entries.
-        Ok(unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast(), rc as usize) })
+        // SAFETY: `cq` is this live CQ (`poll_raw` is `raw` or null), not
+        // inside an extended poll of this thread (an ExPoll nulls
+        // `poll_raw` while it lives).
+        unsafe { poll_into(cq, out) }
     }
 
     /// Asks for a completion event on the queue's channel at the next
-    /// completion (only solicited ones when `solicited_only`).
+    /// completion (only solicited ones when `solicited_only`). Fails with
+    /// `EBUSY` while an [`ExPoll`] of this queue is alive.
     #[inline]
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
-        // SAFETY: a live CQ.
-        let rc = unsafe { sys::ibv_req_notify_cq(self.as_raw(), solicited_only as i32) };
+        let cq = self.inner.poll_raw.load(Ordering::Relaxed);
+        if cq.is_null() {
+            return Err(busy_error("ibv_req_notify_cq"));
+        }
+        // SAFETY: this live CQ, not inside an extended poll of this thread
+        // (as in `poll`; some providers take the CQ's lock to arm it).
+        let rc = unsafe { sys::ibv_req_notify_cq(cq, solicited_only as i32) };
         if rc != 0 {
             return Err(req_notify_error(rc));
         }
@@ -302,27 +370,61 @@ impl CompletionQueue {
     /// lending iterator over the completions, which ends the poll when
     /// dropped. Fails with `EOPNOTSUPP` on a classic queue.
     ///
-    /// On rxe of rdma-core before v55 each poll yields one completion: that
-    /// provider loses completions when `ibv_next_poll` finds the queue empty.
+    /// The poll starts at the first completion, which the first
+    /// [`next`](ExPoll::next) yields: dropping the poll consumes the
+    /// completions it started at or yielded, and no others, so drop it only
+    /// after `next`. One poll of a queue at a time: while it lives,
+    /// `start_poll`, [`poll`](Self::poll) and [`req_notify`](Self::req_notify)
+    /// on the queue (any clone, any thread) fail with `EBUSY` instead of
+    /// waiting for the lock the provider holds for the poll.
+    ///
+    /// On rxe of rdma-core before v61 (the libibverbs loaded at run time)
+    /// each poll yields one completion: that provider unlocks the queue
+    /// when `ibv_next_poll` finds it empty; see
+    /// [`one_per_poll`](Self::one_per_poll).
     pub fn start_poll(&self) -> Result<Option<ExPoll<'_>>> {
         let ex = self.inner.ex.ok_or_else(|| {
             Error::new("ibv_start_poll", libc::EOPNOTSUPP).with_hint("the CQ is not extended")
         })?;
+        let busy = &self.inner.poll_raw;
+        let raw = self.inner.raw.as_ptr();
+        if busy
+            .compare_exchange(raw, ptr::null_mut(), Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return Err(busy_error("ibv_start_poll"));
+        }
         // SAFETY: plain data.
         let mut attr: sys::ibv_poll_cq_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: a live extended CQ, not inside a poll (an `ExPoll` borrows
-        // the queue for the poll's length and ends it on drop).
+        // SAFETY: a live extended CQ, not inside a poll: `poll_raw` was not
+        // null, and only a live ExPoll (which restores it on drop, after
+        // ibv_end_poll) leaves it null.
         let rc = unsafe { sys::ibv_start_poll(ex.as_ptr(), &mut attr) };
         match rc {
             0 => Ok(Some(ExPoll {
                 cq: ex,
+                busy,
+                raw,
                 pending: true,
                 one_per_poll: self.inner.one_per_poll,
-                _cq: PhantomData,
             })),
-            libc::ENOENT => Ok(None),
-            e => Err(Error::new("ibv_start_poll", e)),
+            e => {
+                // No poll began (the provider unlocked before returning).
+                busy.store(raw, Ordering::Release);
+                match e {
+                    libc::ENOENT => Ok(None),
+                    e => Err(Error::new("ibv_start_poll", e)),
+                }
+            }
         }
+    }
+
+    /// Whether each extended poll yields at most one completion, avoiding
+    /// `ibv_next_poll`: on rxe of an rdma-core before v61, or of one whose
+    /// release cannot be told, as loaded at run time. Always false on a
+    /// classic queue.
+    pub fn one_per_poll(&self) -> bool {
+        self.inner.one_per_poll
     }
 }
 
@@ -333,6 +435,28 @@ impl fmt::Debug for CompletionQueue {
             .field("extended", &self.is_extended())
             .finish()
     }
+}
+
+/// `ibv_poll_cq` into `out`; the filled part.
+///
+/// # Safety
+/// `cq` must be a live CQ that this thread is not polling with the extended
+/// API.
+#[inline(always)]
+unsafe fn poll_into(
+    cq: *mut sys::ibv_cq,
+    out: &mut [WorkCompletion],
+) -> Result<&mut [WorkCompletion]> {
+    let n = out.len().min(i32::MAX as usize) as i32;
+    // SAFETY: per the contract; `out` is `n` writable, initialised entries
+    // of a type layout-identical to ibv_wc, so what the provider leaves
+    // unwritten stays initialised.
+    let rc = unsafe { sys::ibv_poll_cq(cq, n, out.as_mut_ptr().cast()) };
+    if rc < 0 {
+        return Err(poll_error());
+    }
+    // SAFETY: a provider returns at most `n`, the entries it filled.
+    Ok(unsafe { out.get_unchecked_mut(..rc as usize) })
 }
 
 /// The error of a failed `ibv_poll_cq` (a negative count; no errno is set).
@@ -348,16 +472,32 @@ fn req_notify_error(rc: i32) -> Error {
     Error::from_rc("ibv_req_notify_cq", rc)
 }
 
+/// The error of a verb called on a CQ while an [`ExPoll`] of it lives.
+#[cold]
+#[inline(never)]
+fn busy_error(verb: &'static str) -> Error {
+    Error::new(verb, libc::EBUSY)
+        .with_hint("an extended poll of this CQ is in progress: drop the ExPoll first")
+}
+
 /// An extended poll in progress: a lending iterator over completions.
 ///
-/// Dropping it ends the poll (`ibv_end_poll`). It is neither `Send` nor
-/// `Sync`: the provider holds the CQ's lock for the poll's length.
+/// Dropping it ends the poll (`ibv_end_poll`), which consumes the
+/// completion it started at (the first [`next`](Self::next) yields it) and
+/// those yielded, never one after. It is neither `Send` nor `Sync`: the
+/// provider holds the CQ's lock for the poll's length, and the thread that
+/// took it must release it.
+#[must_use = "dropping the poll without `next` consumes the completion it started at"]
 pub struct ExPoll<'cq> {
+    /// The raw pointers keep it from being Send or Sync.
     cq: NonNull<sys::ibv_cq_ex>,
+    /// The queue's `poll_raw`, nulled by `start_poll`, restored to `raw`
+    /// on drop.
+    busy: &'cq AtomicPtr<sys::ibv_cq>,
+    raw: *mut sys::ibv_cq,
     /// Whether the current completion has not been yielded yet.
     pending: bool,
     one_per_poll: bool,
-    _cq: PhantomData<(&'cq CompletionQueue, *const ())>,
 }
 
 impl ExPoll<'_> {
@@ -385,8 +525,11 @@ impl ExPoll<'_> {
 
 impl Drop for ExPoll<'_> {
     fn drop(&mut self) {
-        // SAFETY: ends the poll that a successful start_poll began.
+        // SAFETY: ends the poll that a successful start_poll began, on the
+        // thread that began it (ExPoll is not Send), once.
         unsafe { sys::ibv_end_poll(self.cq.as_ptr()) };
+        // After end_poll: the lock is free, so the queue may be used again.
+        self.busy.store(self.raw, Ordering::Release);
     }
 }
 
@@ -476,5 +619,137 @@ impl fmt::Debug for ExCompletion<'_> {
             .field("status", &self.status())
             .field("opcode", &self.opcode())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::c_int;
+    use std::mem::MaybeUninit;
+
+    use super::*;
+
+    #[test]
+    fn release_is_read_from_the_libibverbs_file_name() {
+        assert_eq!(release_from_file_name("libibverbs.so.1.14.44.0"), Some(44));
+        assert_eq!(release_from_file_name("libibverbs.so.1.15.61.0"), Some(61));
+        assert_eq!(release_from_file_name("libibverbs.so.1.18.65"), Some(65));
+        assert_eq!(release_from_file_name("libibverbs.so.1"), None);
+        assert_eq!(release_from_file_name("libibverbs.so.1.14"), None);
+        assert_eq!(release_from_file_name("libibverbs.so"), None);
+        assert_eq!(release_from_file_name("libibverbs.so.1.14.x.0"), None);
+        assert_eq!(release_from_file_name("librdmacm.so.1.3.44.0"), None);
+        assert_eq!(release_from_file_name("librxe-rdmav34.so"), None);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "calls dladdr")]
+    fn loaded_release_is_that_of_the_mapped_libibverbs() {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let mapped = maps
+            .lines()
+            .filter_map(|l| l.rsplit('/').next())
+            .find_map(release_from_file_name);
+        assert!(mapped.is_some(), "no libibverbs.so.1.A.R.P mapped");
+        assert_eq!(loaded_rdma_core_release(), mapped);
+    }
+
+    #[test]
+    fn rxe_next_poll_is_avoided_before_v61_and_when_unknown() {
+        assert!(rxe_next_poll_broken(Some(44)));
+        assert!(rxe_next_poll_broken(Some(55)));
+        assert!(rxe_next_poll_broken(Some(60)));
+        assert!(!rxe_next_poll_broken(Some(61)));
+        assert!(!rxe_next_poll_broken(Some(65)));
+        assert!(rxe_next_poll_broken(None));
+    }
+
+    /// Writes what siw's `copy_cqe` writes into the first slot, and nothing
+    /// of `src_qp`, `slid`, `sl`, `pkey_index` and `dlid_path_bits`.
+    unsafe extern "C" fn siw_like_poll(
+        _cq: *mut sys::ibv_cq,
+        n: c_int,
+        wc: *mut sys::ibv_wc,
+    ) -> c_int {
+        if n < 1 {
+            return 0;
+        }
+        // SAFETY: the caller passes `n` >= 1 writable entries; only fields
+        // are written, never the whole entry.
+        unsafe {
+            (*wc).wr_id = 7;
+            (*wc).byte_len = 64;
+            (*wc).wc_flags = 0;
+            (*wc).__bindgen_anon_1.imm_data = 0;
+            (*wc).vendor_err = 0;
+            (*wc).opcode = sys::IBV_WC_RECV;
+            (*wc).status = sys::IBV_WC_SUCCESS;
+            (*wc).qp_num = 0x11;
+        }
+        1
+    }
+
+    fn fake_cq() -> (Box<sys::ibv_context>, Box<sys::ibv_cq>) {
+        // SAFETY: plain C data; all zero is every pointer NULL, every op None.
+        let mut ctx: Box<sys::ibv_context> = Box::new(unsafe { std::mem::zeroed() });
+        ctx.ops.poll_cq = Some(siw_like_poll);
+        // SAFETY: as above.
+        let mut cq: Box<sys::ibv_cq> = Box::new(unsafe { std::mem::zeroed() });
+        cq.context = &mut *ctx;
+        (ctx, cq)
+    }
+
+    const POISON: u8 = 0xa5;
+
+    #[test]
+    fn fields_a_provider_skips_read_as_zero_from_uninit_storage() {
+        let (_ctx, mut cq) = fake_cq();
+        let mut buf = [MaybeUninit::<WorkCompletion>::uninit(); 2];
+        // What a stack slot may hold: the poll must not hand it out.
+        // SAFETY: writes bytes into the storage, 2 entries long.
+        unsafe { ptr::write_bytes(buf.as_mut_ptr(), POISON, buf.len()) };
+        // SAFETY: the fake CQ's poll_cq is siw_like_poll, which reads nothing.
+        let got = unsafe { poll_into(&mut *cq, buf.as_completions()) }.unwrap();
+        assert_eq!(got.len(), 1);
+        let wc = got[0];
+        assert_eq!((wc.wr_id(), wc.qp_num(), wc.byte_len()), (7, 0x11, 64));
+        assert_eq!(wc.opcode(), WcOpcode::Recv);
+        assert_eq!(wc.src_qp(), 0);
+        assert_eq!(wc.slid(), 0);
+        assert_eq!(wc.sl(), 0);
+        assert_eq!(wc.pkey_index(), 0);
+        assert_eq!(wc.dlid_path_bits(), 0);
+        assert_eq!(wc.imm_data(), None);
+    }
+
+    #[test]
+    fn fields_a_provider_skips_keep_the_initialised_storage() {
+        let (_ctx, mut cq) = fake_cq();
+        let mut buf = [WorkCompletion::ZERO; 2];
+        buf[0].0.src_qp = 0x42;
+        buf[0].0.slid = 3;
+        // SAFETY: as above.
+        let got = unsafe { poll_into(&mut *cq, buf.as_completions()) }.unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            (got[0].wr_id(), got[0].src_qp(), got[0].slid()),
+            (7, 0x42, 3)
+        );
+        assert_eq!(got[0].sl(), 0);
+    }
+
+    #[test]
+    fn failed_completions_report_no_immediate_or_grh() {
+        let mut wc = WorkCompletion::ZERO;
+        wc.0.status = sys::IBV_WC_WR_FLUSH_ERR;
+        wc.0.wc_flags = sys::IBV_WC_WITH_IMM | sys::IBV_WC_WITH_INV | sys::IBV_WC_GRH;
+        assert_eq!(wc.imm_data(), None);
+        assert_eq!(wc.invalidated_rkey(), None);
+        assert!(!wc.has_grh());
+        wc.0.status = sys::IBV_WC_SUCCESS;
+        wc.0.wc_flags = sys::IBV_WC_WITH_IMM | sys::IBV_WC_GRH;
+        wc.0.__bindgen_anon_1.imm_data = 5u32.to_be();
+        assert_eq!(wc.imm_data(), Some(5));
+        assert!(wc.has_grh());
     }
 }

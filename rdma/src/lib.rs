@@ -57,6 +57,7 @@
 //! | UD send without an address handle | `ibv_post_send`, `EINVAL`, "no address handle" |
 //! | more receives than an SRQ holds | `ibv_post_srq_recv`, the provider's errno, which request was not posted |
 //! | empty list to `prepare_send`, or a request index past a prepared list | `ibv_post_send`, `EINVAL` |
+//! | `poll`, `req_notify` or `start_poll` on a CQ while an [`ExPoll`] of it lives (any clone, any thread) | `ibv_poll_cq`/`ibv_req_notify_cq`/`ibv_start_poll`, `EBUSY`, "an extended poll of this CQ is in progress" (`sound_cq::*`) |
 //! | memory window where the provider has none (siw) | `ibv_alloc_mw`, `EOPNOTSUPP` |
 //! | wrong rkey, or a region without the remote right | a `RemoteAccessError` completion |
 //! | receiver not ready past the RNR retries | an `RnrRetryExceeded` completion |

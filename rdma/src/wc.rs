@@ -1,6 +1,8 @@
 //! Work completions.
 
 use std::fmt;
+use std::mem::MaybeUninit;
+use std::ptr;
 
 use crate::sys;
 
@@ -128,87 +130,194 @@ impl WcOpcode {
 
 /// A work completion, as `ibv_poll_cq` fills it.
 ///
-/// Layout-identical to `ibv_wc`: a `&mut [MaybeUninit<WorkCompletion>]` is
-/// handed to the provider as is.
+/// Layout-identical to `ibv_wc`. Providers write only some fields (siw never
+/// writes `src_qp`, `slid`, `sl`, `pkey_index` and `dlid_path_bits`; mlx5
+/// writes only `wr_id`, `status`, `qp_num`, `vendor_err` and `wc_flags` for
+/// a failed completion), so polling needs initialised storage: see
+/// [`CompletionBuf`]. A field the provider skipped keeps what the storage
+/// held: zero, or the value of an earlier completion polled into that slot.
+/// Each accessor says when its value is meaningful; `wr_id`, `status`,
+/// `qp_num` and `vendor_err` always are.
 #[derive(Clone, Copy)]
 #[repr(transparent)]
 pub struct WorkCompletion(pub(crate) sys::ibv_wc);
 
 impl WorkCompletion {
+    /// A completion of all zero bytes: storage to poll into,
+    /// `[WorkCompletion::ZERO; N]`.
+    // SAFETY: ibv_wc is plain integers and a union of integers; all zero
+    // bytes is a valid value of each.
+    pub const ZERO: WorkCompletion = WorkCompletion(unsafe { std::mem::zeroed() });
+
     /// The work request ID given when posting.
+    #[inline]
     pub fn wr_id(&self) -> u64 {
         self.0.wr_id
     }
     /// The status.
+    #[inline]
     pub fn status(&self) -> WcStatus {
         WcStatus::from_raw(self.0.status)
     }
     /// Whether the work request succeeded.
+    #[inline]
     pub fn is_success(&self) -> bool {
         self.0.status == sys::IBV_WC_SUCCESS
     }
-    /// The opcode (valid only for successful completions).
+    /// The opcode; meaningful only for successful completions.
+    #[inline]
     pub fn opcode(&self) -> WcOpcode {
         WcOpcode::from_raw(self.0.opcode)
     }
-    /// The vendor-specific error syndrome.
+    /// The vendor-specific error syndrome (0 on success).
+    #[inline]
     pub fn vendor_err(&self) -> u32 {
         self.0.vendor_err
     }
-    /// Bytes received (receives) or transferred.
+    /// The bytes a receive received, including the 40-byte GRH of a UD
+    /// receive (see [`has_grh`](Self::has_grh)); for RDMA READ and atomics
+    /// the bytes read. Meaningful only for successful completions.
+    #[inline]
     pub fn byte_len(&self) -> u32 {
         self.0.byte_len
     }
-    /// The immediate data, in host byte order, if the completion carries it.
+    /// The immediate data, in host byte order, if the completion succeeded
+    /// and carries it.
+    #[inline]
     pub fn imm_data(&self) -> Option<u32> {
-        if self.0.wc_flags & sys::IBV_WC_WITH_IMM != 0 {
-            // SAFETY: with IBV_WC_WITH_IMM the union holds the immediate data.
+        if self.is_success() && self.0.wc_flags & sys::IBV_WC_WITH_IMM != 0 {
+            // SAFETY: both union fields are u32, so any bytes are a valid
+            // value; with IBV_WC_WITH_IMM the provider wrote the immediate.
             Some(u32::from_be(unsafe { self.0.__bindgen_anon_1.imm_data }))
         } else {
             None
         }
     }
-    /// The rkey a SEND with invalidate invalidated, if any.
+    /// The rkey a successful SEND with invalidate invalidated, if any.
+    #[inline]
     pub fn invalidated_rkey(&self) -> Option<u32> {
-        if self.0.wc_flags & sys::IBV_WC_WITH_INV != 0 {
-            // SAFETY: with IBV_WC_WITH_INV the union holds the rkey.
+        if self.is_success() && self.0.wc_flags & sys::IBV_WC_WITH_INV != 0 {
+            // SAFETY: as in `imm_data`; with IBV_WC_WITH_INV the provider
+            // wrote the rkey.
             Some(unsafe { self.0.__bindgen_anon_1.invalidated_rkey })
         } else {
             None
         }
     }
     /// The local QP number.
+    #[inline]
     pub fn qp_num(&self) -> u32 {
         self.0.qp_num
     }
-    /// The remote QP number (UD).
+    /// The remote QP number; meaningful only for a successful UD receive
+    /// (siw, RC only, leaves it as the storage held).
+    #[inline]
     pub fn src_qp(&self) -> u32 {
         self.0.src_qp
     }
-    /// The `IBV_WC_*` flags (`WITH_IMM`, `GRH`, ...).
+    /// The `IBV_WC_*` flags (`WITH_IMM`, `GRH`, ...); meaningful only for
+    /// successful completions.
+    #[inline]
     pub fn wc_flags(&self) -> u32 {
         self.0.wc_flags
     }
-    /// Whether a UD receive starts with a 40-byte GRH.
+    /// Whether a successful UD receive starts with a 40-byte GRH.
+    #[inline]
     pub fn has_grh(&self) -> bool {
-        self.0.wc_flags & sys::IBV_WC_GRH != 0
+        self.is_success() && self.0.wc_flags & sys::IBV_WC_GRH != 0
     }
-    /// The P_Key index (GSI).
+    /// The P_Key index; meaningful only for a successful receive on a GSI
+    /// (QP1) queue pair.
+    #[inline]
     pub fn pkey_index(&self) -> u16 {
         self.0.pkey_index
     }
-    /// The source LID.
+    /// The source LID; meaningful only for a successful UD receive on
+    /// InfiniBand (RoCE and iWARP have no LIDs).
+    #[inline]
     pub fn slid(&self) -> u16 {
         self.0.slid
     }
-    /// The service level.
+    /// The service level; meaningful only for a successful UD receive on
+    /// InfiniBand.
+    #[inline]
     pub fn sl(&self) -> u8 {
         self.0.sl
     }
+    /// The destination LID path bits; meaningful only for a successful UD
+    /// receive on InfiniBand.
+    #[inline]
+    pub fn dlid_path_bits(&self) -> u8 {
+        self.0.dlid_path_bits
+    }
     /// The raw completion.
+    #[inline]
     pub fn as_raw(&self) -> &sys::ibv_wc {
         &self.0
     }
+}
+
+impl Default for WorkCompletion {
+    /// [`WorkCompletion::ZERO`].
+    fn default() -> Self {
+        WorkCompletion::ZERO
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Storage that [`CompletionQueue::poll`](crate::CompletionQueue::poll)
+/// fills: a slice, array or `Vec` of [`WorkCompletion`] or of
+/// `MaybeUninit<WorkCompletion>`.
+///
+/// Initialised storage (`[WorkCompletion::ZERO; 16]`, made once and polled
+/// into again and again) costs nothing per poll: the provider overwrites
+/// what it writes, and every other field stays initialised.
+/// `MaybeUninit` storage is zeroed before each poll (48 bytes a slot, the
+/// whole storage whether or not completions arrive), because providers do
+/// not write every field and Rust may not read a field nobody wrote.
+pub trait CompletionBuf: sealed::Sealed {
+    /// The storage as initialised completions (zeroed first if it is
+    /// `MaybeUninit`).
+    fn as_completions(&mut self) -> &mut [WorkCompletion];
+}
+
+/// Zeroes `slots` and hands them out as completions.
+#[inline(always)]
+fn zeroed(slots: &mut [MaybeUninit<WorkCompletion>]) -> &mut [WorkCompletion] {
+    let len = slots.len();
+    let p = slots.as_mut_ptr().cast::<WorkCompletion>();
+    // SAFETY: `p` is `len` writable slots (MaybeUninit<T> has T's layout);
+    // all zero bytes is a valid WorkCompletion (see `ZERO`), so afterwards
+    // all `len` are initialised, exclusively borrowed for `slots`' lifetime.
+    unsafe {
+        ptr::write_bytes(p, 0, len);
+        std::slice::from_raw_parts_mut(p, len)
+    }
+}
+
+macro_rules! completion_buf {
+    ($([$($gen:tt)*] $ty:ty => |$s:ident| $body:expr;)*) => {$(
+        impl<$($gen)*> sealed::Sealed for $ty {}
+        impl<$($gen)*> CompletionBuf for $ty {
+            #[inline(always)]
+            fn as_completions(&mut self) -> &mut [WorkCompletion] {
+                let $s = self;
+                $body
+            }
+        }
+    )*};
+}
+
+completion_buf! {
+    [] [WorkCompletion] => |s| s;
+    [const N: usize] [WorkCompletion; N] => |s| s;
+    [] Vec<WorkCompletion> => |s| s;
+    [] [MaybeUninit<WorkCompletion>] => |s| zeroed(s);
+    [const N: usize] [MaybeUninit<WorkCompletion>; N] => |s| zeroed(s);
+    [] Vec<MaybeUninit<WorkCompletion>> => |s| zeroed(s);
 }
 
 impl fmt::Debug for WorkCompletion {

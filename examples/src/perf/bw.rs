@@ -7,8 +7,6 @@
 //! and average bandwidth. On iWARP the SEND client also waits for the
 //! server's credits ([`super::conn::Credits`]) before each post.
 
-use std::mem::MaybeUninit;
-
 use rdma::{RecvWr, SendWr, WcStatus, WorkCompletion};
 
 use super::clock::cycles;
@@ -70,7 +68,7 @@ fn client(cfg: &Config, conn: &mut Conn, size: usize) -> Result<BwResult> {
     let iters = cfg.iters;
     let mut posted = vec![0u64; iters];
     let mut completed = vec![0u64; iters];
-    let mut wcs = [MaybeUninit::uninit(); POLL_BATCH];
+    let mut wcs = [WorkCompletion::ZERO; POLL_BATCH];
     let (mut scnt, mut ccnt) = (0usize, 0usize);
     if let Some(c) = &credits {
         // The server grants every third of its depth, the last of a size
@@ -137,7 +135,7 @@ fn may_send(c: &Credits, mr: &rdma::MemoryRegion, half: usize, list: usize) -> R
 
 /// One poll of the send queue's completions, without waiting.
 #[inline]
-fn poll_now(conn: &Conn, wcs: &mut [MaybeUninit<rdma::WorkCompletion>]) -> Result<usize> {
+fn poll_now(conn: &Conn, wcs: &mut [WorkCompletion]) -> Result<usize> {
     let done = conn
         .send_cq
         .poll(wcs)
@@ -162,7 +160,7 @@ fn server(cfg: &Config, conn: &mut Conn, size: usize) -> Result<BwResult> {
     let mut recv = [RecvWr::new(0, &sge)];
     let iters = cfg.iters;
     let mut stamps = vec![0u64; iters];
-    let mut wcs = [MaybeUninit::uninit(); POLL_BATCH];
+    let mut wcs = [WorkCompletion::ZERO; POLL_BATCH];
     let mut rcnt = 0;
     while rcnt < iters {
         // Never more than this size's share: with rdma_cm the client goes
@@ -217,7 +215,7 @@ fn grant(conn: &Conn, c: &mut Credits) -> Result<()> {
 /// sender, done, has already disconnected is no failure: the receives
 /// decide whether the run succeeded.
 fn settle(conn: &Conn, c: &mut Credits) -> Result<()> {
-    let mut wcs = [MaybeUninit::<WorkCompletion>::uninit(); 4];
+    let mut wcs = [WorkCompletion::ZERO; 4];
     while c.in_flight {
         for wc in conn
             .send_cq

@@ -13,7 +13,6 @@
 //! built on (`post_one_port`, `poll_one_port`): the difference is the cost of
 //! the safe layer.
 
-use std::mem::MaybeUninit;
 use std::time::Duration;
 
 use rdma::{
@@ -40,10 +39,7 @@ pub fn post_one_prepared(wr: &mut PreparedSend<'_, '_, '_>) -> rdma::Result<()> 
 /// (empty) or -1 (a failed completion). `isize`, so that the `Result` comes
 /// back in registers.
 #[inline(never)]
-pub fn poll_one(
-    cq: &CompletionQueue,
-    wcs: &mut [MaybeUninit<WorkCompletion>; 1],
-) -> rdma::Result<isize> {
+pub fn poll_one(cq: &CompletionQueue, wcs: &mut [WorkCompletion; 1]) -> rdma::Result<isize> {
     Ok(match cq.poll(wcs)? {
         [] => 0,
         [wc, ..] if !wc.is_success() => -1,
@@ -130,7 +126,7 @@ pub fn run(args: &Args, iters: usize, path: PostPollPath) -> Result<()> {
     let sge = [mr.sge(0..64).map_err(e)?];
     let remote = mr.remote(2048..2048 + 64).map_err(e)?;
     let mut wr = [SendWr::rdma_write(0, &sge, remote).signaled()];
-    let mut wcs: [MaybeUninit<WorkCompletion>; 1] = [MaybeUninit::uninit(); 1];
+    let mut wcs = [WorkCompletion::ZERO; 1];
     let mut misses = 0u64;
     // SAFETY: the raw request is only posted by `post_one_port` below, while
     // `sge`, `mr` and `qp` live; nothing in it is changed.
@@ -154,7 +150,9 @@ pub fn run(args: &Args, iters: usize, path: PostPollPath) -> Result<()> {
             let got = if port_path {
                 // SAFETY: a live CQ; `wcs[0]` is room for one completion
                 // (WorkCompletion is a transparent ibv_wc).
-                unsafe { poll_one_port(cq.as_raw(), wcs[0].as_mut_ptr().cast()) as isize }
+                unsafe {
+                    poll_one_port(cq.as_raw(), std::ptr::from_mut(&mut wcs[0]).cast()) as isize
+                }
             } else {
                 poll_one(&cq, &mut wcs).map_err(e)?
             };

@@ -4,7 +4,6 @@
 //! Work requests are built once per size and posted again and again: a
 //! post only relinks them, as perftest reuses its prepared `ibv_send_wr`.
 
-use std::mem::MaybeUninit;
 use std::sync::atomic::{compiler_fence, Ordering};
 
 use rdma::{CompletionQueue, RecvWr, SendWr, WorkCompletion};
@@ -24,7 +23,7 @@ pub const POLL_BATCH: usize = 16;
 pub fn wait_completions(
     cq: &CompletionQueue,
     events: bool,
-    wcs: &mut [MaybeUninit<WorkCompletion>],
+    wcs: &mut [WorkCompletion],
 ) -> Result<usize> {
     loop {
         let done = cq.poll(wcs).map_err(|e| format!("poll CQ failed: {e}"))?;
@@ -83,7 +82,7 @@ fn send(cfg: &Config, conn: &mut Conn, size: usize) -> Result<Vec<u64>> {
     let inline = size <= conn.inline_size as usize;
     let [mut signaled, mut unsignaled] = variants(|| SendWr::send(0, &sge), inline);
     let mut recv = [RecvWr::new(0, &rsge)];
-    let mut wcs = [MaybeUninit::uninit(); 1];
+    let mut wcs = [WorkCompletion::ZERO; 1];
     let iters = cfg.iters;
     let mut stamps = vec![0u64; iters];
     let (mut scnt, mut rcnt) = (0, 0);
@@ -139,7 +138,7 @@ fn write(cfg: &Config, conn: &mut Conn, size: usize) -> Result<Vec<u64>> {
     let remote = conn.remote.slice(0, size as u64).map_err(err)?;
     let inline = size <= conn.inline_size as usize;
     let [mut signaled, mut unsignaled] = variants(|| SendWr::rdma_write(0, &sge, remote), inline);
-    let mut wcs = [MaybeUninit::uninit(); 1];
+    let mut wcs = [WorkCompletion::ZERO; 1];
     let iters = cfg.iters;
     let mut stamps = vec![0u64; iters];
     let (mut scnt, mut rcnt) = (0, 0);
@@ -175,7 +174,7 @@ fn read(cfg: &Config, conn: &mut Conn, size: usize) -> Result<Vec<u64>> {
     let sge = [mr.sge(0..size).map_err(err)?];
     let remote = conn.remote.slice(0, size as u64).map_err(err)?;
     let mut wr = [SendWr::rdma_read(0, &sge, remote).signaled()];
-    let mut wcs = [MaybeUninit::uninit(); 1];
+    let mut wcs = [WorkCompletion::ZERO; 1];
     let mut stamps = vec![0u64; cfg.iters];
     for stamp in stamps.iter_mut() {
         *stamp = cycles();
