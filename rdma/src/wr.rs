@@ -40,6 +40,11 @@ pub struct SendWr<'a> {
     raw: sys::ibv_send_wr,
     /// The SGE of an inline request built by [`SendWr::send_inline`].
     inline_sge: sys::ibv_sge,
+    /// Whether `raw.sg_list` must point at `inline_sge`: set by
+    /// `send_inline`. The request may move between posts (a `Vec` grows, a
+    /// list is moved), so every post points `sg_list` at the SGE's current
+    /// place rather than keeping the address of the first.
+    owns_sge: bool,
     _borrows: PhantomData<&'a ()>,
 }
 
@@ -59,6 +64,7 @@ impl<'a> SendWr<'a> {
                 length: 0,
                 lkey: 0,
             },
+            owns_sge: false,
             _borrows: PhantomData,
         }
     }
@@ -90,6 +96,7 @@ impl<'a> SendWr<'a> {
                 length: 0,
                 lkey: 0,
             },
+            owns_sge: false,
             _borrows: PhantomData,
         };
         wr.set_inline(data);
@@ -203,9 +210,11 @@ impl<'a> SendWr<'a> {
     fn set_inline(&mut self, data: &'a [u8]) {
         // An inline SGE may name any memory: the provider copies it at post
         // time and ignores the lkey. It is stored in the request itself
-        // (`inline_sge`), so the request is self-contained.
+        // (`inline_sge`), so the request is self-contained; `sg_list` gets
+        // its address when the request is linked for a post.
         self.raw.sg_list = ptr::null_mut();
         self.raw.num_sge = 1;
+        self.owns_sge = true;
         self.inline_sge = sys::ibv_sge {
             addr: data.as_ptr() as u64,
             length: data.len().min(u32::MAX as usize) as u32,
@@ -351,6 +360,9 @@ pub(crate) trait Link {
     /// pointer: no reference to the request is created, so pointers to it
     /// stored earlier (the `next` of the request before it) stay valid.
     ///
+    /// A request built by [`send_inline`](Self::send_inline) has its
+    /// `sg_list` pointed at its own SGE by every post, whatever it was set to.
+    ///
     /// # Safety
     /// `wr` must point to a live request that nothing else accesses during
     /// the call.
@@ -366,12 +378,16 @@ pub(crate) trait Link {
 impl<'a> Link for SendWr<'a> {
     type Raw = sys::ibv_send_wr;
 
-    /// Also points an inline request at its own SGE.
+    /// Also points an inline request at its own SGE, where it is now: the
+    /// request may have moved since it was last linked. (One flag test, as
+    /// cheap as the NULL test it replaces.)
     #[inline]
     unsafe fn link_raw(wr: *mut Self, next: *mut sys::ibv_send_wr) {
         // SAFETY: per the contract; only place expressions through `wr`.
+        // `sg_list` then points into the request itself, which the post that
+        // links it borrows for the provider call.
         unsafe {
-            if (*wr).raw.sg_list.is_null() && (*wr).raw.num_sge == 1 {
+            if (*wr).owns_sge {
                 (*wr).raw.sg_list = ptr::addr_of_mut!((*wr).inline_sge);
             }
             (*wr).raw.next = next;
@@ -483,6 +499,43 @@ mod tests {
         let one = wrs[0].link(ptr::null_mut());
         assert_eq!(one as *const _, raws[0]);
         assert!(wrs[0].raw.next.is_null());
+    }
+
+    #[test]
+    fn inline_request_moved_after_a_post_points_at_its_sge_again() {
+        let data = *b"moved";
+        let decoy = *b"stale";
+        let mut v = Vec::with_capacity(1);
+        v.push(SendWr::send_inline(1, &data));
+        let first = v[0].link(ptr::null_mut());
+        // SAFETY: just linked; `v` is not otherwise accessed meanwhile.
+        assert_eq!(unsafe { (*(*first).sg_list).addr }, data.as_ptr() as u64);
+        // Move the request out (as a growing Vec or a moved list does) and
+        // put another request where it was.
+        let mut moved = vec![v.pop().unwrap()];
+        v.push(SendWr::send_inline(2, &decoy));
+        let head = moved[0].link(ptr::null_mut());
+        assert_eq!(
+            moved[0].raw.sg_list as *const _,
+            &moved[0].inline_sge as *const _
+        );
+        // SAFETY: as above.
+        let sge = unsafe { *(*head).sg_list };
+        assert_eq!((sge.addr, sge.length), (data.as_ptr() as u64, 5));
+        // Linked as part of a list, too.
+        // (A Vec of one, which the second push reallocates.)
+        let mut grown = vec![moved.pop().unwrap()];
+        grown.push(SendWr::send(3, &[]));
+        link_list::<SendWr<'_>>(&mut grown);
+        assert_eq!(
+            grown[0].raw.sg_list as *const _,
+            &grown[0].inline_sge as *const _
+        );
+        // A request with SGEs of its own keeps them.
+        assert_ne!(
+            grown[1].raw.sg_list as *const _,
+            &grown[1].inline_sge as *const _
+        );
     }
 
     #[test]
