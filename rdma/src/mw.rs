@@ -62,6 +62,11 @@ impl MemoryWindow {
         unsafe { (*self.raw.as_ptr()).rkey }
     }
 
+    /// The context the window belongs to.
+    pub(crate) fn context(&self) -> &crate::Context {
+        self._pd.context()
+    }
+
     /// The raw window, valid while this value lives.
     pub fn as_raw(&self) -> *mut sys::ibv_mw {
         self.raw.as_ptr()
@@ -71,6 +76,9 @@ impl MemoryWindow {
     /// work request posted on `qp` (`ibv_bind_mw`; its completion carries
     /// `wr_id` when signaled). The window's rkey changes; the returned
     /// [`RemoteMemory`] carries the new one.
+    ///
+    /// The window, `qp` and `mr` must belong to one context (else `EINVAL`):
+    /// `ibv_bind_mw` runs the window's provider on the QP.
     pub fn bind(
         &mut self,
         qp: &QueuePair,
@@ -80,6 +88,23 @@ impl MemoryWindow {
         range: impl RangeBounds<usize>,
         access: AccessFlags,
     ) -> Result<RemoteMemory> {
+        // ibv_bind_mw calls the window's provider, which takes the QP (and
+        // the region) for its own structures: they must be of its context.
+        let ctx = self.context();
+        crate::pd::same_context(
+            "ibv_bind_mw",
+            "memory window",
+            ctx,
+            "queue pair",
+            qp.context(),
+        )?;
+        crate::pd::same_context(
+            "ibv_bind_mw",
+            "memory window",
+            ctx,
+            "memory region",
+            mr.pd().context(),
+        )?;
         let remote = mr.remote(range)?;
         let mut bind = sys::ibv_mw_bind {
             wr_id,
@@ -91,8 +116,10 @@ impl MemoryWindow {
                 mw_access_flags: access.bits(),
             },
         };
-        // SAFETY: a live QP, window and region of one PD (else EPERM); the
-        // bind describes a range inside the region.
+        // SAFETY: a live QP, window and region, of one context (checked
+        // above), so the window's provider gets its own objects; of one PD,
+        // or the provider refuses the bind (EPERM/EINVAL); the bind
+        // describes a range inside the region.
         let rc = unsafe { sys::ibv_bind_mw(qp.as_raw(), self.as_raw(), &mut bind) };
         if rc != 0 {
             return Err(Error::from_rc("ibv_bind_mw", rc));

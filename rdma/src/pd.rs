@@ -61,6 +61,44 @@ impl ProtectionDomain {
     }
 }
 
+/// Refuses objects of two different contexts used together: each context is
+/// its own provider instance (its own structures, its own kernel handle
+/// table), so a provider handed another context's object would run on
+/// memory it does not own. The contexts are compared by their `ibv_context`
+/// pointers: two opens of one device are two contexts too.
+#[inline]
+pub(crate) fn same_context(
+    verb: &'static str,
+    a_what: &str,
+    a: &Context,
+    b_what: &str,
+    b: &Context,
+) -> Result<()> {
+    if a.as_raw() == b.as_raw() {
+        return Ok(());
+    }
+    Err(other_context(verb, a_what, a, b_what, b))
+}
+
+#[cold]
+#[inline(never)]
+fn other_context(
+    verb: &'static str,
+    a_what: &str,
+    a: &Context,
+    b_what: &str,
+    b: &Context,
+) -> Error {
+    Error::invalid(
+        verb,
+        format!(
+            "the {a_what} (of {}) and the {b_what} (of {}) belong to different contexts: objects used together must come from one opened device",
+            a.name(),
+            b.name()
+        ),
+    )
+}
+
 impl fmt::Debug for ProtectionDomain {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProtectionDomain")

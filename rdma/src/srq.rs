@@ -58,6 +58,11 @@ impl SharedReceiveQueue {
         self.inner.max_wr
     }
 
+    /// The context the SRQ belongs to.
+    pub(crate) fn context(&self) -> &crate::Context {
+        self.inner._pd.context()
+    }
+
     /// The raw SRQ, valid while this value lives.
     #[inline]
     pub fn as_raw(&self) -> *mut sys::ibv_srq {

@@ -170,6 +170,11 @@ impl<'a> SendWr<'a> {
     /// Binds type 2 window `mw` to `range` of `mr` with remote `access` and
     /// the new key `rkey` (usually [`inc_rkey`](crate::inc_rkey) of the
     /// window's current one). Returns the request and what a peer needs.
+    ///
+    /// A window and a region of different contexts are refused (`EINVAL`).
+    /// The QP it is posted on is not compared: providers read only the
+    /// generic `ibv_mw`/`ibv_mr` fields (keys) of a posted bind, and a key
+    /// of another context fails in the device, as a completion error.
     pub fn bind_mw(
         wr_id: u64,
         mw: &'a crate::MemoryWindow,
@@ -178,6 +183,13 @@ impl<'a> SendWr<'a> {
         range: impl std::ops::RangeBounds<usize>,
         access: crate::AccessFlags,
     ) -> crate::Result<(SendWr<'a>, RemoteMemory)> {
+        crate::pd::same_context(
+            "SendWr::bind_mw",
+            "memory window",
+            mw.context(),
+            "memory region",
+            mr.pd().context(),
+        )?;
         let remote = mr.remote(range)?;
         let mut wr = Self::with_opcode(wr_id, sys::IBV_WR_BIND_MW, &[]);
         wr.raw.__bindgen_anon_2.bind_mw = sys::ibv_send_wr__bindgen_ty_4__bindgen_ty_1 {
@@ -254,19 +266,57 @@ impl<'a> SendWr<'a> {
         self.raw.wr_id
     }
 
-    /// Whether a UD address (set by [`ud`](Self::ud)) is present; only a send
-    /// needs one (a bind or invalidate does not).
-    pub(crate) fn has_ud_address(&self) -> bool {
-        let sends = matches!(
+    /// What keeps this request off a UD QP of context `ctx`, if anything.
+    ///
+    /// UD providers read `wr.ud.ah` for every request (rxe's
+    /// `init_send_wqe`, mlx5's datagram segment): only a SEND or a SEND with
+    /// immediate that carries an address handle (set by [`ud`](Self::ud)) of
+    /// the QP's own context may be posted there. For any other opcode that
+    /// union member holds a remote address or nothing.
+    #[inline]
+    pub(crate) fn ud_fault(&self, ctx: *mut sys::ibv_context) -> Option<UdFault> {
+        if !matches!(
             self.raw.opcode,
             sys::IBV_WR_SEND | sys::IBV_WR_SEND_WITH_IMM
-        );
-        // SAFETY: `ud` is the union member `ud()` writes; reading the pointer
-        // of a zeroed or set union is reading plain data.
-        !sends || !unsafe { self.raw.wr.ud.ah }.is_null()
+        ) {
+            return Some(UdFault::NotASend);
+        }
+        // SAFETY: reading the pointer of the zeroed or `ud()`-written union
+        // member is reading plain data.
+        let ah = unsafe { self.raw.wr.ud.ah };
+        if ah.is_null() {
+            return Some(UdFault::NoAddress);
+        }
+        // SAFETY: a non-NULL `ah` was set by `ud()` from an `&'a
+        // AddressHandle` (or by `as_raw_mut`, whose contract keeps it
+        // valid), so it points to a live `ibv_ah` for as long as `self`.
+        if unsafe { (*ah).context } != ctx {
+            return Some(UdFault::OtherContext);
+        }
+        None
+    }
+
+    /// The opcode, for messages.
+    pub(crate) fn opcode_name(&self) -> &'static str {
+        match self.raw.opcode {
+            sys::IBV_WR_SEND => "a SEND",
+            sys::IBV_WR_SEND_WITH_IMM => "a SEND with immediate",
+            sys::IBV_WR_RDMA_WRITE => "an RDMA WRITE",
+            sys::IBV_WR_RDMA_WRITE_WITH_IMM => "an RDMA WRITE with immediate",
+            sys::IBV_WR_RDMA_READ => "an RDMA READ",
+            sys::IBV_WR_ATOMIC_CMP_AND_SWP => "an atomic compare-and-swap",
+            sys::IBV_WR_ATOMIC_FETCH_AND_ADD => "an atomic fetch-and-add",
+            sys::IBV_WR_LOCAL_INV => "a local invalidate",
+            sys::IBV_WR_BIND_MW => "a memory-window bind",
+            sys::IBV_WR_SEND_WITH_INV => "a SEND with invalidate",
+            _ => "a request of another opcode",
+        }
     }
 
     /// The raw request, for what this type does not cover.
+    ///
+    /// A request built by [`send_inline`](Self::send_inline) has its
+    /// `sg_list` pointed at its own SGE by every post, whatever it was set to.
     ///
     /// # Safety
     /// Changes must keep every pointer in the request valid for `'a`.
@@ -287,6 +337,17 @@ impl<'a> SendWr<'a> {
         unsafe { <Self as Link>::link_raw(wr, next) };
         &mut self.raw
     }
+}
+
+/// Why a send request cannot go on a UD QP (see [`SendWr::ud_fault`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UdFault {
+    /// Not a SEND or a SEND with immediate.
+    NotASend,
+    /// A send without an address handle.
+    NoAddress,
+    /// A send through an address handle of another context.
+    OtherContext,
 }
 
 impl fmt::Debug for SendWr<'_> {
@@ -359,9 +420,6 @@ pub(crate) trait Link {
     /// Prepares `wr` for posting and links it to `next`, through the raw
     /// pointer: no reference to the request is created, so pointers to it
     /// stored earlier (the `next` of the request before it) stay valid.
-    ///
-    /// A request built by [`send_inline`](Self::send_inline) has its
-    /// `sg_list` pointed at its own SGE by every post, whatever it was set to.
     ///
     /// # Safety
     /// `wr` must point to a live request that nothing else accesses during

@@ -174,7 +174,11 @@ impl<'a> QpBuilder<'a> {
     }
 
     /// Creates the queue pair, in the RESET state.
+    ///
+    /// The PD, the CQs and the SRQ must belong to one context (else
+    /// `EINVAL`): the kernel resolves them by handle in the PD's context.
     pub fn build(self) -> Result<QueuePair> {
+        self.check_contexts()?;
         let caps = sys::ibv_qp_cap {
             max_send_wr: self.caps.max_send_wr,
             max_recv_wr: self.caps.max_recv_wr,
@@ -195,8 +199,8 @@ impl<'a> QpBuilder<'a> {
             attr.comp_mask = sys::IBV_QP_INIT_ATTR_PD | sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
             attr.pd = self.pd.as_raw();
             attr.send_ops_flags = self.send_ops;
-            // SAFETY: a live context; the CQs, SRQ and PD belong to it and
-            // are kept alive by the QP.
+            // SAFETY: a live context; the CQs, SRQ and PD belong to it
+            // (`check_contexts`) and are kept alive by the QP.
             let raw = unsafe { sys::ibv_create_qp_ex(self.pd.context().as_raw(), &mut attr) };
             if let Some(raw) = NonNull::new(raw) {
                 // SAFETY: a QP created by ibv_create_qp_ex.
@@ -216,10 +220,27 @@ impl<'a> QpBuilder<'a> {
         attr.cap = caps;
         attr.qp_type = self.qp_type.raw();
         attr.sq_sig_all = self.sq_sig_all as i32;
-        // SAFETY: a live PD; CQs and SRQ of its context, kept alive by the QP.
+        // SAFETY: a live PD; CQs and SRQ of its context (`check_contexts`),
+        // kept alive by the QP.
         let raw = unsafe { sys::ibv_create_qp(self.pd.as_raw(), &mut attr) };
         let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_qp"))?;
         Ok(self.wrap(raw, attr.cap, None))
+    }
+
+    /// Refuses a CQ or SRQ of another context than the PD's.
+    fn check_contexts(&self) -> Result<()> {
+        let verb = if self.send_ops != 0 {
+            "ibv_create_qp_ex"
+        } else {
+            "ibv_create_qp"
+        };
+        let ctx = self.pd.context();
+        crate::pd::same_context(verb, "PD", ctx, "send CQ", self.send_cq.context())?;
+        crate::pd::same_context(verb, "PD", ctx, "receive CQ", self.recv_cq.context())?;
+        if let Some(srq) = self.srq {
+            crate::pd::same_context(verb, "PD", ctx, "SRQ", srq.context())?;
+        }
+        Ok(())
     }
 
     fn wrap(
@@ -231,6 +252,11 @@ impl<'a> QpBuilder<'a> {
         QueuePair {
             raw,
             ex,
+            send_ops: if ex.is_some() {
+                SendOps::from_bits_retain(self.send_ops)
+            } else {
+                SendOps::empty()
+            },
             qp_type: self.qp_type,
             unchecked_send_len: match self.qp_type {
                 QpType::Ud => usize::MAX,
@@ -259,6 +285,9 @@ impl<'a> QpBuilder<'a> {
 pub struct QueuePair {
     raw: NonNull<sys::ibv_qp>,
     ex: Option<NonNull<sys::ibv_qp_ex>>,
+    /// The operations the extended QP was created with: providers fill only
+    /// these `ibv_qp_ex` ops, and a batch calls no other (empty when classic).
+    send_ops: SendOps,
     qp_type: QpType,
     /// The length of a send list that needs no check before it is linked:
     /// 1 on connected QPs. On UD, where each send needs an address handle,
@@ -318,6 +347,25 @@ impl QueuePair {
     /// The queue sizes the provider granted.
     pub fn caps(&self) -> QpCaps {
         self.caps
+    }
+
+    /// The operations a batch may post (see [`QpBuilder::send_ops`]); empty
+    /// on a classic QP.
+    pub fn send_ops(&self) -> SendOps {
+        self.send_ops
+    }
+
+    /// The context the QP belongs to.
+    pub(crate) fn context(&self) -> &crate::Context {
+        self._pd.context()
+    }
+
+    /// The QP's `ibv_context`, as the provider set it: one load, for the
+    /// checks on the data path.
+    #[inline]
+    pub(crate) fn raw_context(&self) -> *mut sys::ibv_context {
+        // SAFETY: a live QP; `context` is set at creation and never changes.
+        unsafe { (*self.raw.as_ptr()).context }
     }
 
     /// Whether the QP was created extended (see [`QpBuilder::send_ops`]).

@@ -6,6 +6,7 @@ use std::ptr::{self, NonNull};
 
 use super::{QpType, QueuePair};
 use crate::sys;
+use crate::wr::UdFault;
 use crate::{Error, RecvWr, Result, SendWr};
 
 /// A list of send requests checked and linked once by
@@ -90,31 +91,35 @@ impl fmt::Debug for PreparedSend<'_, '_, '_> {
             .finish()
     }
 }
+
 impl QueuePair {
     /// Posts send work requests, in order, with one call to the provider.
     ///
     /// On failure the error says which request was refused; it and the ones
-    /// after it were not posted, the ones before it were.
+    /// after it were not posted, the ones before it were. On a UD QP only
+    /// SENDs (with or without immediate data) through an address handle of
+    /// the QP's context are posted; any other request is refused (`EINVAL`)
+    /// before the provider sees the list.
     #[inline]
     pub fn post_send(&self, wrs: &mut [SendWr<'_>]) -> Result<()> {
         // The usual post: one request on a connected QP, linked and posted
         // inline after this one compare.
         if wrs.len() == self.unchecked_send_len {
             // SAFETY: `unchecked_send_len` is 1 or `usize::MAX`, and no slice
-            // of `SendWr`s (144 bytes each) is `usize::MAX` long: the slice
+            // of `SendWr`s (over 100 bytes each) is `usize::MAX` long: the slice
             // has exactly one element.
             return self.post_send_one(unsafe { wrs.get_unchecked_mut(0) });
         }
         match wrs {
-            // One UD send that has its address handle.
-            [wr] if wr.has_ud_address() => self.post_send_one(wr),
+            // One UD send through an address handle of this context.
+            [wr] if wr.ud_fault(self.raw_context()).is_none() => self.post_send_one(wr),
             // Any other list, checked and linked out of line.
             _ => self.post_send_list(wrs),
         }
     }
 
-    /// `post_send` of one request, already checked (on a UD QP: it has an
-    /// address handle).
+    /// `post_send` of one request, already checked (on a UD QP: a send with
+    /// an address handle of this context).
     #[inline]
     fn post_send_one(&self, wr: &mut SendWr<'_>) -> Result<()> {
         let head = wr.link(ptr::null_mut());
@@ -143,9 +148,10 @@ impl QueuePair {
     #[inline(never)]
     fn post_send_list(&self, wrs: &mut [SendWr<'_>]) -> Result<()> {
         if self.qp_type == QpType::Ud {
-            // A UD send without an address handle would make the provider
-            // dereference NULL: refuse it here.
-            check_ud_addresses(wrs)?;
+            // The provider reads every UD request's address handle: refuse
+            // what has none (a NULL or a remote address in its place) or one
+            // of another provider instance, here.
+            check_ud_sends(wrs, self.raw_context())?;
         }
         let head = crate::wr::link_list(wrs);
         if head.is_null() {
@@ -168,7 +174,8 @@ impl QueuePair {
     /// same requests again and again.
     ///
     /// The checks of [`post_send`](Self::post_send) (on a UD QP: every
-    /// request has its address handle) run here, once; the list stays
+    /// request is a send with an address handle of the QP's context) run
+    /// here, once; the list stays
     /// borrowed, so it can neither move nor change while prepared, except
     /// for the request ids ([`PreparedSend::set_wr_id`]). An empty list is
     /// refused.
@@ -183,7 +190,7 @@ impl QueuePair {
             ));
         }
         if self.qp_type == QpType::Ud {
-            check_ud_addresses(wrs)?;
+            check_ud_sends(wrs, self.raw_context())?;
         }
         let len = wrs.len();
         // `head` is derived from the slice's own pointer and covers all of
@@ -263,22 +270,34 @@ impl QueuePair {
     }
 }
 
-/// Refuses a UD send without an address handle (see `post_send`).
+/// Refuses, on a UD QP of context `ctx`, any request but a send through an
+/// address handle of `ctx` (see `SendWr::ud_fault`).
 #[inline]
-fn check_ud_addresses(wrs: &[SendWr<'_>]) -> Result<()> {
-    match wrs.iter().position(|w| !w.has_ud_address()) {
-        None => Ok(()),
-        Some(i) => Err(no_address_handle(i)),
+fn check_ud_sends(wrs: &[SendWr<'_>], ctx: *mut sys::ibv_context) -> Result<()> {
+    for (i, wr) in wrs.iter().enumerate() {
+        if let Some(fault) = wr.ud_fault(ctx) {
+            return Err(ud_refusal(i, wr, fault));
+        }
     }
+    Ok(())
 }
 
 #[cold]
 #[inline(never)]
-fn no_address_handle(i: usize) -> Error {
-    Error::invalid(
-        "ibv_post_send",
-        format!("work request {i} on a UD QP has no address handle: use SendWr::ud"),
-    )
+fn ud_refusal(i: usize, wr: &SendWr<'_>, fault: UdFault) -> Error {
+    let why = match fault {
+        UdFault::NotASend => format!(
+            "work request {i} is {} and a UD QP posts only SEND and SEND with immediate",
+            wr.opcode_name()
+        ),
+        UdFault::NoAddress => {
+            format!("work request {i} on a UD QP has no address handle: use SendWr::ud")
+        }
+        UdFault::OtherContext => format!(
+            "the address handle of work request {i} belongs to a different context than the UD QP: create it on the QP's device (and context)"
+        ),
+    };
+    Error::invalid("ibv_post_send", format!("{why}; nothing was posted"))
 }
 
 /// The error of a refused `ibv_post_send`, naming the request `bad` points to.
