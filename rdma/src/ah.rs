@@ -64,6 +64,12 @@ impl AddressHandle {
         })
     }
 
+    /// The AH's `ibv_context`, as the provider set it.
+    pub(crate) fn raw_context(&self) -> *mut sys::ibv_context {
+        // SAFETY: a live AH; `context` is set at creation and never changes.
+        unsafe { (*self.raw.as_ptr()).context }
+    }
+
     /// The raw AH, valid while this value lives.
     pub fn as_raw(&self) -> *mut sys::ibv_ah {
         self.raw.as_ptr()

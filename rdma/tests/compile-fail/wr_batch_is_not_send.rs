@@ -3,7 +3,7 @@ use rdma::QueuePair;
 
 fn assert_send<T: Send>(_: T) {}
 
-fn f(qp: &QueuePair) {
+fn f(qp: &mut QueuePair) {
     let batch = qp.wr_batch().unwrap();
     assert_send(batch);
 }

@@ -625,7 +625,7 @@ pub fn rc_immediate_data_and_atomics(env: &TestEnv) -> TestResult {
 }
 
 pub fn extended_batch_and_lending_poll(env: &TestEnv) -> TestResult {
-    let p = Pair::new(env, true, QpCaps::default())?;
+    let mut p = Pair::new(env, true, QpCaps::default())?;
     if !p.qp_a.is_extended() || !p.cq_a.is_extended() {
         return Ok(Outcome::Skipped(format!(
             "{} has no extended QP/CQ: the builder fell back to the classic ones",
