@@ -404,26 +404,36 @@ impl QueuePair {
     ///
     /// On failure the error names the transition that was refused.
     pub fn modify(&self, attr: &mut sys::ibv_qp_attr, mask: u32) -> Result<()> {
-        let from = self.state().ok();
         // SAFETY: a live QP; `attr` is a complete attribute for `mask`
         // (a wrong one is refused by the provider with EINVAL).
         let rc = unsafe { sys::ibv_modify_qp(self.as_raw(), attr, mask as i32) };
         if rc == 0 {
             return Ok(());
         }
+        Err(self.modify_error(rc, attr.qp_state, mask))
+    }
+
+    /// The error of a refused `ibv_modify_qp`, naming the transition: a
+    /// refused modify changes nothing, so the state queried now is the
+    /// state it started from (only failures pay for the query).
+    #[cold]
+    #[inline(never)]
+    fn modify_error(&self, rc: i32, to: sys::ibv_qp_state, mask: u32) -> Error {
+        // Read errno before the query can change it.
         let e = Error::from_rc("ibv_modify_qp", rc);
-        let to = QpState::from_raw(attr.qp_state);
-        Err(match from {
-            Some(from) if mask & sys::IBV_QP_STATE != 0 => {
-                let why = if e.errno() == libc::EINVAL {
-                    format!("transition {from:?} -> {to:?} refused: illegal from this state, or a required attribute is missing or invalid")
-                } else {
-                    format!("transition {from:?} -> {to:?}")
-                };
-                e.with_hint(why)
-            }
-            _ => e,
-        })
+        if mask & sys::IBV_QP_STATE == 0 {
+            return e;
+        }
+        let Ok(from) = self.state() else {
+            return e;
+        };
+        let to = QpState::from_raw(to);
+        let why = if e.errno() == libc::EINVAL {
+            format!("transition {from:?} -> {to:?} refused: illegal from this state, or a required attribute is missing or invalid")
+        } else {
+            format!("transition {from:?} -> {to:?}")
+        };
+        e.with_hint(why)
     }
 
     /// RESET -> INIT.
