@@ -7,11 +7,16 @@
 //! that is synchronised with Rust's borrows, so this crate never lets safe
 //! code hold a Rust reference into registered memory:
 //!
-//! - A [`MemoryRegion`] owns its memory (page-aligned, zeroed). Safe code
+//! - A [`MemoryRegion`] owns its memory (whole pages, zeroed). Safe code
 //!   reads and writes it only by copying ([`MemoryRegion::read`],
-//!   [`MemoryRegion::write`]); a borrowed view is `unsafe`
-//!   ([`MemoryRegion::as_slice`]) with the contract that no device access
-//!   overlaps it.
+//!   [`MemoryRegion::write`], [`MemoryRegion::fill`]), and every copy is
+//!   made of relaxed atomic loads and stores. So copies from several threads
+//!   through one `&MemoryRegion` never race in Rust's sense, and a device or
+//!   peer writing the same bytes at the same time (which Rust sees as another
+//!   thread's atomic stores) leaves them unspecified, never undefined. A
+//!   borrowed view is `unsafe` ([`MemoryRegion::as_slice`]), takes the
+//!   region by `&mut` so that no copy runs while it lives, and has the
+//!   contract that no device access overlaps it.
 //! - Work requests name registered memory by [`Sge`]s, which are
 //!   bounds-checked against their region when built and borrow it only for
 //!   the post call.
@@ -22,16 +27,25 @@
 //! So no safe call can make the device touch freed memory, whatever the order
 //! in which objects are dropped, also when user code panics with work
 //! requests outstanding.
+//!
+//! Owned memory is whole pages of the system's page size (the region's
+//! length stays what was asked), so no other allocation shares a page with
+//! it: `ibv_fork_init` marks registered pages not to be copied into a forked
+//! child, which must not take part of the heap with them.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fmt;
 use std::ops::{Bound, RangeBounds};
-use std::ptr::{self, NonNull};
+use std::ptr::NonNull;
+use std::sync::OnceLock;
 
 use bitflags::bitflags;
 
 use crate::sys;
 use crate::{Error, ProtectionDomain, Result};
+
+mod shared;
+use shared::SharedBytes;
 
 bitflags! {
     /// Access rights of a memory region or a queue pair (`IBV_ACCESS_*`).
@@ -78,28 +92,52 @@ enum Memory {
     Borrowed,
 }
 
-// SAFETY: the region's memory is accessed only through raw copies or unsafe
-// views; the C object may be used and deregistered from any thread.
+// SAFETY: the region's memory is reached only through atomic copies or
+// unsafe views, so it has no thread affinity; libibverbs allows
+// `ibv_dereg_mr` (in `Drop`) from any thread.
 unsafe impl Send for MemoryRegion {}
-// SAFETY: `&MemoryRegion` allows only copies in and out of the shared memory
-// (the same as a device access racing with them) and reads of the C object.
+// SAFETY: `&MemoryRegion` allows only atomic copies in and out of the
+// memory (race-free with each other, see `shared`), reads of the `ibv_mr`
+// fields (written once by `ibv_reg_mr`), and building SGEs and remote
+// descriptors from them. The views that create references take `&mut self`.
 unsafe impl Sync for MemoryRegion {}
 
-const PAGE: usize = 4096;
+/// The system's page size (`sysconf(_SC_PAGESIZE)`), read once.
+pub(crate) fn page_size() -> usize {
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(n)
+            .ok()
+            .filter(|p| p.is_power_of_two())
+            .unwrap_or(4096)
+    })
+}
+
+/// The layout of the whole pages that hold `len` bytes (at least one page),
+/// aligned to a page; `None` when that is too large to allocate.
+fn whole_pages(len: usize, page: usize) -> Option<Layout> {
+    let size = len.max(1).checked_next_multiple_of(page)?;
+    Layout::from_size_align(size, page).ok()
+}
 
 impl MemoryRegion {
-    /// Allocates `len` zeroed, page-aligned bytes and registers them.
+    /// Allocates `len` zeroed bytes on whole pages of their own and
+    /// registers them; the region is `len` bytes long.
     pub fn new(pd: &ProtectionDomain, len: usize, access: AccessFlags) -> Result<MemoryRegion> {
-        let layout = Layout::from_size_align(len.max(1), PAGE).map_err(|_| {
+        let layout = whole_pages(len, page_size()).ok_or_else(|| {
             Error::invalid(
                 "ibv_reg_mr",
                 format!("a memory region of {len} bytes cannot be allocated"),
             )
         })?;
-        // SAFETY: `layout` has a non-zero size.
+        // SAFETY: `layout` has a non-zero size (at least one page).
         let ptr = NonNull::new(unsafe { alloc_zeroed(layout) })
             .ok_or_else(|| Error::new("ibv_reg_mr", libc::ENOMEM))?;
-        // SAFETY: `ptr` is `len` valid bytes that the region will own.
+        // SAFETY: `ptr` is `layout.size() >= len` valid bytes that the region
+        // will own and free only after deregistration (`Drop`); no Rust
+        // reference to them exists.
         match unsafe { Self::register(pd, ptr.as_ptr(), len, access) } {
             Ok(raw) => Ok(MemoryRegion {
                 raw,
@@ -118,17 +156,24 @@ impl MemoryRegion {
     /// Registers memory the caller owns.
     ///
     /// # Safety
-    /// `addr..addr + len` must be valid, writable memory that stays allocated
-    /// until the returned region is dropped, and that safe Rust code does not
-    /// hold references into while the region exists (the device may write it
-    /// at any time; see the module docs).
+    /// - `addr..addr + len` must be valid, writable memory that stays
+    ///   allocated until the returned region is dropped;
+    /// - while the region exists, Rust code must not hold references into
+    ///   the memory (the device may write it at any time; see the module
+    ///   docs), nor access it other than through this region, except where
+    ///   the access happens-before or after every copy through the region;
+    /// - copies through two regions whose memory overlaps must not run at
+    ///   the same time (each region chooses the size of its atomic
+    ///   accesses from its own bounds, and atomics of different sizes must
+    ///   not race).
     pub unsafe fn from_raw_parts(
         pd: &ProtectionDomain,
         addr: *mut u8,
         len: usize,
         access: AccessFlags,
     ) -> Result<MemoryRegion> {
-        // SAFETY: the caller guarantees the memory for the region's life.
+        // SAFETY: the caller guarantees the memory for the region's life
+        // (contract above).
         let raw = unsafe { Self::register(pd, addr, len, access)? };
         Ok(MemoryRegion {
             raw,
@@ -139,15 +184,17 @@ impl MemoryRegion {
     }
 
     /// # Safety
-    /// `addr..addr + len` must stay valid while the registration exists.
+    /// `addr..addr + len` must stay valid until the registration is
+    /// deregistered.
     unsafe fn register(
         pd: &ProtectionDomain,
         addr: *mut u8,
         len: usize,
         access: AccessFlags,
     ) -> Result<NonNull<sys::ibv_mr>> {
-        // SAFETY: a live PD; the memory is valid per the caller. ibv_reg_mr
-        // is the macro form, which handles optional access flags.
+        // SAFETY: `pd` is live (it holds its context); the memory is valid
+        // per the caller. ibv_reg_mr is the macro form, which handles
+        // optional access flags.
         let raw = unsafe { sys::ibv_reg_mr(pd.as_raw(), addr.cast(), len, access.bits() as i32) };
         NonNull::new(raw).ok_or_else(|| {
             let mut e = Error::last("ibv_reg_mr");
@@ -226,30 +273,43 @@ impl MemoryRegion {
         Ok((start, end - start))
     }
 
+    /// The region's memory, for the atomic copies.
+    fn shared(&self) -> SharedBytes {
+        // SAFETY: `addr..addr + len` is the registered memory, valid while
+        // `self` lives (owned: freed only after deregistration in `Drop`;
+        // borrowed: `from_raw_parts`' contract). Rust code reaches it only
+        // through these copies, always with the region's own bounds, or
+        // through the views, which take `&mut self` and so exclude the
+        // copies; other accesses and other regions over the same memory are
+        // excluded by `from_raw_parts`' contract.
+        unsafe { SharedBytes::new(self.addr(), self.len()) }
+    }
+
     /// Copies `data` into the region at `offset`.
     ///
-    /// A copy that races with a device access to the same bytes leaves them
-    /// unspecified, as with memory shared with another process; it is never
-    /// undefined behaviour, because no Rust reference to the bytes exists.
+    /// Copies from several threads may run at once; where they, the device
+    /// or a remote peer write the same bytes at the same time, each byte
+    /// ends up with one of the values written (8-byte aligned words as a
+    /// whole), never undefined behaviour: see the module docs.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        let (off, n) = self.bounds(
+        let (off, _) = self.bounds(
             offset..offset.saturating_add(data.len()),
             "MemoryRegion::write",
         )?;
-        // SAFETY: the range is inside the registered memory, which lives as
-        // long as `self`; `data` cannot overlap it (no references into it).
-        unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.addr().add(off), n) };
+        self.shared().store(off, data);
         Ok(())
     }
 
     /// Copies bytes of the region at `offset` into `out`.
+    ///
+    /// A byte written at the same time (by another thread, the device or a
+    /// peer) reads as its old or its new value.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        let (off, n) = self.bounds(
+        let (off, _) = self.bounds(
             offset..offset.saturating_add(out.len()),
             "MemoryRegion::read",
         )?;
-        // SAFETY: as in `write`.
-        unsafe { ptr::copy_nonoverlapping(self.addr().add(off), out.as_mut_ptr(), n) };
+        self.shared().load(off, out);
         Ok(())
     }
 
@@ -257,37 +317,50 @@ impl MemoryRegion {
     pub fn to_vec(&self, range: impl RangeBounds<usize>) -> Result<Vec<u8>> {
         let (off, n) = self.bounds(range, "MemoryRegion::to_vec")?;
         let mut v = vec![0; n];
-        self.read(off, &mut v)?;
+        self.shared().load(off, &mut v);
         Ok(v)
     }
 
-    /// Fills `range` of the region with `byte`.
+    /// Fills `range` of the region with `byte` (a copy, as [`write`](Self::write)).
     pub fn fill(&self, range: impl RangeBounds<usize>, byte: u8) -> Result<()> {
         let (off, n) = self.bounds(range, "MemoryRegion::fill")?;
-        // SAFETY: the range is inside the registered memory.
-        unsafe { ptr::write_bytes(self.addr().add(off), byte, n) };
+        self.shared().fill(off, n, byte);
         Ok(())
     }
 
     /// The whole region as a slice.
     ///
+    /// It borrows the region mutably, so no copy through it (from this or
+    /// another thread) runs while the slice lives:
+    ///
+    /// ```compile_fail,E0502
+    /// # fn f(mr: &mut rdma::MemoryRegion) -> rdma::Result<()> {
+    /// let view = unsafe { mr.as_slice() };
+    /// mr.write(0, b"x")?; // refused: `mr` is borrowed by `view`
+    /// # let _ = view[0]; Ok(()) }
+    /// ```
+    ///
     /// # Safety
-    /// While the slice lives, no device access may write the region: no
-    /// receive, RDMA READ or atomic into it outstanding, and no remote peer
-    /// writing it through its rkey.
-    pub unsafe fn as_slice(&self) -> &[u8] {
-        // SAFETY: valid memory of `len` bytes; the caller excludes writers.
+    /// While the slice lives, nothing outside Rust may write the region: no
+    /// receive, RDMA READ or atomic into it outstanding, no remote peer
+    /// writing it through its rkey, and no access through another region
+    /// over the same memory.
+    pub unsafe fn as_slice(&mut self) -> &[u8] {
+        // SAFETY: `len` bytes of valid memory (as in `shared`); `&mut self`
+        // excludes the copies through this region, the caller every other
+        // writer.
         unsafe { std::slice::from_raw_parts(self.addr(), self.len()) }
     }
 
     /// The whole region as a mutable slice.
     ///
     /// # Safety
-    /// As [`as_slice`](Self::as_slice), and no device access may read it
-    /// either; no other view may exist at the same time.
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn as_mut_slice(&self) -> &mut [u8] {
-        // SAFETY: valid memory; the caller guarantees exclusivity.
+    /// As [`as_slice`](Self::as_slice), and nothing outside Rust may read the
+    /// region either: no send, RDMA WRITE source or remote RDMA READ of it
+    /// outstanding.
+    pub unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: valid memory; `&mut self` excludes the copies and other
+        // views through this region, the caller every device access.
         unsafe { std::slice::from_raw_parts_mut(self.addr(), self.len()) }
     }
 
@@ -423,5 +496,53 @@ impl RemoteMemory {
                 ),
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_size_is_the_systems() {
+        // SAFETY: sysconf has no preconditions.
+        let sys = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        assert_eq!(page_size() as libc::c_long, sys);
+        assert!(page_size().is_power_of_two());
+    }
+
+    #[test]
+    fn owned_memory_is_whole_pages() {
+        for page in [4096, 16384, 65536] {
+            for len in [0, 1, 13, page - 1, page, page + 1, 7 * page + 5] {
+                let l = whole_pages(len, page).unwrap();
+                assert_eq!(l.align(), page, "{len} bytes, {page}-byte pages");
+                assert_eq!(l.size() % page, 0, "{len} bytes, {page}-byte pages");
+                assert!(l.size() >= len.max(1) && l.size() - len.max(1) < page);
+            }
+            assert!(whole_pages(usize::MAX - 3, page).is_none());
+            assert!(whole_pages(isize::MAX as usize, page).is_none());
+        }
+    }
+
+    #[test]
+    fn owned_memory_shares_no_page_with_the_heap() {
+        let page = page_size();
+        let layout = whole_pages(100, page).unwrap();
+        // SAFETY: a non-zero size; freed below with the same layout.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        assert!(!ptr.is_null());
+        let pages = ptr as usize..ptr as usize + layout.size();
+        assert_eq!(pages.start % page, 0);
+        let others: Vec<Box<[u8; 24]>> = (0..64).map(|_| Box::new([0; 24])).collect();
+        for b in &others {
+            let at = b.as_ptr() as usize;
+            assert!(
+                !pages.contains(&at),
+                "a heap object at {at:#x} in {pages:x?}"
+            );
+        }
+        // SAFETY: allocated above with `layout`.
+        unsafe { dealloc(ptr, layout) };
     }
 }

@@ -1,4 +1,231 @@
-//! Regression tests for the soundness holes of the issue "Sound by
-//! construction" (sound_mr): each names the behaviour it proves.
+//! Memory regions under threads and the device: copies through one
+//! `&MemoryRegion` from several threads while the device writes it, and
+//! owned memory on whole pages of its own.
 
-pub const TESTS: &[rdma_tests::Test] = &[];
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use rdma::{
+    CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, SendWr,
+    WcOpcode,
+};
+use rdma_tests::{check, fail, Outcome, TestEnv, TestResult};
+
+use crate::verbs::{connect_rc, open, wait, ACCESS, R, TIMEOUT};
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+/// Two connected RC queue pairs of one device, each with a CQ.
+struct Pair {
+    pd: ProtectionDomain,
+    cq_a: CompletionQueue,
+    cq_b: CompletionQueue,
+    qp_a: QueuePair,
+    qp_b: QueuePair,
+    _cm: Option<crate::verbs::cm::Connection>,
+}
+
+fn pair(env: &TestEnv) -> R<Pair> {
+    let ctx = open(env)?;
+    let pd = ProtectionDomain::new(&ctx)?;
+    let cq_a = CompletionQueue::new(&ctx, 16)?;
+    let cq_b = CompletionQueue::new(&ctx, 16)?;
+    let qp_a = QueuePair::builder(&pd, QpType::Rc, &cq_a)
+        .caps(QpCaps::default())
+        .build()?;
+    let qp_b = QueuePair::builder(&pd, QpType::Rc, &cq_b)
+        .caps(QpCaps::default())
+        .build()?;
+    let cm = connect_rc(env, &ctx, &qp_a, &qp_b)?;
+    Ok(Pair {
+        pd,
+        cq_a,
+        cq_b,
+        qp_a,
+        qp_b,
+        _cm: cm,
+    })
+}
+
+/// Threads copy into and out of one region through `&MemoryRegion` while
+/// the device RDMA-WRITEs into another part of it and a third thread polls
+/// the written bytes (as a write-latency test polls its last byte).
+/// Disjoint copies, adjacent inside one 8-byte word, keep each other's
+/// bytes; overlapping ones leave one of the values written in each byte.
+pub fn copies_from_threads_while_the_device_writes(env: &TestEnv) -> TestResult {
+    let p = pair(env)?;
+    const SPLIT: usize = 4099; // not a multiple of 8: the two halves share a word
+    const LEN: usize = 8195;
+    const DMA: usize = 12288; // the device writes 12288..12288 + 4093
+    let mr = MemoryRegion::new(&p.pd, 16387, ACCESS)?;
+    let src = MemoryRegion::new(&p.pd, 4093, ACCESS)?;
+    let payload: Vec<u8> = (0..4093u32).map(|i| (i % 253) as u8 + 1).collect();
+    src.write(0, &payload)?;
+    let sge = [src.sge(..)?];
+
+    let done = AtomicBool::new(false);
+    let result: R<()> = std::thread::scope(|s| {
+        let copier = |range: std::ops::Range<usize>, byte: u8| {
+            let mr = &mr;
+            let done = &done;
+            move || -> Result<(), String> {
+                let mut rounds = 0u32;
+                let mut seen = vec![0; range.len()];
+                while rounds < 200 || !done.load(Ordering::Relaxed) {
+                    let v = byte.wrapping_add(rounds as u8);
+                    mr.write(range.start, &vec![v; range.len()])
+                        .map_err(|e| e.to_string())?;
+                    mr.read(range.start, &mut seen).map_err(|e| e.to_string())?;
+                    if seen.iter().any(|&b| b != v) {
+                        return Err(format!(
+                            "{range:?}: a copy lost bytes of this thread's write"
+                        ));
+                    }
+                    rounds += 1;
+                }
+                Ok(())
+            }
+        };
+        let a = s.spawn(copier(0..SPLIT, 0x10));
+        let b = s.spawn(copier(SPLIT..LEN, 0x80));
+        let poller = s.spawn(|| -> Result<(), String> {
+            let start = Instant::now();
+            let mut last = [0u8];
+            while last[0] != payload[4092] {
+                mr.read(DMA + 4092, &mut last).map_err(|e| e.to_string())?;
+                if start.elapsed() > TIMEOUT {
+                    return Err("the RDMA WRITE's last byte never arrived".into());
+                }
+            }
+            Ok(())
+        });
+        let posted = (|| -> R<()> {
+            p.qp_a.post_send(&mut [
+                SendWr::rdma_write(1, &sge, mr.remote(DMA..DMA + 4093)?).signaled()
+            ])?;
+            check!(wait(&p.cq_a, 1)?[0].opcode() == WcOpcode::RdmaWrite);
+            Ok(())
+        })();
+        done.store(true, Ordering::Relaxed);
+        posted?;
+        for (name, t) in [
+            ("first copier", a),
+            ("second copier", b),
+            ("poller", poller),
+        ] {
+            match t.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => fail!("{name}: {e}"),
+                Err(_) => fail!("{name} panicked"),
+            }
+        }
+        Ok(())
+    });
+    result?;
+    check!(
+        mr.to_vec(DMA..DMA + 4093)? == payload,
+        "the RDMA WRITE's data differs"
+    );
+
+    // Overlapping copies: every byte holds one of the two values written.
+    let filled = std::thread::scope(|s| {
+        let fillers: Vec<_> = [0x5a, 0xa5]
+            .map(|v| {
+                let mr = &mr;
+                s.spawn(move || (0..50).try_for_each(|_| mr.fill(3..LEN - 3, v)))
+            })
+            .into_iter()
+            .collect();
+        fillers.into_iter().map(|t| t.join()).collect::<Vec<_>>()
+    });
+    for r in filled {
+        match r {
+            Ok(r) => r?,
+            Err(_) => fail!("a filler panicked"),
+        }
+    }
+    let all = mr.to_vec(3..LEN - 3)?;
+    check!(
+        all.iter().all(|b| [0x5a, 0xa5].contains(b)),
+        "overlapping copies left a byte neither wrote"
+    );
+    check!(
+        mr.to_vec(DMA..DMA + 4093)? == payload,
+        "copies elsewhere changed the RDMA WRITE's data"
+    );
+    Ok(Outcome::Passed)
+}
+
+/// A region of an odd length is allocated on whole pages of its own (no
+/// heap object lands on its last page), keeps the length asked for, and
+/// works up to its last byte: a SEND from and an RDMA WRITE into its end.
+pub fn odd_length_region_on_whole_pages(env: &TestEnv) -> TestResult {
+    let p = pair(env)?;
+    let page = page_size();
+    let len = 3 * page + 13;
+    let mr = MemoryRegion::new(&p.pd, len, ACCESS)?;
+    // Small allocations made now would come from the rest of the region's
+    // last page if the region did not own it whole.
+    let heap: Vec<Box<[u8; 32]>> = (0..256).map(|_| Box::new([0; 32])).collect();
+    let addr = mr.addr() as usize;
+    let pages = addr..addr + 4 * page;
+    check!(mr.len() == len, "length {} instead of {len}", mr.len());
+    check!(
+        addr % page == 0,
+        "start {addr:#x} is not on a {page}-byte page"
+    );
+    if let Some(b) = heap.iter().find(|b| pages.contains(&(b.as_ptr() as usize))) {
+        fail!(
+            "a heap object at {:p} shares the region's pages {pages:x?}",
+            b.as_ptr()
+        );
+    }
+    check!(
+        mr.write(len - 1, &[1, 2]).is_err(),
+        "a copy past the asked length"
+    );
+    check!(
+        mr.sge(len - 4..len + 1).is_err(),
+        "an SGE past the asked length"
+    );
+
+    let tail: Vec<u8> = (0..13u8).map(|i| i + 0x40).collect();
+    mr.write(len - 13, &tail)?;
+    let peer = MemoryRegion::new(&p.pd, 4097, ACCESS)?;
+    let recv = [peer.sge(0..100)?];
+    p.qp_b.post_recv(&mut [RecvWr::new(1, &recv)])?;
+    let send = [mr.sge(len - 13..)?];
+    p.qp_a.post_send(&mut [SendWr::send(2, &send).signaled()])?;
+    wait(&p.cq_a, 1)?;
+    let wc = wait(&p.cq_b, 1)?[0];
+    check!(wc.byte_len() == 13, "{wc:?}");
+    check!(
+        peer.to_vec(0..13)? == tail,
+        "the SEND from the region's end differs"
+    );
+
+    peer.write(4000, b"into the last bytes")?;
+    let w = [peer.sge(4000..4019)?];
+    p.qp_b
+        .post_send(&mut [SendWr::rdma_write(3, &w, mr.remote(len - 19..)?).signaled()])?;
+    wait(&p.cq_b, 1)?;
+    check!(
+        mr.to_vec(len - 19..)? == b"into the last bytes",
+        "the RDMA WRITE into the region's end differs"
+    );
+    Ok(Outcome::Passed)
+}
+
+pub const TESTS: &[rdma_tests::Test] = &[
+    rdma_tests::Test {
+        name: "sound_mr::copies_from_threads_while_the_device_writes",
+        run: copies_from_threads_while_the_device_writes,
+    },
+    rdma_tests::Test {
+        name: "sound_mr::odd_length_region_on_whole_pages",
+        run: odd_length_region_on_whole_pages,
+    },
+];
