@@ -27,11 +27,63 @@
 //! reference into it, and a region is deregistered before its memory is
 //! freed: see [`mr`] for the whole model.
 //!
-//! # Threads
-//! Contexts, PDs, MRs, CQs, QPs, SRQs and AHs are `Send` and `Sync`:
-//! libibverbs allows every verb on them from any thread. An extended poll
-//! ([`ExPoll`]) and a batch of extended work requests ([`WrBatch`]) hold a
-//! provider lock and are neither.
+//! # Threads and memory
+//! The verbs objects are `Send` and `Sync`. Each `unsafe impl` rests on
+//! libibverbs and its providers locking where two threads can meet; for the
+//! data path that is the provider's own code (rdma-core's `providers/rxe`,
+//! `providers/siw` and `providers/mlx5` are the ones checked):
+//!
+//! | type | at once from several threads | what makes it sound |
+//! |---|---|---|
+//! | [`DeviceList`] | reading it, `open` | an array no call changes |
+//! | [`Context`] | queries, creating objects, async events | commands on the uverbs file; libibverbs' context mutex for its lists |
+//! | [`ProtectionDomain`], [`AddressHandle`] | creating objects in it, use in work requests | neither changes after creation |
+//! | [`MemoryRegion`] | `read`, `write`, `fill`, `to_vec`, `sge`, `remote` | copies are relaxed atomics (below); `ibv_mr` is written only by `ibv_reg_mr`; the views take `&mut` |
+//! | [`CompletionQueue`] | `poll`, `req_notify`, `get_event` | `ibv_poll_cq` takes the CQ's lock (`cq->lock` in rxe, siw and mlx5); arming is a command (rxe), an atomic store (siw), a doorbell (mlx5); `ibv_ack_cq_events` takes the CQ's mutex |
+//! | [`CompletionChannel`] | waiting, reading events | a file descriptor |
+//! | [`QueuePair`] | `post_send`, `post_recv`, `modify`, `state` | `post_send` takes the SQ's lock, `post_recv` the RQ's (rxe `sq.lock`/`rq.lock`, siw `sq_lock`/`rq_lock`, mlx5 `sq.lock`/`rq.lock`); modify is a command (siw also takes both locks) |
+//! | [`SharedReceiveQueue`] | `post_recv` | the SRQ's lock (rxe `srq->rq.lock`, siw and mlx5 `srq->lock`) |
+//! | [`MemoryWindow`] | `rkey`, binds posted as work requests | a posted bind takes the SQ's lock; [`MemoryWindow::bind`] takes `&mut` |
+//! | [`cm::CmId`] | every method | the crate holds the event channel's lock around each librdmacm call on the id and each read of its fields |
+//! | [`AsyncEvent`], [`cm::CmEvent`] (`Send` only) | acknowledged on another thread | `ibv_ack_async_event`, `rdma_ack_cm_event` take the library's locks |
+//!
+//! An extended poll ([`ExPoll`]) and a batch of extended work requests
+//! ([`WrBatch`]) hold the provider's CQ or SQ spinlock from start to end
+//! (`start_poll`..`end_poll`, `wr_start`..`wr_complete` in each provider),
+//! so they are neither `Send` nor `Sync`: the thread that took the lock
+//! releases it. Two settings void the table: mlx5 with
+//! `MLX5_SINGLE_THREADED=1` drops its locks, and objects made through
+//! `as_raw` with a thread domain (`ibv_alloc_td`) have none.
+//!
+//! Memory the device or a peer may write is reached by safe code only
+//! through copies made of relaxed atomic loads and stores ([`mr`]), as
+//! vm-memory treats guest memory: never through a reference. Copies from
+//! several threads do not race, and a device write that meets a copy counts
+//! as another thread's atomic store: each byte (each aligned 8-byte word)
+//! reads as its old or its new value.
+//!
+//! The posted-buffer model (a region is deregistered before its memory is
+//! freed) assumes that `ibv_dereg_mr` fences the device. rxe removes the key
+//! and waits until no packet holds the region; mlx5 destroys the key in
+//! firmware; siw invalidates the key, so every later placement fails, but
+//! does not wait for one already past its check: a frame being placed into
+//! a region at the moment it is dropped (a receive, or a peer's RDMA WRITE)
+//! may still land in its freed pages. Drop a region only when no work
+//! request on it is outstanding and no peer still holds its rkey. If
+//! deregistration fails (a memory window still bound), the memory is leaked
+//! rather than freed.
+//!
+//! Fork: a child inherits the verbs file descriptors but must not use the
+//! parent's objects (in Rust `fork` is `unsafe`; a child should exec or
+//! `_exit`). Kernels that copy DMA-pinned pages at fork (Linux 5.13 and
+//! later report it: `ibv_is_fork_initialized` returns `IBV_FORK_UNNEEDED`)
+//! give the child a copy and leave the parent the pages the device uses. On
+//! older kernels those pages become copy-on-write, and the parent's next
+//! write moves it off the page the device accesses, unless `ibv_fork_init`
+//! (or `RDMAV_FORK_SAFE`) makes registration mark them `MADV_DONTFORK`: then
+//! the child has no mapping there at all. That is why a region's own memory
+//! is whole pages: no heap object shares a page with it and vanishes from
+//! the child.
 
 //!
 //! # Bad input
