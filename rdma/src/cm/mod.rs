@@ -22,12 +22,12 @@
 //! it and the channel stays usable.
 
 mod addr;
+#[cfg(feature = "tokio")]
+mod async_cm;
 mod event;
 mod id;
-#[cfg(feature = "tokio")]
-mod tokio;
 
 #[cfg(feature = "tokio")]
-pub use self::tokio::{AsyncCm, AsyncCmId, ConnectRequest, Listener};
+pub use self::async_cm::{AsyncCm, AsyncCmId, ConnectRequest, Listener};
 pub use event::{CmEvent, CmEventKind, ConnParam, UdParam};
 pub use id::{CmId, EventChannel, PortSpace};
