@@ -113,6 +113,32 @@ fn remaining(deadline: Option<Instant>) -> Option<Duration> {
     deadline.map(|d| d.saturating_duration_since(Instant::now()))
 }
 
+/// The errno of a failed read or write that returned `n`: errno for -1,
+/// and the negated errno itself for other negative returns, which is how
+/// ibsim's umad2sim fails reads (without setting errno).
+fn failed_errno(n: isize) -> i32 {
+    if n == -1 {
+        errno()
+    } else {
+        n.checked_neg()
+            .and_then(|e| i32::try_from(e).ok())
+            .unwrap_or(libc::EIO)
+    }
+}
+
+/// The first fd that ibsim's umad2sim (an LD_PRELOAD shim over
+/// libibumad's open, read, write and poll) hands out: its fds are not the
+/// kernel's.
+const UMAD2SIM_FD_BASE: RawFd = 1024;
+
+/// Whether a failed fcntl on a freshly opened umad fd is umad2sim's: the
+/// kernel does not know its fds (EBADF). Such a port stays blocking, which
+/// the receive path tolerates because it reads only after poll(2) said
+/// there is a MAD.
+fn umad2sim_fcntl_failure(fd: RawFd, errno: i32) -> bool {
+    errno == libc::EBADF && fd >= UMAD2SIM_FD_BASE
+}
+
 /// `left` in whole milliseconds for poll(2), rounded up so that poll does
 /// not return just before the deadline; -1 (forever) for `None`.
 fn poll_ms(left: Option<Duration>) -> i32 {
@@ -143,7 +169,9 @@ impl Drop for PortInner {
 
 /// An open umad port (`umad_open_port`), closed on drop.
 ///
-/// Its fd is non-blocking; [`Port::recv`] waits in poll(2) with a timeout, and [`AsFd`] lets an
+/// Its fd is non-blocking (except under ibsim's umad2sim, whose fds fcntl
+/// cannot change; every read follows a poll(2) that found a MAD);
+/// [`Port::recv`] waits in poll(2) with a timeout, and [`AsFd`] lets an
 /// event loop wait on it. All agents registered on the
 /// port share its receive queue: a receive that reads a MAD for another
 /// agent queues it for that agent, up to
@@ -225,7 +253,7 @@ impl Port {
             let fl = libc::fcntl(fd, libc::F_GETFL);
             fl >= 0 && libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) == 0
         };
-        if !nonblock {
+        if !nonblock && !umad2sim_fcntl_failure(fd, errno()) {
             return Err(Error::last("fcntl(O_NONBLOCK)"));
         }
         Ok(Port {
@@ -366,7 +394,7 @@ impl PortInner {
                 let solicited = self.settle(&r);
                 return Ok(Some((r, solicited)));
             }
-            match if n == -1 { errno() } else { -(n as i32) } {
+            match failed_errno(n) {
                 // Another reader took it; or the fd reports an error with
                 // nothing to read, which a retry would only spin on.
                 libc::EAGAIN if broken => return Err(Error::io("poll", libc::EIO)),
@@ -484,7 +512,7 @@ impl PortInner {
             if n >= 0 {
                 return Ok(());
             }
-            match errno() {
+            match failed_errno(n) {
                 libc::EINTR => continue,
                 e => return Err(e),
             }
@@ -713,6 +741,23 @@ mod tests {
         deliver(&w, CLIENT, Method::GET, 5, 0);
         let r = port.recv_matching(Some(Duration::MAX), for_agent(CLIENT));
         assert_eq!(r.unwrap().tid(), 5);
+    }
+
+    #[test]
+    fn negative_returns_other_than_minus_one_are_the_errno() {
+        assert_eq!(failed_errno(-(libc::EWOULDBLOCK as isize)), libc::EAGAIN);
+        assert_eq!(failed_errno(-(libc::EINTR as isize)), libc::EINTR);
+        assert_eq!(failed_errno(isize::MIN), libc::EIO);
+        // SAFETY: writing errno of the calling thread.
+        unsafe { *libc::__errno_location() = libc::ENOSPC };
+        assert_eq!(failed_errno(-1), libc::ENOSPC);
+    }
+
+    #[test]
+    fn only_umad2sim_fds_may_stay_blocking() {
+        assert!(umad2sim_fcntl_failure(1024, libc::EBADF));
+        assert!(!umad2sim_fcntl_failure(7, libc::EBADF));
+        assert!(!umad2sim_fcntl_failure(1024, libc::EINVAL));
     }
 
     #[test]
