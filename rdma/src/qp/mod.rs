@@ -302,7 +302,9 @@ pub struct QueuePair {
 }
 
 // SAFETY: libibverbs allows posting to and modifying a QP from any thread;
-// providers lock their queues. The Rust fields are immutable.
+// providers lock their queues. A batch of extended requests, whose lock is
+// held across calls, needs `&mut QueuePair`, so it never overlaps another
+// use. The Rust fields are immutable.
 unsafe impl Send for QueuePair {}
 // SAFETY: as above.
 unsafe impl Sync for QueuePair {}

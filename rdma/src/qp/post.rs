@@ -35,9 +35,12 @@ impl PreparedSend<'_, '_, '_> {
         let mut bad = ptr::null_mut();
         // SAFETY: the QP is borrowed, so live; the list was checked and
         // linked by `prepare_send` and is borrowed mutably since, so it is
-        // still valid and NULL-terminated; its SGEs, inline data and address
-        // handles are borrowed by the requests. Memory the device reaches
-        // later stays valid or unreachable (see crate::mr).
+        // still valid and NULL-terminated, and an inline request's `sg_list`
+        // still points at its own SGE (the list cannot have moved); its SGEs,
+        // inline data and address handles are borrowed by the requests, and
+        // on UD each is a send through an AH of this context (checked there).
+        // Memory the device reaches later stays valid or unreachable (see
+        // crate::mr).
         let rc = unsafe { sys::ibv_post_send(self.qp.as_ptr(), self.head, &mut bad) };
         if rc == 0 {
             return Ok(());
@@ -127,9 +130,11 @@ impl QueuePair {
         // `bad`, so the head waits in memory for the error path instead of in
         // a callee-saved register that the `Ok` path would save and restore.
         let mut bad_and_head = [ptr::null_mut(), head];
-        // SAFETY: a live QP; a NULL-terminated list of one request, whose
-        // SGE names registered memory (Sge) or inline data copied during the
-        // call, and whose address handle (if any) is borrowed for the call.
+        // SAFETY: a live QP; a NULL-terminated list of one request, just
+        // linked (an inline request's `sg_list` points at its own SGE where
+        // it is now), whose SGE names registered memory (Sge) or inline data
+        // copied during the call; on UD it is a send whose address handle,
+        // of this context, is borrowed for the call (`post_send` checked).
         // Memory the device reaches later stays valid or unreachable (see
         // crate::mr).
         let rc = unsafe { sys::ibv_post_send(self.as_raw(), head, &mut bad_and_head[0]) };
@@ -158,10 +163,13 @@ impl QueuePair {
             return Ok(());
         }
         let mut bad = ptr::null_mut();
-        // SAFETY: a live QP; the list is valid and NULL-terminated; every SGE
-        // names registered memory (Sge) or inline data copied during the call,
-        // and any address handle is borrowed for the call. Memory the device
-        // reaches later stays valid or unreachable (see crate::mr).
+        // SAFETY: a live QP; the list is valid and NULL-terminated, just
+        // linked (inline requests point at their own SGEs where they are
+        // now); every SGE names registered memory (Sge) or inline data copied
+        // during the call; on UD every request is a send whose address
+        // handle, of this context, is borrowed for the call (checked above).
+        // Memory the device reaches later stays valid or unreachable (see
+        // crate::mr).
         let rc = unsafe { sys::ibv_post_send(self.as_raw(), head, &mut bad) };
         if rc == 0 {
             return Ok(());
