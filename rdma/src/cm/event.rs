@@ -214,7 +214,8 @@ impl CmEvent {
         let ev = unsafe { &*ev };
         let kind = CmEventKind::from_raw(ev.event);
         let port_space_udp = {
-            // SAFETY: a live event names a live id.
+            // SAFETY: a live event names a live id, whose `ps` is set when
+            // it is created and never written after.
             let ps = unsafe { (*ev.id).ps };
             ps == cm::RDMA_PS_UDP || ps == cm::RDMA_PS_IPOIB
         };
