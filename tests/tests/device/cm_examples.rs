@@ -62,6 +62,10 @@ pub const TESTS: &[Test] = &[
         name: "cm_examples::cmtime_many_connections",
         run: cmtime_many_connections,
     },
+    Test {
+        name: "cm_examples::send_bw_receive_queue_smaller_than_send_depth",
+        run: send_bw_small_receive_queue,
+    },
 ];
 
 /// How long one pair may run, from the server's start to both exits.
@@ -344,6 +348,33 @@ fn cmtime_many_connections(env: &TestEnv) -> TestResult {
         .map(|(_, ms)| ms)
         .sum();
     print!("{n} connections, CM steps {total:.0} ms ... ");
+    Ok(Outcome::Passed)
+}
+
+/// Our send_bw through rdma_cm with 128 SENDs in flight and only 16
+/// receives posted: on iWARP (no RNR retry) the client must wait for the
+/// server's credits, or a SEND finds no receive and the connection ends.
+/// The header names the transport.
+fn send_bw_small_receive_queue(env: &TestEnv) -> TestResult {
+    let bin = rdma_tests::example("send_bw")?;
+    let bin = bin.to_str().ok_or("example path")?;
+    let port = port(env, 19_341);
+    let p = port.to_string();
+    let ip = env.ipv4.to_string();
+    let flags = [
+        "-d", &env.device, "-F", "-s", "64", "-n", "2000", "-R", "-t", "128", "-Q", "100", "-r",
+        "16", "-p", &p,
+    ];
+    let mut client = flags.to_vec();
+    client.push(&ip);
+    let (_, out) = run_pair((bin, &flags), (bin, &client), port)?;
+    let want = match env.provider {
+        Provider::Rxe => "Transport type : IB",
+        Provider::Siw => "Transport type : IW",
+    };
+    if !out.contains(want) || !out.lines().any(|l| l.trim_start().starts_with("64 ")) {
+        fail!("no {want:?} or no result row for 64 bytes:\n{out}");
+    }
     Ok(Outcome::Passed)
 }
 
