@@ -65,7 +65,8 @@ impl AsyncCompletionQueue {
 
     /// Waits until at least one completion is available and polls up to
     /// `out.len()` of them into caller-owned storage (initialised, or
-    /// `MaybeUninit` zeroed once per call: see [`CompletionBuf`]).
+    /// `MaybeUninit` zeroed once per call: see [`CompletionBuf`]). Fails
+    /// with `EBUSY` while an [`ExPoll`](crate::ExPoll) of the queue lives.
     pub async fn poll<'a, B: CompletionBuf + ?Sized>(
         &self,
         out: &'a mut B,

@@ -509,7 +509,10 @@ impl ExPoll<'_> {
             if self.one_per_poll {
                 return None;
             }
-            // SAFETY: inside a successful poll on a live extended CQ.
+            // SAFETY: inside a successful poll on a live extended CQ that
+            // has not ended (a failed next_poll sets `one_per_poll`), on a
+            // provider whose next_poll is sound (else `one_per_poll` is set
+            // from the start).
             if unsafe { sys::ibv_next_poll(self.cq.as_ptr()) } != 0 {
                 self.one_per_poll = true; // ended: never call next_poll again
                 return None;
@@ -561,13 +564,15 @@ impl ExCompletion<'_> {
         // SAFETY: as above.
         unsafe { (*self.raw()).status == sys::IBV_WC_SUCCESS }
     }
-    /// The opcode.
+    /// The opcode; meaningful only for successful completions.
     #[inline]
     pub fn opcode(&self) -> WcOpcode {
         // SAFETY: inside a poll; read_opcode is always provided.
         WcOpcode::from_raw(unsafe { sys::ibv_wc_read_opcode(self.raw()) })
     }
-    /// The byte count.
+    /// The bytes a receive received (with the 40-byte GRH of a UD
+    /// receive) or an RDMA READ or atomic read; meaningful only for
+    /// successful completions.
     #[inline]
     pub fn byte_len(&self) -> u32 {
         // SAFETY: inside a poll; BYTE_LEN is among the standard flags the
@@ -580,22 +585,23 @@ impl ExCompletion<'_> {
         // SAFETY: as above (QP_NUM).
         unsafe { sys::ibv_wc_read_qp_num(self.raw()) }
     }
-    /// The source QP number (UD).
+    /// The source QP number; meaningful only for a successful UD receive.
     #[inline]
     pub fn src_qp(&self) -> u32 {
         // SAFETY: as above (SRC_QP).
         unsafe { sys::ibv_wc_read_src_qp(self.raw()) }
     }
-    /// The `IBV_WC_*` flags.
+    /// The `IBV_WC_*` flags; meaningful only for successful completions.
     #[inline]
     pub fn wc_flags(&self) -> u32 {
         // SAFETY: inside a poll; read_wc_flags is always provided.
         unsafe { sys::ibv_wc_read_wc_flags(self.raw()) }
     }
-    /// The immediate data, host byte order, if the completion carries it.
+    /// The immediate data, host byte order, if the completion succeeded
+    /// and carries it.
     #[inline]
     pub fn imm_data(&self) -> Option<u32> {
-        if self.wc_flags() & sys::IBV_WC_WITH_IMM != 0 {
+        if self.is_success() && self.wc_flags() & sys::IBV_WC_WITH_IMM != 0 {
             // SAFETY: inside a poll (IMM is a standard flag).
             Some(u32::from_be(unsafe {
                 sys::ibv_wc_read_imm_data(self.raw())
