@@ -695,27 +695,50 @@ mod tests {
         1
     }
 
-    fn fake_cq() -> (Box<sys::ibv_context>, Box<sys::ibv_cq>) {
-        // SAFETY: plain C data; all zero is every pointer NULL, every op None.
-        let mut ctx: Box<sys::ibv_context> = Box::new(unsafe { std::mem::zeroed() });
-        ctx.ops.poll_cq = Some(siw_like_poll);
-        // SAFETY: as above.
-        let mut cq: Box<sys::ibv_cq> = Box::new(unsafe { std::mem::zeroed() });
-        cq.context = &mut *ctx;
-        (ctx, cq)
+    /// A CQ whose context's poll_cq is `siw_like_poll`; raw pointers, so
+    /// that nothing moves the objects the CQ points to.
+    struct FakeCq {
+        ctx: *mut sys::ibv_context,
+        cq: *mut sys::ibv_cq,
+    }
+
+    impl FakeCq {
+        fn new() -> FakeCq {
+            // SAFETY: plain C data; all zero is every pointer NULL, every
+            // op None.
+            let ctx: *mut sys::ibv_context = Box::into_raw(Box::new(unsafe { std::mem::zeroed() }));
+            // SAFETY: as above.
+            let cq: *mut sys::ibv_cq = Box::into_raw(Box::new(unsafe { std::mem::zeroed() }));
+            // SAFETY: both were just allocated and are owned here.
+            unsafe {
+                (*ctx).ops.poll_cq = Some(siw_like_poll);
+                (*cq).context = ctx;
+            }
+            FakeCq { ctx, cq }
+        }
+    }
+
+    impl Drop for FakeCq {
+        fn drop(&mut self) {
+            // SAFETY: allocated by `new` with Box, freed once.
+            unsafe {
+                drop(Box::from_raw(self.cq));
+                drop(Box::from_raw(self.ctx));
+            }
+        }
     }
 
     const POISON: u8 = 0xa5;
 
     #[test]
     fn fields_a_provider_skips_read_as_zero_from_uninit_storage() {
-        let (_ctx, mut cq) = fake_cq();
+        let fake = FakeCq::new();
         let mut buf = [MaybeUninit::<WorkCompletion>::uninit(); 2];
         // What a stack slot may hold: the poll must not hand it out.
         // SAFETY: writes bytes into the storage, 2 entries long.
         unsafe { ptr::write_bytes(buf.as_mut_ptr(), POISON, buf.len()) };
         // SAFETY: the fake CQ's poll_cq is siw_like_poll, which reads nothing.
-        let got = unsafe { poll_into(&mut *cq, buf.as_completions()) }.unwrap();
+        let got = unsafe { poll_into(fake.cq, buf.as_completions()) }.unwrap();
         assert_eq!(got.len(), 1);
         let wc = got[0];
         assert_eq!((wc.wr_id(), wc.qp_num(), wc.byte_len()), (7, 0x11, 64));
@@ -726,16 +749,30 @@ mod tests {
         assert_eq!(wc.pkey_index(), 0);
         assert_eq!(wc.dlid_path_bits(), 0);
         assert_eq!(wc.imm_data(), None);
+        // Never written at all: Miri reports any read of a byte nobody wrote.
+        let mut fresh = [MaybeUninit::<WorkCompletion>::uninit(); 2];
+        // SAFETY: as above.
+        let got = unsafe { poll_into(fake.cq, fresh.as_completions()) }.unwrap();
+        let wc = got[0];
+        let skipped = (
+            wc.src_qp(),
+            wc.slid(),
+            wc.sl(),
+            wc.pkey_index(),
+            wc.dlid_path_bits(),
+        );
+        assert_eq!(skipped, (0, 0, 0, 0, 0));
+        assert!(format!("{wc:?}").contains("wr_id: 7"));
     }
 
     #[test]
     fn fields_a_provider_skips_keep_the_initialised_storage() {
-        let (_ctx, mut cq) = fake_cq();
+        let fake = FakeCq::new();
         let mut buf = [WorkCompletion::ZERO; 2];
         buf[0].0.src_qp = 0x42;
         buf[0].0.slid = 3;
         // SAFETY: as above.
-        let got = unsafe { poll_into(&mut *cq, buf.as_completions()) }.unwrap();
+        let got = unsafe { poll_into(fake.cq, buf.as_completions()) }.unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!(
             (got[0].wr_id(), got[0].src_qp(), got[0].slid()),
