@@ -71,9 +71,7 @@ fn client(cfg: &Config, conn: &mut Conn, size: usize) -> Result<BwResult> {
     let mut wcs = [WorkCompletion::ZERO; POLL_BATCH];
     let (mut scnt, mut ccnt) = (0usize, 0usize);
     if let Some(c) = &credits {
-        // The server grants every third of its depth, the last of a size
-        // excepted: a list must fit in the rest.
-        if list > c.depth - c.depth / 3 {
+        if list > c.max_list() {
             return Err(format!(
                 "a post list of {list} does not fit the server's credits (rx depth {})",
                 c.depth
@@ -82,9 +80,13 @@ fn client(cfg: &Config, conn: &mut Conn, size: usize) -> Result<BwResult> {
     }
     let half = mr.len() / 2;
     while scnt < iters || ccnt < iters {
+        // A credit WRITE brings no completion here: while short of credit,
+        // poll rather than sleep on the CQ.
+        let mut short = false;
         while scnt < iters && scnt + list - ccnt <= depth {
             if let Some(c) = &mut credits {
                 if !may_send(c, mr, half, list)? {
+                    short = true;
                     break;
                 }
             }
@@ -103,7 +105,7 @@ fn client(cfg: &Config, conn: &mut Conn, size: usize) -> Result<BwResult> {
             }
         }
         if ccnt < iters {
-            let n = if cfg.events {
+            let n = if cfg.events && !short {
                 wait_completions(&conn.send_cq, true, &mut wcs)?
             } else {
                 poll_now(conn, &mut wcs)?
@@ -176,9 +178,7 @@ fn server(cfg: &Config, conn: &mut Conn, size: usize) -> Result<BwResult> {
             rcnt += 1;
             if let Some(c) = &mut credits {
                 c.count += 1;
-                // The sender needs no credit for the last of this size:
-                // the next size's receives grant it.
-                if c.count % c.every == 0 && rcnt < iters {
+                if c.should_grant() {
                     grant(conn, c)?;
                 }
             }
@@ -195,6 +195,9 @@ fn server(cfg: &Config, conn: &mut Conn, size: usize) -> Result<BwResult> {
     ))
 }
 
+/// How long a credit WRITE may take to complete.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Writes the count of receives posted again into the sender's credit
 /// word. One credit WRITE at a time: its source bytes stay as they are
 /// until it completes.
@@ -207,6 +210,7 @@ fn grant(conn: &Conn, c: &mut Credits) -> Result<()> {
     conn.qp()
         .post_send(&mut [SendWr::rdma_write(CREDIT_WR_ID, &sge, to).signaled()])
         .map_err(|e| format!("Couldn't post the credit WRITE: {e}"))?;
+    c.granted = c.count;
     c.in_flight = true;
     Ok(())
 }
@@ -216,7 +220,11 @@ fn grant(conn: &Conn, c: &mut Credits) -> Result<()> {
 /// decide whether the run succeeded.
 fn settle(conn: &Conn, c: &mut Credits) -> Result<()> {
     let mut wcs = [WorkCompletion::ZERO; 4];
+    let t0 = std::time::Instant::now();
     while c.in_flight {
+        if t0.elapsed() > SETTLE {
+            return Err("the credit WRITE did not complete".into());
+        }
         for wc in conn
             .send_cq
             .poll(&mut wcs)
