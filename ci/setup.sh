@@ -19,6 +19,8 @@ PKGS=(
     iproute2 kmod iputils-ping
     # python3 finds the test binary in cargo's JSON output
     python3 ca-certificates
+    # ci/memcheck.sh: the device tests under memcheck, in the guest (the host's root fs)
+    valgrind
 )
 
 is_installed() {

@@ -4,7 +4,8 @@
 # Steps: ci/setup.sh; cargo build; host tests; clippy -D warnings; rustdoc -D warnings;
 # build the device test binary (package rdma-tests, test `device`); one VM boot that
 # sets up rxe0 and siw0 and runs the device binary once per provider (rxe, then siw);
-# the cross-host suite (ci/twohost.sh --suite: two VMs over one link); ci/perf.sh --short.
+# the cross-host suite (ci/twohost.sh --suite: two VMs over one link); ci/perf.sh --short;
+# ci/memcheck.sh (device tests under valgrind memcheck, own VM boot).
 # Prints each provider's summary line and `device: N passed, N failed, N skipped`.
 # Exits non-zero when any step fails, a provider has failures, a summary line is
 # missing, or the VM timed out.
@@ -22,6 +23,9 @@
 #                            with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
 #   RDMA_CI_SKIP_PERF=1      skip ci/perf.sh --short (ours vs perftest, after the device tests;
 #                            also skipped with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
+#   RDMA_CI_SKIP_MEMCHECK=1  skip ci/memcheck.sh (a subset of the device tests under valgrind
+#                            memcheck, own VM boot; also skipped with RDMA_TEST_FILTER or
+#                            RDMA_TEST_DEVICE_BIN)
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
@@ -149,6 +153,16 @@ if [ "${RDMA_CI_SKIP_PERF:-0}" != 1 ] && [ -z "${RDMA_TEST_FILTER:-}" ] && [ -z 
     T_PERF=$(now)
     RDMA_CI_SKIP_SETUP=1 bash "$CI_DIR/perf.sh" --short || FAIL+=("ci/perf.sh --short: a benchmark run failed")
     TIMINGS+=("perf $(elapsed "$T_PERF")s")
+fi
+# The device tests under valgrind memcheck (its own VM boot): fails on a failed test or any error.
+if [ "${RDMA_CI_SKIP_MEMCHECK:-0}" != 1 ] && [ -z "${RDMA_TEST_FILTER:-}" ] && [ -z "${RDMA_TEST_DEVICE_BIN:-}" ]; then
+    T_MC=$(now)
+    rm -f "$CI_WORK/memcheck.summary"
+    RDMA_CI_SKIP_SETUP=1 RDMA_TEST_DEVICE_BIN=$DEVICE_BIN bash "$CI_DIR/memcheck.sh" ||
+        FAIL+=("ci/memcheck.sh: the device tests under memcheck failed")
+    TIMINGS+=("memcheck $(elapsed "$T_MC")s")
+    mapfile -t MC < <(cat "$CI_WORK/memcheck.summary" 2>/dev/null || echo "memcheck: no summary")
+    SUMMARIES+=("${MC[@]}")
 fi
 chown_to_invoker "$CI_WORK"
 echo "timings: ${TIMINGS[*]} total $(elapsed "$T_START")s"

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# ci/memcheck.sh: the device tests under valgrind memcheck, in one VM boot, on
+# rxe then siw (part of ci/test.sh; `RDMA_CI_SKIP_MEMCHECK=1` skips it there).
+#
+# The device binary runs once per provider under memcheck, with the subset
+# SUBSET below (the binary's filter: substrings separated by commas, `!`
+# excludes). Freed blocks are filled with 0xa5 (valgrind's --free-fill; its
+# malloc replaces glibc's), and the programs the tests start, which run
+# natively (--trace-children=no), get glibc's free-poisoning with the
+# per-thread cache off, so that a stale pointer reads poison there too.
+# Suppressions: ci/valgrind.supp (findings inside rdma-core only, each with why).
+#
+# Prints per provider `memcheck rxe: N passed, N failed, N skipped, E valgrind errors`,
+# the test time per group, and for each error the test that was running when it
+# was first seen. Fails when a test fails, valgrind reports any error (invalid
+# read or write, use of an uninitialised value, bad free, bad syscall argument),
+# a summary is missing, or a provider run or the VM times out.
+#
+# Knobs (environment):
+#   RDMA_MEMCHECK_ALL=1         every device test, the slow ones too (longer limits)
+#   RDMA_MEMCHECK_FILTER=F      the device binary's filter instead of the subset
+#   RDMA_MEMCHECK_TIMEOUT=S     per-provider limit inside the VM (default 420; 2400 with ALL)
+#   RDMA_MEMCHECK_ORIGINS=1     --track-origins=yes (where an uninitialised value came from)
+#   RDMA_TEST_DEVICE_BIN=P      use this device test binary instead of building it
+#   RDMA_TEST_PROVIDERS         providers, in order (default "rxe siw")
+#   RDMA_VM_TIMEOUT=S           limit for the whole VM run (default: the providers' limits + 120)
+#   RDMA_CI_SKIP_SETUP=1        do not run ci/setup.sh
+set -Eeuo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+
+# The groups memcheck covers by default, and the tests of them it leaves out
+# (each with its reason). RDMA_MEMCHECK_ALL=1 runs every device test instead.
+GROUPS_DEFAULT=(verbs:: cm:: faults:: bad_input:: sound_)
+EXCLUDE=(
+)
+# Group labels for the time per group in the report.
+TIME_GROUPS=(verbs:: cm:: faults:: bad_input:: sound_)
+
+VG_ERROR_EXIT=99
+VALGRIND=${RDMA_VALGRIND:-/usr/bin/valgrind}
+
+T_START=$(now)
+read -ra PROVIDERS <<<"${RDMA_TEST_PROVIDERS:-rxe siw}"
+for p in "${PROVIDERS[@]}"; do
+    case "$p" in rxe | siw) ;; *) die "unknown provider '$p' in RDMA_TEST_PROVIDERS (rxe|siw)" ;; esac
+done
+if [ -n "${RDMA_MEMCHECK_FILTER:-}" ]; then
+    FILTER=$RDMA_MEMCHECK_FILTER
+elif [ "${RDMA_MEMCHECK_ALL:-0}" = 1 ]; then
+    FILTER=
+else
+    FILTER=$(IFS=,; echo "${GROUPS_DEFAULT[*]}")
+    for e in "${EXCLUDE[@]}"; do FILTER+=",!${e%% *}"; done
+fi
+if [ "${RDMA_MEMCHECK_ALL:-0}" = 1 ]; then
+    PROVIDER_TIMEOUT=${RDMA_MEMCHECK_TIMEOUT:-2400}
+else
+    PROVIDER_TIMEOUT=${RDMA_MEMCHECK_TIMEOUT:-420}
+fi
+export RDMA_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-$((PROVIDER_TIMEOUT * ${#PROVIDERS[@]} + 120))}
+
+if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
+    step "setup (ci/setup.sh)"
+    bash "$CI_DIR/setup.sh"
+fi
+ensure_target_dir
+[ -x "$VALGRIND" ] || die "$VALGRIND missing (ci/setup.sh installs valgrind)"
+
+step "device test binary"
+if [ -n "${RDMA_TEST_DEVICE_BIN:-}" ]; then
+    DEVICE_BIN=$(realpath "$RDMA_TEST_DEVICE_BIN")
+else
+    cargo_cmd build -p rdma-examples
+    JSON="$CI_WORK/memcheck-build.json"
+    cargo_cmd test -p rdma-tests --test device --no-run --message-format=json >"$JSON"
+    DEVICE_BIN=$(cargo_executable device test <"$JSON")
+    [ -n "$DEVICE_BIN" ] || die "no executable for test target 'device' in cargo's JSON output ($JSON)"
+fi
+[ -x "$DEVICE_BIN" ] || die "device test binary $DEVICE_BIN is missing or not executable"
+echo "device test binary: $DEVICE_BIN"
+echo "filter: ${FILTER:-(every test)}"
+for e in "${EXCLUDE[@]}"; do echo "left out: $e"; done
+
+VG_OPTS=(
+    --tool=memcheck --error-exitcode="$VG_ERROR_EXIT"
+    --leak-check=no --errors-for-leak-kinds=none
+    --trace-children=no --child-silent-after-fork=yes
+    --free-fill=0xa5 --num-callers=40
+    # Inline info costs ~1 s of startup natively, ~30 s under TCG; a debug build inlines little.
+    --read-inline-info=no
+    # Valgrind runs one thread at a time; its default lock lets a spinning thread
+    # starve the others (a poller would miss its deadline), the ticket lock does not.
+    --fair-sched=yes
+    --suppressions="$CI_DIR/valgrind.supp" --gen-suppressions=all
+)
+if [ "${RDMA_MEMCHECK_ORIGINS:-0}" = 1 ]; then VG_OPTS+=(--track-origins=yes); fi
+
+step "device tests under memcheck in the VM (${PROVIDERS[*]})"
+RUN_DIR=$(new_run_dir memcheck)
+{
+    guest_prelude "$RUN_DIR"
+    printf 'if ! source %q; then touch %q; echo 125 > %q; exit 125; fi\n' \
+        "$CI_DIR/guest-setup.sh" "$RUN_DIR/setup-failed" "$RUN_DIR/status"
+    # For the natively run children: glibc poisons what it frees, with no per-thread cache.
+    echo 'export MALLOC_PERTURB_=165 GLIBC_TUNABLES=glibc.malloc.tcache_count=0'
+    # A panic's backtrace takes ~40 s to symbolise under valgrind in the VM (one test panics on purpose).
+    echo 'export RUST_BACKTRACE=0'
+    for p in "${PROVIDERS[@]}"; do
+        printf 'echo; echo "== guest: memcheck on %s"\n' "$p"
+        echo 't0=$(date +%s.%N)'
+        # valgrind's messages go to stderr, into the same pipe as the test lines, so
+        # that each error lands after the `test NAME ...` that was running.
+        printf '( rdma_use_provider %s && exec timeout -k 10 %q %q' "$p" "$PROVIDER_TIMEOUT" "$VALGRIND"
+        printf ' %q' "${VG_OPTS[@]}" "$DEVICE_BIN"
+        [ -z "$FILTER" ] || printf ' %q' "$FILTER"
+        printf ' ) 2>&1 | tee %q\n' "$RUN_DIR/$p.log"
+        printf 'echo "${PIPESTATUS[0]}" > %q\n' "$RUN_DIR/$p.status"
+        printf 'echo "$(date +%%s.%%N) $t0" | awk %q > %q\n' '{ printf "%.1f\n", $1 - $2 }' "$RUN_DIR/$p.seconds"
+    done
+    printf 'echo 0 > %q\n' "$RUN_DIR/status"
+} >"$RUN_DIR/guest.sh"
+vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
+
+step "results"
+FAIL=()
+SUMMARIES=()
+[ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after $RDMA_VM_TIMEOUT s (RDMA_VM_TIMEOUT)")
+if [ -f "$RUN_DIR/setup-failed" ]; then
+    FAIL+=("device setup in the VM failed (see the guest-setup messages above)")
+elif [ -z "$VM_STATUS" ] && [ "$VM_TIMED_OUT" = 0 ]; then
+    FAIL+=("the VM gave no status (vng exit $VM_RC; see $RUN_DIR/console.log)")
+fi
+for p in "${PROVIDERS[@]}"; do
+    log=$RUN_DIR/$p.log
+    if [ ! -f "$log" ]; then
+        SUMMARIES+=("memcheck $p: did not run")
+        FAIL+=("memcheck $p: did not run")
+        continue
+    fi
+    st=$(tr -dc '0-9' <"$RUN_DIR/$p.status" 2>/dev/null || true)
+    secs=$(cat "$RUN_DIR/$p.seconds" 2>/dev/null || echo '?')
+    line=$(tr -d '\r' <"$log" | grep -E "^$p: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped\$" | tail -n 1 || true)
+    errs=$(tr -d '\r' <"$log" | sed -nE 's/^==[0-9]+== ERROR SUMMARY: ([0-9]+) errors? from.*/\1/p' | tail -n 1)
+    # Per test (a `test NAME ... ` line, then its `ok (N ms)` possibly after
+    # valgrind's lines): the time per group, and the test that was running when
+    # each error context was first printed (gen-suppressions marks each one).
+    tr -d '\r' <"$log" | awk -v groups="${TIME_GROUPS[*]}" -v p="$p" '
+        BEGIN { n = split(groups, g, " ") }
+        function group(name,   i) { for (i = 1; i <= n; i++) if (index(name, g[i])) return g[i]; return "other" }
+        /^test [^ ]+ \.\.\. / { cur = $2 }
+        /<insert_a_suppression_name_here>/ { getline kind; gsub(/^ +/, "", kind); errs[cur] = errs[cur] " " kind }
+        !/^==[0-9]+==/ && match($0, /(ok|FAILED) \([0-9]+ ms\)/) {
+            ms = substr($0, RSTART, RLENGTH); gsub(/[^0-9]/, "", ms)
+            t[group(cur)] += ms
+        }
+        END {
+            s = ""
+            for (i = 1; i <= n; i++) if (g[i] in t) s = s sprintf(" %s %.1fs", g[i], t[g[i]] / 1000)
+            if ("other" in t) s = s sprintf(" other %.1fs", t["other"] / 1000)
+            print "memcheck " p " time per group:" (s == "" ? " none" : s)
+            for (k in errs) print "memcheck " p " valgrind errors first seen in " (k == "" ? "(before the first test)" : k) ":" errs[k]
+        }'
+    echo "memcheck $p: run ${secs}s (exit status ${st:-none})"
+    if [ -z "$line" ]; then
+        SUMMARIES+=("memcheck $p: no summary line (exit status ${st:-none}), ${errs:-?} valgrind errors")
+        FAIL+=("memcheck $p: summary line missing")
+    else
+        SUMMARIES+=("memcheck $line, ${errs:-?} valgrind errors")
+        n_f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+        [ "$n_f" = 0 ] || FAIL+=("memcheck $p: $n_f test(s) failed")
+    fi
+    if [ -z "$errs" ]; then
+        FAIL+=("memcheck $p: no valgrind ERROR SUMMARY (valgrind did not finish)")
+    elif [ "$errs" != 0 ]; then
+        FAIL+=("memcheck $p: valgrind reported $errs error(s) (see $log)")
+    fi
+    if [ "$st" = 124 ] || [ "$st" = 137 ]; then
+        FAIL+=("memcheck $p: timed out after $PROVIDER_TIMEOUT s (RDMA_MEMCHECK_TIMEOUT)")
+    elif [ -n "$line" ] && [ "$st" != 0 ] && [ "$st" != 1 ] && [ "$st" != "$VG_ERROR_EXIT" ]; then
+        FAIL+=("memcheck $p: exited with status ${st:-none}")
+    fi
+done
+printf '%s\n' "${SUMMARIES[@]}" >"$CI_WORK/memcheck.summary"
+chown_to_invoker "$CI_WORK"
+echo "memcheck: VM ${VM_SECONDS}s, total $(elapsed "$T_START")s; logs: $RUN_DIR"
+echo
+printf '%s\n' "${SUMMARIES[@]}"
+if [ "${#FAIL[@]}" -gt 0 ]; then
+    printf '!! memcheck.sh: %s\n' "${FAIL[@]}" >&2
+    exit 1
+fi
