@@ -441,76 +441,84 @@ impl Drop for CmId {
     }
 }
 
-/// librdmacm's reference on its devices (`rdma_get_devices`): while it
-/// lives, librdmacm closes none of the contexts in its list, not even when
-/// a device goes away and its last id is destroyed (it closes them when the
-/// list is freed then).
-struct DevicePin {
-    list: NonNull<*mut crate::sys::ibv_context>,
+/// librdmacm's reference on a device, held by an id of its own bound to an
+/// address of the device: while it lives, librdmacm keeps the device's
+/// context open, even when the device goes away and every other id on it is
+/// destroyed. (A reference released by destroying an id, unlike one of
+/// `rdma_get_devices`, also frees librdmacm's own PD of the device when it
+/// is the last.)
+struct DeviceRef {
+    raw: NonNull<cm::rdma_cm_id>,
+    /// The context librdmacm gave the id.
+    verbs: *mut crate::sys::ibv_context,
 }
 
-// SAFETY: the list is read-only, and `rdma_free_devices` may be called from
-// any thread (it takes librdmacm's global lock).
-unsafe impl Send for DevicePin {}
-// SAFETY: as above.
-unsafe impl Sync for DevicePin {}
+// SAFETY: the id is librdmacm's alone (a synchronous id, on a channel of its
+// own that nothing reads); it is only destroyed, from any thread.
+unsafe impl Send for DeviceRef {}
+// SAFETY: as above: nothing reads or writes it through `&DeviceRef`.
+unsafe impl Sync for DeviceRef {}
 
-impl DevicePin {
-    /// Takes a reference on every device librdmacm knows (opening their
-    /// contexts, as `rdma_get_devices` does).
-    fn new() -> Option<DevicePin> {
-        // SAFETY: NULL for the count is allowed; NULL on failure.
-        let list = unsafe { cm::rdma_get_devices(ptr::null_mut()) };
-        Some(DevicePin {
-            list: NonNull::new(list.cast())?,
-        })
-    }
-
-    /// Whether `verbs` is one of the pinned contexts.
-    fn holds(&self, verbs: *mut crate::sys::ibv_context) -> bool {
-        let mut p = self.list.as_ptr();
-        // SAFETY: a NULL-terminated array, alive until freed in Drop.
-        unsafe {
-            while !(*p).is_null() {
-                if *p == verbs {
-                    return true;
-                }
-                p = p.add(1);
-            }
+impl DeviceRef {
+    /// A reference on the device of `local`, when it is the device of
+    /// `verbs`.
+    fn new(verbs: *mut crate::sys::ibv_context, local: SocketAddr) -> Option<DeviceRef> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: a NULL channel makes a synchronous id with a channel of
+        // its own; `raw` is writable.
+        let r = unsafe {
+            cm::rdma_create_id(ptr::null_mut(), &mut raw, ptr::null_mut(), cm::RDMA_PS_TCP)
+        };
+        let raw = NonNull::new(raw).filter(|_| r == 0)?;
+        let mut pin = DeviceRef {
+            raw,
+            verbs: ptr::null_mut(),
+        };
+        let mut any_port = local;
+        any_port.set_port(0);
+        let mut a = RawAddr::new(any_port);
+        // SAFETY: a live id; a complete address. Binding gives it a
+        // reference on the address's device.
+        if unsafe { cm::rdma_bind_addr(raw.as_ptr(), a.as_mut_ptr()) } != 0 {
+            return None;
         }
-        false
+        // SAFETY: a live id that only this thread uses yet.
+        pin.verbs = unsafe { (*raw.as_ptr()).verbs };
+        (pin.verbs == verbs).then_some(pin)
     }
 }
 
-impl Drop for DevicePin {
+impl Drop for DeviceRef {
     fn drop(&mut self) {
-        // SAFETY: the list of rdma_get_devices, freed once.
-        unsafe { cm::rdma_free_devices(self.list.as_ptr().cast()) };
+        // SAFETY: destroyed once. None of its events is ever read, so none
+        // waits for an acknowledgement; its channel goes with it.
+        unsafe { cm::rdma_destroy_id(self.raw.as_ptr()) };
     }
 }
 
-/// The pin that contexts handed out share while any of them lives, so that
-/// `context()` lists the devices (a sysfs scan) only when none does.
-static PIN: Mutex<Option<Weak<DevicePin>>> = Mutex::new(None);
+/// The references that contexts handed out share while any of them lives,
+/// so that `context()` binds an id of its own only when none does.
+static PINS: Mutex<Vec<Weak<DeviceRef>>> = Mutex::new(Vec::new());
 
-/// A pin that holds `verbs`; `None` when librdmacm lists no such context
-/// (its device is being removed).
+/// A reference on the device of `verbs` (whose address `local` is);
+/// `None` when none can be taken (the device is being removed, or the
+/// address is gone).
 ///
 /// `verbs` must be the context of a live id: the id's reference on its
 /// device keeps it open, so no other context can have its address, and a
-/// list that holds that address holds this context.
-fn pin(verbs: *mut crate::sys::ibv_context) -> Option<Arc<DevicePin>> {
-    let mut cached = PIN.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(p) = cached.as_ref().and_then(Weak::upgrade) {
-        if p.holds(verbs) {
-            return Some(p);
-        }
+/// reference whose context has that address is on this context's device.
+fn pin(verbs: *mut crate::sys::ibv_context, local: SocketAddr) -> Option<Arc<DeviceRef>> {
+    let mut pins = PINS.lock().unwrap_or_else(PoisonError::into_inner);
+    pins.retain(|w| w.strong_count() > 0);
+    if let Some(p) = pins
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|p| p.verbs == verbs)
+    {
+        return Some(p);
     }
-    let p = Arc::new(DevicePin::new()?);
-    if !p.holds(verbs) {
-        return None;
-    }
-    *cached = Some(Arc::downgrade(&p));
+    let p = Arc::new(DeviceRef::new(verbs, local)?);
+    pins.push(Arc::downgrade(&p));
     Some(p)
 }
 
@@ -631,17 +639,18 @@ impl CmId {
     ///
     /// librdmacm owns this context and closes it once its device is gone
     /// and nothing uses it: the returned value (and every PD, CQ, MR made
-    /// from it) holds a reference on librdmacm's devices that keeps it open
-    /// meanwhile, beyond the id. `None` too when the device is being
-    /// removed.
+    /// from it) holds a reference on librdmacm's device (an id of its own,
+    /// bound to the id's local address, shared by the contexts handed out
+    /// for the device) that keeps it open meanwhile, beyond the id. `None`
+    /// too when the device is being removed or the address is gone.
     pub fn context(&self) -> Option<Context> {
         // The pin is taken with the lock held, so that `verbs` stays the
         // id's context (held open by the id's own reference) until then.
         self.locked(|| {
             let raw = NonNull::new(self.verbs())?;
-            let keep: Arc<dyn Any + Send + Sync> = pin(raw.as_ptr())?;
+            let keep: Arc<dyn Any + Send + Sync> = pin(raw.as_ptr(), self.local_addr()?)?;
             // SAFETY: `keep` holds librdmacm's reference on the device of
-            // `raw` (`pin` found `raw` in its list), and librdmacm closes a
+            // `raw` (its id has `raw` for context), and librdmacm closes a
             // context only when no reference on its device is left.
             Some(unsafe { Context::from_rdmacm(raw, keep) })
         })
