@@ -107,6 +107,13 @@
 //! | RTR without the remote side | `ibv_modify_qp`, `EINVAL` |
 //! | QP deeper than the device allows | `ibv_create_qp`, `EINVAL`, "exceed the device's limits" |
 //! | UD send without an address handle | `ibv_post_send`, `EINVAL`, "no address handle" |
+//! | UD QP: any request but a SEND or SEND with immediate (WRITE, READ, atomic, local invalidate, bind) | `ibv_post_send`, `EINVAL`, "a UD QP posts only SEND", which request; nothing posted (`sound_post::*`) |
+//! | UD send through an address handle of another context | `ibv_post_send`, `EINVAL`, "belongs to a different context" |
+//! | QP on a PD with a CQ or SRQ of another context (another device, or another open of it) | `ibv_create_qp`, `EINVAL`, "belong to different contexts" |
+//! | memory window bound through a QP, or over a region, of another context | `ibv_bind_mw` / `SendWr::bind_mw`, `EINVAL`, "belong to different contexts" |
+//! | batch operation the QP was not created with (`send_ops`) | `ibv_wr_*`, `EOPNOTSUPP` from `WrBatch::complete`, which request; nothing posted |
+//! | UD batch send without its address, `send_ud` on a connected QP, or an AH of another context | `ibv_wr_send` / `ibv_wr_set_ud_addr`, `EINVAL` from `WrBatch::complete` |
+//! | a second batch, a post or a bind while a batch is open | does not compile: `wr_batch` borrows the QP mutably |
 //! | more receives than an SRQ holds | `ibv_post_srq_recv`, the provider's errno, which request was not posted |
 //! | empty list to `prepare_send`, or a request index past a prepared list | `ibv_post_send`, `EINVAL` |
 //! | `poll`, `req_notify` or `start_poll` on a CQ while an [`ExPoll`] of it lives (any clone, any thread) | `ibv_poll_cq`/`ibv_req_notify_cq`/`ibv_start_poll`, `EBUSY`, "an extended poll of this CQ is in progress" (`sound_cq::*`) |
