@@ -204,19 +204,9 @@ impl Agent {
         retries: u32,
     ) -> Result<Received> {
         self.send_request(mad, addr, timeout, retries)?;
-        let tid = mad.tid() as u32;
-        let id = self.id;
         let r = self
             .port
-            .recv_matching(Some(wait_limit(timeout, retries)), |r| {
-                r.agent_id == id
-                    && r.tid() as u32 == tid
-                    && (r.status != 0 || r.mad.method().is_response())
-            })
-            .map_err(|e| match e {
-                Error::RecvTimeout(_) => Error::Timeout { tid: mad.tid() },
-                e => e,
-            })?;
+            .await_response(self.id, mad.tid(), wait_limit(timeout, retries))?;
         check_status(r)
     }
 

@@ -22,11 +22,27 @@ type Key = (u32, u32);
 
 struct Shared {
     port: Port,
-    /// Requests waiting for their response: (agent ID, lower 32 bits of TID).
-    waiters: Mutex<HashMap<Key, oneshot::Sender<Received>>>,
+    waiters: Mutex<Waiters>,
     /// Server agents' streams of unsolicited MADs, each bounded by the
     /// port's pending capacity when the agent registered.
     servers: Mutex<HashMap<u32, mpsc::Sender<Received>>>,
+}
+
+/// Requests waiting for their response, and whether the reader task ended.
+#[derive(Default)]
+struct Waiters {
+    /// By (agent ID, lower 32 bits of TID): the generation of the request
+    /// that waits, and where its response (or the reader's error) goes.
+    map: HashMap<Key, (u64, oneshot::Sender<Result<Received>>)>,
+    /// The generation of the next request: a key's entry is the request's
+    /// own only while its generation matches.
+    next_gen: u64,
+    /// The errno that ended the reader task; no response comes after it.
+    failed: Option<i32>,
+}
+
+fn reader_failed(errno: i32) -> Error {
+    Error::io("umad reader task", errno)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -34,11 +50,45 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
+    /// Records a request with `key` as waiting for its response; the
+    /// returned guard withdraws it unless the response was handed over.
+    fn wait(&self, key: Key, tid: u64) -> Result<(Waiting<'_>, WaitRx)> {
+        let mut w = lock(&self.waiters);
+        if let Some(e) = w.failed {
+            return Err(reader_failed(e));
+        }
+        if w.map.contains_key(&key) {
+            return Err(Error::DuplicateTid { tid });
+        }
+        let gen = w.next_gen;
+        w.next_gen += 1;
+        let (tx, rx) = oneshot::channel();
+        w.map.insert(key, (gen, tx));
+        let waiting = Waiting {
+            shared: self,
+            key,
+            gen,
+        };
+        Ok((waiting, rx))
+    }
+
+    /// Ends every wait with the reader's error `errno`, and every server's
+    /// stream, once the reader task stops reading.
+    fn fail(&self, errno: i32) {
+        let mut w = lock(&self.waiters);
+        w.failed = Some(errno);
+        for (_, (_, tx)) in w.map.drain() {
+            let _ = tx.send(Err(reader_failed(errno)));
+        }
+        drop(w);
+        lock(&self.servers).clear();
+    }
+
     fn dispatch(&self, r: Received) {
         if r.status != 0 || r.mad.method().is_response() {
             let key = (r.agent_id, r.tid() as u32);
-            if let Some(tx) = lock(&self.waiters).remove(&key) {
-                let _ = tx.send(r);
+            if let Some((_, tx)) = lock(&self.waiters).map.remove(&key) {
+                let _ = tx.send(Ok(r));
             }
         } else if let Some(tx) = lock(&self.servers).get(&r.agent_id) {
             // A full stream drops the newest request, as a full receive
@@ -146,6 +196,12 @@ impl AsyncPort {
         let agent = self.shared.port.register(reg)?;
         let (tx, rx) = mpsc::channel(self.shared.port.pending_capacity().max(1));
         lock(&self.shared.servers).insert(agent.id(), tx);
+        // Checked after the insert: `fail` sets `failed` before it clears
+        // the streams, so a stream it missed is refused here.
+        if let Some(e) = lock(&self.shared.waiters).failed {
+            lock(&self.shared.servers).remove(&agent.id());
+            return Err(reader_failed(e));
+        }
         Ok(AsyncAgent {
             agent,
             shared: self.shared.clone(),
@@ -162,7 +218,13 @@ struct Reader {
     shared: Arc<Shared>,
 }
 
-/// Reads the port whenever it is readable, until every handle is gone.
+/// Reads the port whenever it is readable, until every handle is gone or
+/// the fd fails.
+///
+/// A read error (EIO once the device is gone) ends the task, and with it
+/// every wait: retrying would spin on an fd that stays readable. MADs that
+/// do not decode are dropped by `try_recv` and counted in
+/// [`PortView::malformed_mads`].
 async fn reader(r: Reader, mut stop: oneshot::Receiver<()>) {
     let Reader { afd, shared } = &r;
     loop {
@@ -170,7 +232,10 @@ async fn reader(r: Reader, mut stop: oneshot::Receiver<()>) {
             _ = &mut stop => return,
             g = afd.readable() => match g {
                 Ok(g) => g,
-                Err(_) => return,
+                Err(e) => {
+                    shared.fail(e.raw_os_error().unwrap_or(libc::EIO));
+                    return;
+                }
             },
         };
         loop {
@@ -180,11 +245,9 @@ async fn reader(r: Reader, mut stop: oneshot::Receiver<()>) {
                     guard.clear_ready();
                     break;
                 }
-                // A MAD that does not decode is dropped; the next may.
-                Err(Error::Mad(_)) => continue,
-                Err(_) => {
-                    guard.clear_ready();
-                    break;
+                Err(e) => {
+                    shared.fail(e.errno().unwrap_or(libc::EIO));
+                    return;
                 }
             }
         }
@@ -200,14 +263,26 @@ pub struct AsyncAgent {
     _stop: Arc<Stop>,
 }
 
+type WaitRx = oneshot::Receiver<Result<Received>>;
+
 /// Removes a waiter whose request future was dropped or failed.
 struct Waiting<'a> {
     shared: &'a Shared,
     key: Key,
+    /// Which request this is: once its response was handed over, a new
+    /// request may wait under the same key, and its entry is not ours.
+    gen: u64,
 }
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        lock(&self.shared.waiters).remove(&self.key);
+        let mut w = lock(&self.shared.waiters);
+        if w.map.get(&self.key).is_some_and(|(g, _)| *g == self.gen) {
+            w.map.remove(&self.key);
+            drop(w);
+            // No response was read: the port forgets the request too.
+            let (agent, tid) = self.key;
+            self.shared.port.inner.abandon(agent, u64::from(tid));
+        }
     }
 }
 
@@ -230,28 +305,18 @@ impl AsyncAgent {
         retries: u32,
     ) -> Result<Received> {
         let key = (self.agent.id(), mad.tid() as u32);
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut w = lock(&self.shared.waiters);
-            if w.contains_key(&key) {
-                return Err(Error::DuplicateTid { tid: mad.tid() });
-            }
-            w.insert(key, tx);
-        }
-        let _waiting = Waiting {
-            shared: &self.shared,
-            key,
-        };
+        let (_waiting, rx) = self.shared.wait(key, mad.tid())?;
         self.agent.send_request(mad, addr, timeout, retries)?;
         match tokio::time::timeout(wait_limit(timeout, retries), rx).await {
-            Ok(Ok(r)) => check_status(r),
-            Ok(Err(_)) => Err(Error::io("umad reader task", libc::ECANCELED)),
+            Ok(Ok(Ok(r))) => check_status(r),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(reader_failed(libc::ECANCELED)),
             Err(_) => Err(Error::Timeout { tid: mad.tid() }),
         }
     }
 
     /// The next unsolicited MAD for this agent (a request to a server);
-    /// `None` when the reader has stopped.
+    /// `None` when the reader has stopped (the port's fd failed).
     pub async fn next_request(&self) -> Option<Received> {
         self.requests.lock().await.recv().await
     }
@@ -270,5 +335,79 @@ impl AsyncAgent {
 impl Drop for AsyncAgent {
     fn drop(&mut self) {
         lock(&self.shared.servers).remove(&self.agent.id());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mad::Method;
+    use crate::umad::port::tests::{fake_port, received};
+
+    const AGENT: u32 = 1;
+
+    fn shared() -> (Shared, std::os::fd::OwnedFd) {
+        let (inner, w) = fake_port();
+        let shared = Shared {
+            port: Port::from_inner(inner),
+            waiters: Mutex::default(),
+            servers: Mutex::default(),
+        };
+        (shared, w)
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair
+    fn a_finished_request_leaves_a_new_waiter_with_its_tid_alone() {
+        let (shared, _w) = shared();
+        let key = (AGENT, 0x42);
+        let (first, mut first_rx) = shared.wait(key, 0x42).unwrap();
+        shared.dispatch(received(AGENT, 0, Method::GET_RESP, 0x42));
+        assert!(matches!(first_rx.try_recv(), Ok(Ok(_))));
+        // The TID is free again before the first request's guard drops.
+        let (second, mut second_rx) = shared.wait(key, 0x42).unwrap();
+        drop(first);
+        shared.dispatch(received(AGENT, 0, Method::GET_RESP, 0x42));
+        assert!(matches!(second_rx.try_recv(), Ok(Ok(_))));
+        drop(second);
+        assert!(lock(&shared.waiters).map.is_empty());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair
+    fn a_request_given_up_is_forgotten_by_the_port() {
+        let (shared, _w) = shared();
+        assert!(shared.port.inner.add_outstanding(AGENT, 0x43));
+        let (waiting, _rx) = shared.wait((AGENT, 0x43), 0x43).unwrap();
+        drop(waiting);
+        assert!(lock(&shared.waiters).map.is_empty());
+        // No response was read: the TID is no longer tracked.
+        assert!(shared.port.inner.add_outstanding(AGENT, 0x43));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair and tokio's reactor
+    fn a_failing_fd_ends_the_reader_and_fails_its_waiters() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (inner, w) = fake_port();
+            let port = AsyncPort::new(Port::from_inner(inner)).unwrap();
+            let (_waiting, rx) = port.shared.wait((AGENT, 0x44), 0x44).unwrap();
+            // The fd now reads its end, as a umad fd fails once its device
+            // is gone.
+            drop(w);
+            let r = tokio::time::timeout(Duration::from_secs(5), rx).await;
+            let Ok(Ok(Err(e))) = r else {
+                panic!("the waiter got {r:?}");
+            };
+            assert_eq!(e.errno(), Some(libc::EIO), "{e}");
+            // New requests are refused at once rather than left to time out.
+            let again = port.shared.wait((AGENT, 0x45), 0x45).err();
+            assert_eq!(again.and_then(|e| e.errno()), Some(libc::EIO));
+            assert_eq!(port.port().malformed_mads(), 0);
+        });
     }
 }

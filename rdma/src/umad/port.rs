@@ -23,6 +23,8 @@ pub(crate) struct PortInner {
     queued: Condvar,
     /// Unsolicited MADs dropped because a receive queue was full.
     dropped: AtomicU64,
+    /// MADs dropped because they did not decode.
+    malformed: AtomicU64,
     /// (agent ID, lower 32 bits of the TID) of requests sent with a timeout
     /// whose response or timeout has not been read yet.
     outstanding: Mutex<HashSet<(u32, u32)>>,
@@ -30,8 +32,9 @@ pub(crate) struct PortInner {
 
 struct RecvState {
     pending: Pending,
-    /// Whether a thread waits in poll(2) on the fd: the others wait on
-    /// `queued` for what it reads and queues for them.
+    /// Whether a thread holds the reader role (waits in poll(2) on the fd
+    /// and reads it): the others wait on `queued` for what it reads and
+    /// queues for them, and `try_recv` looks only at the queue.
     reading: bool,
 }
 
@@ -70,6 +73,20 @@ impl Pending {
         }
         self.mads.push_back((r, !solicited));
         true
+    }
+
+    /// Drops the queued response or timeout notice of `agent`'s request
+    /// `tid` (lower 32 bits), whose requester stopped waiting for it.
+    pub(crate) fn discard_response(&mut self, agent: u32, tid: u32) {
+        let mut unsolicited = 0;
+        self.mads.retain(|(r, counted)| {
+            let keep = !(r.agent_id == agent
+                && r.tid() as u32 == tid
+                && (r.status != 0 || r.mad.method().is_response()));
+            unsolicited += usize::from(keep && *counted);
+            keep
+        });
+        self.unsolicited = unsolicited;
     }
 
     /// Takes the oldest MAD that `want` accepts.
@@ -134,7 +151,8 @@ const UMAD2SIM_FD_BASE: RawFd = 1024;
 /// Whether a failed fcntl on a freshly opened umad fd is umad2sim's: the
 /// kernel does not know its fds (EBADF). Such a port stays blocking, which
 /// the receive path tolerates because it reads only after poll(2) said
-/// there is a MAD.
+/// there is a MAD, and only in the thread holding the reader role, which no
+/// other thread's read can take that MAD from.
 fn umad2sim_fcntl_failure(fd: RawFd, errno: i32) -> bool {
     errno == libc::EBADF && fd >= UMAD2SIM_FD_BASE
 }
@@ -146,6 +164,36 @@ fn poll_ms(left: Option<Duration>) -> i32 {
         None => -1,
         Some(l) => l.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32,
     }
+}
+
+/// The largest read buffer an RMPP transfer may ask for.
+const MAX_READ: usize = 64 << 20;
+
+/// The buffer length to retry a read with after ENOSPC on `len` bytes, when
+/// the header says the MAD needs `need` bytes after it; `None` past
+/// [`MAX_READ`]. A length that would not grow the buffer, or is over the
+/// cap, is not believed: the buffer doubles instead, so that a bogus one
+/// costs a handful of reads rather than one per byte.
+fn grown_read_len(len: usize, need: usize) -> Option<usize> {
+    if len >= MAX_READ {
+        return None;
+    }
+    let asked = HDR_SIZE.saturating_add(need);
+    Some(if asked > len && asked <= MAX_READ {
+        asked
+    } else {
+        len.saturating_mul(2).min(MAX_READ)
+    })
+}
+
+/// What one poll and read of the fd gave.
+pub(crate) enum Read {
+    /// A MAD, with whether it answers one of the port's tracked requests.
+    Mad(Received, bool),
+    /// Nothing within the poll's timeout (or a signal).
+    Nothing,
+    /// A MAD that did not decode, dropped and counted.
+    Malformed,
 }
 
 /// Gives up the reader role on every way out of a read (return or error),
@@ -270,11 +318,11 @@ impl Port {
     }
 
     /// The next MAD if one is queued, without waiting.
+    ///
+    /// While another thread waits in [`Port::recv`] (or an agent's receive)
+    /// it reads the fd, and this returns only what is already queued.
     pub fn try_recv(&self) -> Result<Option<Received>> {
-        if let Some(r) = lock(&self.inner.recv).pending.take(|_| true) {
-            return Ok(Some(r));
-        }
-        Ok(self.inner.read_one(0)?.map(|(r, _)| r))
+        self.inner.try_recv()
     }
 }
 
@@ -317,6 +365,12 @@ impl PortView {
     pub fn dropped_mads(&self) -> u64 {
         self.inner.dropped.load(Ordering::Relaxed)
     }
+    /// How many MADs were dropped because they did not decode (a short MAD,
+    /// an unknown base version), since the port was opened. A receive skips
+    /// them, whichever agent they were for.
+    pub fn malformed_mads(&self) -> u64 {
+        self.inner.malformed.load(Ordering::Relaxed)
+    }
 }
 
 impl AsFd for Port {
@@ -347,6 +401,7 @@ impl PortInner {
             }),
             queued: Condvar::new(),
             dropped: AtomicU64::new(0),
+            malformed: AtomicU64::new(0),
             outstanding: Mutex::default(),
         }
     }
@@ -361,13 +416,14 @@ impl PortInner {
     }
 
     /// Waits up to `ms` (poll(2); -1: forever) for the fd to be readable,
-    /// then reads one MAD; `None` when none came. The MAD comes with whether
-    /// it answers one of this port's tracked requests.
+    /// then reads one MAD.
     ///
     /// Polling before reading means a read is only tried on a readable fd,
     /// and a negative return of read other than -1 is taken as the negated
-    /// errno itself.
-    pub(crate) fn read_one(&self, ms: i32) -> Result<Option<(Received, bool)>> {
+    /// errno itself. Only the holder of the reader role calls it: under
+    /// umad2sim the fd blocks, so a MAD that poll announced must still be
+    /// there when this thread reads.
+    fn read_one(&self, ms: i32) -> Result<Read> {
         let mut pfd = libc::pollfd {
             fd: self.fd,
             events: libc::POLLIN,
@@ -377,37 +433,46 @@ impl PortInner {
         let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
         if rc < 0 {
             return match errno() {
-                libc::EINTR => Ok(None),
+                libc::EINTR => Ok(Read::Nothing),
                 e => Err(Error::io("poll", e)),
             };
         }
         if rc == 0 || pfd.revents == 0 {
-            return Ok(None);
+            return Ok(Read::Nothing);
         }
         let broken = pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0;
         let mut buf = vec![0u8; HDR_SIZE + Mad::SIZE];
         loop {
             // SAFETY: `buf` is writable for its whole length.
             let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
-            if n >= 0 {
-                let r = parse(&buf[..(n as usize).min(buf.len())])?;
+            // A umad fd never reads 0 bytes; an fd at its end would read 0
+            // forever, so it is an error rather than a MAD to drop.
+            if n == 0 {
+                return Err(Error::io("read", libc::EIO));
+            }
+            if n > 0 {
+                let Ok(r) = parse(&buf[..(n as usize).min(buf.len())]) else {
+                    // Not this reader's failure: the MAD may be for any
+                    // agent, and the next one may decode.
+                    self.malformed.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Read::Malformed);
+                };
                 let solicited = self.settle(&r);
-                return Ok(Some((r, solicited)));
+                return Ok(Read::Mad(r, solicited));
             }
             match failed_errno(n) {
-                // Another reader took it; or the fd reports an error with
-                // nothing to read, which a retry would only spin on.
+                // The fd reports an error with nothing to read, which a
+                // retry would only spin on.
                 libc::EAGAIN if broken => return Err(Error::io("poll", libc::EIO)),
-                libc::EAGAIN => return Ok(None),
+                libc::EAGAIN => return Ok(Read::Nothing),
                 libc::EINTR => continue,
                 libc::ENOSPC => {
                     // An RMPP transfer larger than the buffer: the kernel
                     // wrote the header with the length it needs and kept it.
                     let need = u32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]) as usize;
-                    let want = HDR_SIZE.saturating_add(need).max(buf.len() + 1);
-                    if want > 64 << 20 {
+                    let Some(want) = grown_read_len(buf.len(), need) else {
                         return Err(Error::io("read", libc::EMSGSIZE));
-                    }
+                    };
                     buf.resize(want, 0);
                 }
                 e => return Err(Error::io("read", e)),
@@ -430,6 +495,39 @@ impl PortInner {
     }
     pub(crate) fn remove_outstanding(&self, agent: u32, tid: u64) {
         lock(&self.outstanding).remove(&(agent, tid as u32));
+    }
+    /// Forgets a tracked request whose requester stopped waiting (its wait
+    /// timed out or failed): a late response is then unsolicited, under the
+    /// queue's bound, and one already queued is dropped, since no one will
+    /// ask for it.
+    pub(crate) fn abandon(&self, agent: u32, tid: u64) {
+        self.remove_outstanding(agent, tid);
+        lock(&self.recv).pending.discard_response(agent, tid as u32);
+    }
+
+    /// The next MAD if one is queued or readable now, without waiting.
+    ///
+    /// While another thread holds the reader role this looks only at the
+    /// queue: that thread's poll may have announced the next MAD, and on a
+    /// blocking fd (umad2sim) its read would sleep if this one took it.
+    pub(crate) fn try_recv(&self) -> Result<Option<Received>> {
+        let mut st = lock(&self.recv);
+        if let Some(r) = st.pending.take(|_| true) {
+            return Ok(Some(r));
+        }
+        if st.reading {
+            return Ok(None);
+        }
+        st.reading = true;
+        drop(st);
+        let _reading = Reading(self);
+        loop {
+            match self.read_one(0)? {
+                Read::Mad(r, _) => return Ok(Some(r)),
+                Read::Nothing => return Ok(None),
+                Read::Malformed => {}
+            }
+        }
     }
     /// Forgets everything of an agent that unregistered: the kernel cancels
     /// its requests, and no one will receive its queued MADs.
@@ -493,12 +591,38 @@ impl PortInner {
         loop {
             let left = remaining(deadline);
             match self.read_one(poll_ms(left))? {
-                Some((r, _)) if want(&r) => return Ok(r),
-                Some((r, solicited)) => self.queue(r, solicited),
-                None if left.is_some_and(|l| l.is_zero()) => return Err(timed_out()),
-                None => {}
+                Read::Mad(r, _) if want(&r) => return Ok(r),
+                Read::Mad(r, solicited) => self.queue(r, solicited),
+                Read::Nothing | Read::Malformed => {}
+            }
+            // Checked after every read, not only after an empty poll: a
+            // steady stream of MADs for others would otherwise keep this
+            // thread reading past its deadline.
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(timed_out());
             }
         }
+    }
+
+    /// Waits up to `limit` for the response or timeout notice of `agent`'s
+    /// tracked request `tid` (matched on its lower 32 bits); a wait that
+    /// ends without it ([`Error::Timeout`] or another error) abandons the
+    /// request, so that its response, if it still comes, is not kept for
+    /// no one outside the queue's bound.
+    pub(crate) fn await_response(&self, agent: u32, tid: u64, limit: Duration) -> Result<Received> {
+        let low = tid as u32;
+        self.recv_matching(Some(limit), |r| {
+            r.agent_id == agent
+                && r.tid() as u32 == low
+                && (r.status != 0 || r.mad.method().is_response())
+        })
+        .map_err(|e| {
+            self.abandon(agent, tid);
+            match e {
+                Error::RecvTimeout(_) => Error::Timeout { tid },
+                e => e,
+            }
+        })
     }
 
     /// Writes one MAD with its header.
@@ -520,8 +644,18 @@ impl PortInner {
     }
 }
 
+#[cfg(all(test, feature = "tokio"))]
+impl Port {
+    /// A port over a unit test's fake fd.
+    pub(crate) fn from_inner(inner: Arc<PortInner>) -> Port {
+        Port {
+            view: PortView { inner },
+        }
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::mad::{MadHeader, Method};
     use crate::umad::addr::Address;
@@ -533,7 +667,13 @@ mod tests {
 
     /// A PortInner over one end of a SOCK_SEQPACKET socket pair (one read,
     /// one message, as on a umad fd), and the other end to write MADs into.
-    fn fake_port() -> (Arc<PortInner>, OwnedFd) {
+    pub(crate) fn fake_port() -> (Arc<PortInner>, OwnedFd) {
+        fake_port_blocking(false)
+    }
+
+    /// A fake port whose fd stays blocking when `blocking`, as umad2sim's
+    /// fds do.
+    fn fake_port_blocking(blocking: bool) -> (Arc<PortInner>, OwnedFd) {
         let mut sv = [0; 2];
         // SAFETY: `sv` has room for the two fds.
         let rc =
@@ -542,8 +682,10 @@ mod tests {
         // SAFETY: both fds were just created and are owned once: sv[0] by
         // the PortInner (closed in its Drop), sv[1] by the OwnedFd.
         unsafe {
-            let fl = libc::fcntl(sv[0], libc::F_GETFL);
-            libc::fcntl(sv[0], libc::F_SETFL, fl | libc::O_NONBLOCK);
+            if !blocking {
+                let fl = libc::fcntl(sv[0], libc::F_GETFL);
+                libc::fcntl(sv[0], libc::F_SETFL, fl | libc::O_NONBLOCK);
+            }
             (
                 Arc::new(PortInner::new(sv[0], "fake0".into(), 1, false)),
                 OwnedFd::from_raw_fd(sv[1]),
@@ -553,11 +695,26 @@ mod tests {
 
     /// Writes what the kernel would hand `agent`: a MAD of `method` with
     /// `tid`, with `seq` in its first data byte.
-    fn deliver(w: &OwnedFd, agent: u32, method: Method, tid: u64, seq: u8) {
+    pub(crate) fn deliver(w: &OwnedFd, agent: u32, method: Method, tid: u64, seq: u8) {
         let mut mad = Mad::new(&MadHeader::request(0x32, 1, method, tid, 0));
         mad.data_mut()[0] = seq;
         let mut b = send_header(agent, 0, 0, Mad::SIZE, &Address::gsi_lid(1)).to_vec();
         b.extend_from_slice(mad.as_bytes());
+        use std::os::fd::AsRawFd;
+        // SAFETY: `b` is readable for its length; the fd is open.
+        let n = unsafe { libc::write(w.as_raw_fd(), b.as_ptr().cast(), b.len()) };
+        assert_eq!(n, b.len() as isize, "{}", std::io::Error::last_os_error());
+    }
+
+    /// Writes what the kernel would hand `agent` as a MAD that does not
+    /// decode (base version 2).
+    fn deliver_malformed(w: &OwnedFd, agent: u32) {
+        let mut mad = Mad::new(&MadHeader::request(0x32, 1, Method::GET, 1, 0))
+            .as_bytes()
+            .to_vec();
+        mad[0] = 2;
+        let mut b = send_header(agent, 0, 0, mad.len(), &Address::gsi_lid(1)).to_vec();
+        b.extend_from_slice(&mad);
         use std::os::fd::AsRawFd;
         // SAFETY: `b` is readable for its length; the fd is open.
         let n = unsafe { libc::write(w.as_raw_fd(), b.as_ptr().cast(), b.len()) };
@@ -577,7 +734,7 @@ mod tests {
         u.ru_nvcsw
     }
 
-    fn received(agent: u32, status: i32, method: Method, tid: u64) -> Received {
+    pub(crate) fn received(agent: u32, status: i32, method: Method, tid: u64) -> Received {
         Received {
             agent_id: agent,
             status,
@@ -767,5 +924,150 @@ mod tests {
         assert_eq!(poll_ms(Some(Duration::from_micros(1))), 1);
         assert_eq!(poll_ms(Some(Duration::from_micros(1500))), 2);
         assert_eq!(poll_ms(Some(Duration::MAX)), i32::MAX);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair and poll(2)
+    fn try_recv_leaves_the_fd_to_the_thread_holding_the_reader_role() {
+        // Blocking, as under umad2sim: a MAD the reader's poll announced
+        // must still be there for its read.
+        let (port, w) = fake_port_blocking(true);
+        deliver(&w, SERVER, Method::GET, 1, 0);
+        lock(&port.recv).reading = true;
+        assert!(port.try_recv().unwrap().is_none());
+        // The MAD is still in the fd for the reader.
+        assert_eq!(
+            port.read_one(0).ok().map(|r| matches!(r, Read::Mad(..))),
+            Some(true)
+        );
+        deliver(&w, SERVER, Method::GET, 2, 0);
+        lock(&port.recv).reading = false;
+        // With no reader, try_recv takes the role for its read, and gives it
+        // back.
+        assert_eq!(port.try_recv().unwrap().map(|r| r.tid()), Some(2));
+        assert!(!lock(&port.recv).reading);
+        assert!(port.try_recv().unwrap().is_none());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair and poll(2)
+    fn a_receive_returns_at_its_deadline_while_mads_for_others_keep_coming() {
+        let (port, w) = fake_port();
+        // More MADs for the server than the client's receive can read
+        // before its deadline (5 ms each): the fd is never empty.
+        for seq in 0..60 {
+            deliver(&w, SERVER, Method::GET, 0x100 + u64::from(seq), seq);
+        }
+        deliver(&w, CLIENT, Method::GET, 0x42, 0);
+        let start = Instant::now();
+        let r = port.recv_matching(Some(Duration::from_millis(50)), |r| {
+            std::thread::sleep(Duration::from_millis(5));
+            r.agent_id == CLIENT
+        });
+        let took = start.elapsed();
+        assert!(matches!(r, Err(Error::RecvTimeout(_))), "{r:?}");
+        assert!(took < Duration::from_millis(250), "returned after {took:?}");
+        // What it read is queued, and the rest is still there to read.
+        assert!(lock(&port.recv).pending.len() > 0);
+        let r = port.recv_matching(Some(Duration::from_secs(5)), for_agent(CLIENT));
+        assert_eq!(r.unwrap().tid(), 0x42);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair and poll(2)
+    fn a_timed_out_request_forgets_its_late_response() {
+        let (port, w) = fake_port();
+        lock(&port.recv).pending.capacity = 0;
+        assert!(port.add_outstanding(CLIENT, 0x42));
+        let r = port.await_response(CLIENT, 0x42, Duration::from_millis(50));
+        assert!(matches!(r, Err(Error::Timeout { tid: 0x42 })), "{r:?}");
+        // The request is forgotten: its TID may be tracked again...
+        assert!(port.add_outstanding(CLIENT, 0x42));
+        port.remove_outstanding(CLIENT, 0x42);
+        // ...and its late response, read by another receive, is unsolicited:
+        // under the bound (0 here), not kept for no one.
+        deliver(&w, CLIENT, Method::GET_RESP, 0x42, 0);
+        deliver(&w, SERVER, Method::GET, 1, 0);
+        let r = port.recv_matching(Some(Duration::from_secs(5)), for_agent(SERVER));
+        assert_eq!(r.unwrap().tid(), 1);
+        assert_eq!(lock(&port.recv).pending.len(), 0);
+        assert_eq!(port.dropped.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair and poll(2)
+    fn abandoning_a_request_drops_its_response_already_queued() {
+        let (port, w) = fake_port();
+        assert!(port.add_outstanding(CLIENT, 0x42));
+        deliver(&w, CLIENT, Method::GET_RESP, 0x42, 0);
+        deliver(&w, CLIENT, Method::GET, 0x42, 1);
+        deliver(&w, SERVER, Method::GET, 1, 0);
+        // Another receive queues the response (solicited) and a request.
+        let r = port.recv_matching(Some(Duration::from_secs(5)), for_agent(SERVER));
+        assert_eq!(r.unwrap().tid(), 1);
+        assert_eq!(lock(&port.recv).pending.len(), 2);
+        // The requester gave up just as it was queued.
+        port.abandon(CLIENT, 0x42);
+        let mut q = lock(&port.recv);
+        assert_eq!(q.pending.len(), 1);
+        let left = q.pending.take(|_| true).unwrap();
+        assert_eq!((left.mad.method(), left.mad.data()[0]), (Method::GET, 1));
+        assert_eq!(q.pending.unsolicited, 0);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair and poll(2)
+    fn a_malformed_mad_is_dropped_and_counted_not_failed_on_its_reader() {
+        let (port, w) = fake_port();
+        assert!(port.add_outstanding(CLIENT, 0x42));
+        deliver_malformed(&w, SERVER);
+        deliver(&w, CLIENT, Method::GET_RESP, 0x42, 0);
+        let r = port.await_response(CLIENT, 0x42, Duration::from_secs(5));
+        assert_eq!(r.unwrap().tid(), 0x42);
+        assert_eq!(port.malformed.load(Ordering::Relaxed), 1);
+        // The response settled the request.
+        assert!(port.add_outstanding(CLIENT, 0x42));
+        // try_recv skips one too.
+        deliver_malformed(&w, CLIENT);
+        deliver(&w, SERVER, Method::GET, 7, 0);
+        assert_eq!(port.try_recv().unwrap().map(|r| r.tid()), Some(7));
+        assert_eq!(port.malformed.load(Ordering::Relaxed), 2);
+        let view = PortView { inner: port };
+        assert_eq!(view.malformed_mads(), 2);
+        assert_eq!(view.dropped_mads(), 0);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair and poll(2)
+    fn an_fd_at_its_end_is_an_error_not_a_stream_of_malformed_mads() {
+        let (port, w) = fake_port();
+        drop(w);
+        let r = port.try_recv();
+        assert_eq!(
+            r.as_ref().err().and_then(Error::errno),
+            Some(libc::EIO),
+            "{r:?}"
+        );
+        assert_eq!(port.malformed.load(Ordering::Relaxed), 0);
+        assert!(!lock(&port.recv).reading);
+    }
+
+    #[test]
+    fn enospc_with_a_bogus_length_grows_the_buffer_geometrically() {
+        let start = HDR_SIZE + Mad::SIZE;
+        // A sane length is taken as is.
+        assert_eq!(grown_read_len(start, 4096), Some(HDR_SIZE + 4096));
+        // A length that would not grow the buffer, or is past the cap,
+        // doubles it: the cap is reached in a few reads, then refused.
+        for need in [0, Mad::SIZE, usize::MAX, MAX_READ] {
+            let (mut len, mut reads) = (start, 0);
+            while let Some(next) = grown_read_len(len, need) {
+                assert!(next > len && next <= MAX_READ);
+                len = next;
+                reads += 1;
+            }
+            assert_eq!(len, MAX_READ);
+            assert!(reads <= 20, "{reads} reads to reach the cap with {need}");
+        }
     }
 }
