@@ -159,11 +159,9 @@ impl AsyncPort {
             // order (the AsyncFd first, then its `Arc<Shared>`), and the
             // Port in `Shared` closes the fd only when the last `Arc<Shared>`
             // is gone. If registering fails, nothing was registered.
-            unsafe { AsyncFd::register_with_interest(Fd(fd), Interest::READABLE) }.map_err(|e| {
-                Error::Io {
-                    op: "AsyncFd::register",
-                    source: e.into(),
-                }
+            unsafe { AsyncFd::register_with_interest(Fd(fd), READY) }.map_err(|e| Error::Io {
+                op: "AsyncFd::register",
+                source: e.into(),
             })?
         };
         let (stop_tx, stop_rx) = oneshot::channel();
@@ -211,6 +209,10 @@ impl AsyncPort {
     }
 }
 
+/// What wakes the reader: a MAD, or an error. Once its device is gone a
+/// umad fd polls as POLLERR alone, which readability does not include.
+const READY: Interest = Interest::READABLE.add(Interest::ERROR);
+
 /// What the reader task owns. Fields drop in order: the registration of the
 /// fd before the port that closes it.
 struct Reader {
@@ -230,7 +232,7 @@ async fn reader(r: Reader, mut stop: oneshot::Receiver<()>) {
     loop {
         let mut guard = tokio::select! {
             _ = &mut stop => return,
-            g = afd.readable() => match g {
+            g = afd.ready(READY) => match g {
                 Ok(g) => g,
                 Err(e) => {
                     shared.fail(e.raw_os_error().unwrap_or(libc::EIO));

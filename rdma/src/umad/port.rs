@@ -246,8 +246,11 @@ pub struct Port {
 /// queue (the sender's retries recover it), and counted in
 /// [`dropped_mads`](PortView::dropped_mads). Responses and timeout notices
 /// of the port's own requests are always kept: there is one per request in
-/// flight. An [`AsyncPort`](super::AsyncPort) bounds each server agent's
-/// stream of requests the same way.
+/// flight, and a request whose wait ends without its response drops it. A
+/// MAD that does not decode is dropped whichever receive reads it, and
+/// counted in [`malformed_mads`](PortView::malformed_mads). An
+/// [`AsyncPort`](super::AsyncPort) bounds each server agent's stream of
+/// requests the same way.
 pub struct PortView {
     pub(crate) inner: Arc<PortInner>,
 }

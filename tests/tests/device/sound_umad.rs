@@ -5,6 +5,8 @@
 //! until their MAD or their timeout, and an `AsyncPort` gives no way to
 //! receive beside its reader task. rxe only: siw has no umad device.
 
+use std::net::Ipv4Addr;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdma::mad::{Mad, MadHeader, Method, Oui, VendorHeader};
@@ -33,6 +35,10 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "sound_umad::async_port_refuses_a_port_with_registered_agents",
         run: async_port_refuses_a_port_with_registered_agents,
+    },
+    rdma_tests::Test {
+        name: "sound_umad::async_requests_fail_when_their_device_goes_away",
+        run: async_requests_fail_when_their_device_goes_away,
     },
 ];
 
@@ -315,5 +321,177 @@ fn async_port_refuses_a_port_with_registered_agents(env: &TestEnv) -> TestResult
     let port = Port::open(&env.device, 1)?;
     let async_port = AsyncPort::new(port)?;
     async_port.register(&reg(FLOODED))?;
+    Ok(Outcome::Passed)
+}
+
+/// An rxe device on a dummy netdev of its own, removed (with the netdev)
+/// when dropped.
+struct ScratchRxe {
+    name: &'static str,
+    netdev: &'static str,
+}
+
+fn run(args: &[&str]) -> R<()> {
+    let out = Command::new(args[0]).args(&args[1..]).output()?;
+    if !out.status.success() {
+        fail!(
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+impl ScratchRxe {
+    fn new(ip: Ipv4Addr) -> R<ScratchRxe> {
+        let dev = ScratchRxe {
+            name: "sound_umad0",
+            netdev: "rdsumad0",
+        };
+        // Left over from an earlier run that did not finish.
+        drop(ScratchRxe { ..dev });
+        run(&["ip", "link", "add", dev.netdev, "type", "dummy"])?;
+        run(&["ip", "addr", "add", &format!("{ip}/24"), "dev", dev.netdev])?;
+        run(&["ip", "link", "set", dev.netdev, "up"])?;
+        run(&[
+            "rdma", "link", "add", dev.name, "type", "rxe", "netdev", dev.netdev,
+        ])?;
+        Ok(dev)
+    }
+
+    /// Starts removing the device, without waiting for the removal.
+    fn start_removal(&self) -> R<Child> {
+        Ok(Command::new("rdma")
+            .args(["link", "delete", self.name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?)
+    }
+}
+
+impl Drop for ScratchRxe {
+    fn drop(&mut self) {
+        for args in [
+            &["rdma", "link", "delete", self.name][..],
+            &["ip", "link", "del", self.netdev][..],
+        ] {
+            let _ = Command::new(args[0])
+                .args(&args[1..])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+fn async_requests_fail_when_their_device_goes_away(env: &TestEnv) -> TestResult {
+    if env.provider == Provider::Siw {
+        return skip();
+    }
+    if std::env::var_os("RDMA_TEST_IN_VM").is_none() {
+        return Ok(Outcome::Skipped(
+            "adds and removes a device of its own: only in the test VM".into(),
+        ));
+    }
+    let ip = Ipv4Addr::new(10, 78, 0, 1);
+    let dev = ScratchRxe::new(ip)?;
+    let gid = Gid::from(ip.to_ipv6_mapped());
+    // The device gets the address's GID a moment after it is added.
+    let start = Instant::now();
+    let index = loop {
+        if let Ok(Some(i)) = umad::gid_index(dev.name, 1, gid) {
+            break i;
+        }
+        check!(
+            start.elapsed() < Duration::from_secs(15),
+            "{} has no GID {gid} after 15 s",
+            dev.name
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let addr = Address::gsi(gid, index);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut removal = rt.block_on(async {
+        let port = AsyncPort::new(Port::open(dev.name, 1)?)?;
+        let server = port.register(&reg(FLOODED).method(Method::GET))?;
+        let client = port.register(&reg(FLOODED))?;
+        let tid = client.agent().next_tid();
+        // The server never answers: the request waits up to 7 s.
+        let request = async {
+            let r = client
+                .request(&get(FLOODED, tid, 9)?, &addr, Duration::from_secs(2), 2)
+                .await;
+            Ok::<_, Box<dyn std::error::Error>>((r, Instant::now()))
+        };
+        let remove = async {
+            let got = tokio::time::timeout(Duration::from_secs(5), server.next_request()).await;
+            let Ok(Some(got)) = got else {
+                fail!("the server got {got:?} instead of the request");
+            };
+            check!(
+                got.mad.data()[0] == 9,
+                "the server got {:?}",
+                got.mad.header()
+            );
+            let removal = tokio::task::block_in_place(|| dev.start_removal())?;
+            Ok::<_, Box<dyn std::error::Error>>((removal, Instant::now()))
+        };
+        let (answer, removed) = tokio::join!(request, remove);
+        let ((r, at), (removal, removed_at)) = (answer?, removed?);
+        match r {
+            Err(Error::Timeout { .. }) => fail!(
+                "the request timed out {:?} after its device was removed",
+                at - removed_at
+            ),
+            Err(e) => check!(e.errno() == Some(libc::EIO), "the request failed with {e}"),
+            Ok(r) => fail!("the request got {:?}", r.mad.header()),
+        }
+        check!(
+            at - removed_at < Duration::from_secs(3),
+            "the request failed {:?} after its device was removed",
+            at - removed_at
+        );
+        // The server's stream ends too, and later requests fail at once.
+        let next = tokio::time::timeout(Duration::from_secs(1), server.next_request()).await;
+        check!(
+            matches!(next, Ok(None)),
+            "the server's stream gave {next:?}"
+        );
+        let again = client
+            .request(
+                &get(FLOODED, client.agent().next_tid(), 1)?,
+                &addr,
+                Duration::from_secs(2),
+                0,
+            )
+            .await;
+        check!(
+            again.as_ref().err().and_then(Error::errno) == Some(libc::EIO),
+            "a request after the removal got {again:?}"
+        );
+        check!(
+            port.port().malformed_mads() == 0,
+            "MADs that did not decode"
+        );
+        Ok::<_, Box<dyn std::error::Error>>(removal)
+    })?;
+    // With the port closed, nothing holds the device.
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = removal.try_wait()? {
+            break st;
+        }
+        check!(
+            start.elapsed() < Duration::from_secs(10),
+            "the removal of {} still waits 10 s after its port was closed",
+            dev.name
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    check!(status.success(), "rdma link delete {}: {status}", dev.name);
     Ok(Outcome::Passed)
 }
