@@ -178,5 +178,5 @@ pub use qp::{
     RtsAttr, SendOps, WrBatch,
 };
 pub use srq::SharedReceiveQueue;
-pub use wc::{WcOpcode, WcStatus, WorkCompletion};
+pub use wc::{CompletionBuf, WcOpcode, WcStatus, WorkCompletion};
 pub use wr::{RecvWr, SendFlags, SendWr};
