@@ -6,29 +6,18 @@
 //! `EAGAIN` before clearing the readiness, so no wake-up is lost. The
 //! blocking API stays available on the wrapped objects.
 
-use std::os::fd::{AsRawFd, RawFd};
-
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
 use crate::event::AsyncEventFd;
+use crate::os::{io_error, FdOwner};
 use crate::{
     AsyncEvent, CompletionBuf, CompletionChannel, CompletionQueue, Context, Error, Result,
     WorkCompletion,
 };
 
-impl AsRawFd for ChannelFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
-}
-
 /// A completion channel as the reactor's fd owner: it keeps the fd open.
-struct ChannelFd(CompletionChannel);
-
-fn io_error(verb: &'static str, e: std::io::Error) -> Error {
-    Error::new(verb, e.raw_os_error().unwrap_or(libc::EIO))
-}
+type ChannelFd = FdOwner<CompletionChannel>;
 
 /// A completion queue whose completions can be awaited.
 ///
@@ -53,7 +42,7 @@ impl AsyncCompletionQueue {
         // SAFETY: the channel's fd stays open, and the same, for as long as
         // the ChannelFd (which owns a handle to the channel) lives.
         let fd =
-            unsafe { AsyncFd::register_with_interest(ChannelFd(ch.clone()), Interest::READABLE) }
+            unsafe { AsyncFd::register_with_interest(FdOwner(ch.clone()), Interest::READABLE) }
                 .map_err(|e| io_error("AsyncFd::register", e.into()))?;
         Ok(AsyncCompletionQueue { fd, cq })
     }

@@ -5,6 +5,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+pub(crate) use crate::os::set_nonblocking;
+
 use crate::sys;
 use crate::{Context, Error, Result};
 
@@ -55,22 +57,7 @@ impl CompletionChannel {
     /// Makes [`CompletionQueue::get_event`](crate::CompletionQueue::get_event)
     /// return `Ok(false)` instead of blocking when no event is pending.
     pub fn set_nonblocking(&self, nonblocking: bool) -> Result<()> {
-        let fd = self.as_raw_fd();
-        // SAFETY: fcntl on an fd this channel owns.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-        if flags < 0 {
-            return Err(Error::last("fcntl"));
-        }
-        let flags = if nonblocking {
-            flags | libc::O_NONBLOCK
-        } else {
-            flags & !libc::O_NONBLOCK
-        };
-        // SAFETY: as above.
-        if unsafe { libc::fcntl(fd, libc::F_SETFL, flags) } < 0 {
-            return Err(Error::last("fcntl"));
-        }
-        Ok(())
+        crate::os::set_nonblocking(self.as_raw_fd(), nonblocking)
     }
 
     /// The raw channel, valid while this value lives.
@@ -79,24 +66,6 @@ impl CompletionChannel {
     }
 }
 
-/// Sets or clears `O_NONBLOCK` on an fd owned by an rdma-core object.
-pub(crate) fn set_nonblocking(fd: RawFd, nonblocking: bool) -> Result<()> {
-    // SAFETY: fcntl on an open fd that the caller's object owns.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags < 0 {
-        return Err(Error::last("fcntl"));
-    }
-    let flags = if nonblocking {
-        flags | libc::O_NONBLOCK
-    } else {
-        flags & !libc::O_NONBLOCK
-    };
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags) } < 0 {
-        return Err(Error::last("fcntl"));
-    }
-    Ok(())
-}
 
 impl AsRawFd for CompletionChannel {
     fn as_raw_fd(&self) -> RawFd {

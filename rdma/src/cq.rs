@@ -339,7 +339,7 @@ impl CompletionQueue {
         if rc != 0 {
             // Checked before an Error is built: EAGAIN is the usual end of a
             // non-blocking drain, not a failure.
-            let errno = crate::error::last_errno();
+            let errno = crate::os::errno();
             if errno == libc::EAGAIN {
                 return Ok(false);
             }

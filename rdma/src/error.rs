@@ -77,7 +77,7 @@ impl Error {
     /// An error of `verb` with the calling thread's errno.
     #[cold]
     pub fn last(verb: &'static str) -> Error {
-        Error::new(verb, last_errno())
+        Error::new(verb, crate::os::errno())
     }
 
     /// An error of `verb` from a C return code: an errno value, or -1 with
@@ -118,12 +118,6 @@ impl Error {
     }
 }
 
-/// The calling thread's errno (`EIO` when there is none).
-pub(crate) fn last_errno() -> i32 {
-    io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
 
 fn hint(verb: &str, errno: i32) -> Option<&'static str> {
     match (verb, errno) {

@@ -192,7 +192,7 @@ impl Context {
 
     /// Makes [`get_async_event`](Self::get_async_event) non-blocking.
     pub fn set_async_nonblocking(&self, nonblocking: bool) -> Result<()> {
-        crate::channel::set_nonblocking(self.async_fd(), nonblocking)
+        crate::os::set_nonblocking(self.async_fd(), nonblocking)
     }
 
     fn async_fd(&self) -> RawFd {

@@ -147,6 +147,7 @@ mod gid;
 pub mod mad;
 pub mod mr;
 mod mw;
+mod os;
 mod pd;
 mod qp;
 mod srq;

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
@@ -45,9 +45,7 @@ fn reader_failed(errno: i32) -> Error {
     Error::io("umad reader task", errno)
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::os::lock;
 
 impl Shared {
     /// Records a request with `key` as waiting for its response; the

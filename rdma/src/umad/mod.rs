@@ -127,13 +127,6 @@ impl Error {
         }
     }
 
-    pub(crate) fn last(op: &'static str) -> Error {
-        Error::Io {
-            op,
-            source: io::Error::last_os_error(),
-        }
-    }
-
     /// The errno behind the error, where there is one.
     pub fn errno(&self) -> Option<i32> {
         match self {

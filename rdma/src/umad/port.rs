@@ -4,7 +4,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::ca::{ca_cstring, CaPort};
@@ -115,15 +115,7 @@ impl Pending {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
+use crate::os::{errno, lock};
 
 /// The time left until `deadline` (`None`: forever; zero once it passed).
 fn remaining(deadline: Option<Instant>) -> Option<Duration> {
@@ -299,13 +291,10 @@ impl Port {
         if unsafe { umad_sys::umad_size() } != HDR_SIZE {
             return Err(Error::io("IB_USER_MAD_ENABLE_PKEY", libc::EPROTO));
         }
-        // SAFETY: `fd` is open; F_GETFL/F_SETFL change only its flags.
-        let nonblock = unsafe {
-            let fl = libc::fcntl(fd, libc::F_GETFL);
-            fl >= 0 && libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) == 0
-        };
-        if !nonblock && !umad2sim_fcntl_failure(fd, errno()) {
-            return Err(Error::last("fcntl(O_NONBLOCK)"));
+        if let Err(e) = crate::os::set_nonblocking(fd, true) {
+            if !umad2sim_fcntl_failure(fd, e.errno()) {
+                return Err(Error::io("fcntl(O_NONBLOCK)", e.errno()));
+            }
         }
         Ok(Port {
             view: PortView {
@@ -574,7 +563,7 @@ impl PortInner {
                 return Err(timed_out());
             }
             st = match left {
-                None => self.queued.wait(st).unwrap_or_else(|e| e.into_inner()),
+                None => self.queued.wait(st).unwrap_or_else(PoisonError::into_inner),
                 Some(l) => {
                     self.queued
                         .wait_timeout(st, l)
