@@ -88,7 +88,7 @@ pub struct Agent {
 
 /// An agent without its receiving half: its ID and registration, fresh
 /// TIDs, and the sends that expect no response to collect.
-/// [`AsyncAgent::agent`](super::AsyncAgent::agent) gives only this, since a
+/// `AsyncAgent::agent` gives only this, since a
 /// blocking receive there would race its port's reader task for MADs.
 pub struct AgentView {
     port: Arc<PortInner>,

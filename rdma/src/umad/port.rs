@@ -226,7 +226,7 @@ pub struct Port {
 
 /// What can be asked of a umad port without receiving from it: its name and
 /// attributes, and the bound and counters of its receive queue.
-/// [`AsyncPort::port`](super::AsyncPort::port) gives only this, since a
+/// `AsyncPort::port` gives only this, since a
 /// blocking receive there would race its reader task for MADs.
 ///
 /// # The receive queue
@@ -241,7 +241,7 @@ pub struct Port {
 /// flight, and a request whose wait ends without its response drops it. A
 /// MAD that does not decode is dropped whichever receive reads it, and
 /// counted in [`malformed_mads`](PortView::malformed_mads). An
-/// [`AsyncPort`](super::AsyncPort) bounds each server agent's stream of
+/// `AsyncPort` bounds each server agent's stream of
 /// requests the same way.
 pub struct PortView {
     pub(crate) inner: Arc<PortInner>,
@@ -344,7 +344,7 @@ impl PortView {
     /// Sets the bound of the receive queue (0: keep no unsolicited MAD for
     /// an agent other than the one receiving). MADs already queued stay;
     /// new ones are dropped until the queue is below the bound. An
-    /// [`AsyncPort`](super::AsyncPort) reads it when an agent registers.
+    /// `AsyncPort` reads it when an agent registers.
     pub fn set_pending_capacity(&self, capacity: usize) {
         lock(&self.inner.recv).pending.capacity = capacity;
     }
