@@ -48,11 +48,12 @@ pub(crate) struct CqInner {
     ex: Option<NonNull<sys::ibv_cq_ex>>,
     /// Whether `ibv_next_poll` must be avoided (see [`ExPoll`]).
     one_per_poll: bool,
-    /// `raw`, or null while an [`ExPoll`] of this CQ lives: the provider
-    /// holds the CQ's lock until it ends, so a poll, another start or an arm
-    /// of this CQ before then would wait for a lock its own thread holds.
-    /// `poll` and `req_notify` load the CQ from here, so the check costs one
-    /// test and branch.
+    /// `raw`, or the stand-in [`busy_cq`] while an [`ExPoll`] of this CQ
+    /// lives: the provider holds the CQ's lock until it ends, so a poll,
+    /// another start or an arm of this CQ before then would wait for a lock
+    /// its own thread holds. `poll` and `req_notify` call whatever CQ they
+    /// load from here; the stand-in's ops refuse, so the check costs the
+    /// data path nothing.
     poll_raw: AtomicPtr<sys::ibv_cq>,
     unacked: AtomicU32,
 }
@@ -289,11 +290,8 @@ impl CompletionQueue {
         // Relaxed: only an ExPoll of this thread must be seen; one on
         // another thread, unseen, makes the provider wait for its lock.
         let cq = self.inner.poll_raw.load(Ordering::Relaxed);
-        if cq.is_null() {
-            return Err(busy_error("ibv_poll_cq"));
-        }
-        // SAFETY: `cq` is this live CQ (`poll_raw` is `raw` or null), not
-        // inside an extended poll of this thread (an ExPoll nulls
+        // SAFETY: `cq` is this live CQ, not inside an extended poll of this
+        // thread, or the stand-in, which only refuses (an ExPoll puts it in
         // `poll_raw` while it lives).
         unsafe { poll_into(cq, out) }
     }
@@ -304,14 +302,12 @@ impl CompletionQueue {
     #[inline]
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
         let cq = self.inner.poll_raw.load(Ordering::Relaxed);
-        if cq.is_null() {
-            return Err(busy_error("ibv_req_notify_cq"));
-        }
-        // SAFETY: this live CQ, not inside an extended poll of this thread
-        // (as in `poll`; some providers take the CQ's lock to arm it).
+        // SAFETY: this live CQ, not inside an extended poll of this thread,
+        // or the stand-in (as in `poll`; some providers take the CQ's lock
+        // to arm it).
         let rc = unsafe { sys::ibv_req_notify_cq(cq, solicited_only as i32) };
         if rc != 0 {
-            return Err(req_notify_error(rc));
+            return Err(req_notify_error(cq, rc));
         }
         Ok(())
     }
@@ -389,7 +385,7 @@ impl CompletionQueue {
         let busy = &self.inner.poll_raw;
         let raw = self.inner.raw.as_ptr();
         if busy
-            .compare_exchange(raw, ptr::null_mut(), Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(raw, busy_cq(), Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
             return Err(busy_error("ibv_start_poll"));
@@ -397,8 +393,8 @@ impl CompletionQueue {
         // SAFETY: plain data.
         let mut attr: sys::ibv_poll_cq_attr = unsafe { std::mem::zeroed() };
         // SAFETY: a live extended CQ, not inside a poll: `poll_raw` was not
-        // null, and only a live ExPoll (which restores it on drop, after
-        // ibv_end_poll) leaves it null.
+        // the stand-in, and only a live ExPoll (which restores it on drop, after
+        // ibv_end_poll) leaves the stand-in there.
         let rc = unsafe { sys::ibv_start_poll(ex.as_ptr(), &mut attr) };
         match rc {
             0 => Ok(Some(ExPoll {
@@ -453,7 +449,7 @@ unsafe fn poll_into(
     // unwritten stays initialised.
     let rc = unsafe { sys::ibv_poll_cq(cq, n, out.as_mut_ptr().cast()) };
     if rc < 0 {
-        return Err(poll_error());
+        return Err(poll_error(cq));
     }
     // SAFETY: a provider returns at most `n`, the entries it filled.
     Ok(unsafe { out.get_unchecked_mut(..rc as usize) })
@@ -462,14 +458,53 @@ unsafe fn poll_into(
 /// The error of a failed `ibv_poll_cq` (a negative count; no errno is set).
 #[cold]
 #[inline(never)]
-fn poll_error() -> Error {
+fn poll_error(cq: *mut sys::ibv_cq) -> Error {
+    if cq == busy_cq() {
+        return busy_error("ibv_poll_cq");
+    }
     Error::new("ibv_poll_cq", libc::EIO)
 }
 
 #[cold]
 #[inline(never)]
-fn req_notify_error(rc: i32) -> Error {
+fn req_notify_error(cq: *mut sys::ibv_cq, rc: i32) -> Error {
+    if cq == busy_cq() {
+        return busy_error("ibv_req_notify_cq");
+    }
     Error::from_rc("ibv_req_notify_cq", rc)
+}
+
+/// The stand-in CQ that [`CompletionQueue::poll`] and `req_notify` call
+/// while an [`ExPoll`] of the queue lives: a CQ of a context of its own
+/// whose `poll_cq` and `req_notify_cq` refuse (-1 and `EBUSY`) and touch
+/// nothing. One per process, never freed.
+fn busy_cq() -> *mut sys::ibv_cq {
+    struct Busy(*mut sys::ibv_cq);
+    // SAFETY: the stand-in is written once, in `get_or_init`, and only read
+    // after; its ops read no state.
+    unsafe impl Send for Busy {}
+    // SAFETY: as above.
+    unsafe impl Sync for Busy {}
+    unsafe extern "C" fn poll_busy(_: *mut sys::ibv_cq, _: i32, _: *mut sys::ibv_wc) -> i32 {
+        -1
+    }
+    unsafe extern "C" fn notify_busy(_: *mut sys::ibv_cq, _: i32) -> i32 {
+        libc::EBUSY
+    }
+    static BUSY: std::sync::OnceLock<Busy> = std::sync::OnceLock::new();
+    BUSY.get_or_init(|| {
+        // SAFETY: ibv_context and ibv_cq are C structs of integers, pointers,
+        // optional function pointers and pthread objects, for which all zero
+        // bytes are valid values.
+        let mut ctx: Box<sys::ibv_context> = Box::new(unsafe { std::mem::zeroed() });
+        ctx.ops.poll_cq = Some(poll_busy);
+        ctx.ops.req_notify_cq = Some(notify_busy);
+        // SAFETY: as above.
+        let mut cq: Box<sys::ibv_cq> = Box::new(unsafe { std::mem::zeroed() });
+        cq.context = Box::into_raw(ctx);
+        Busy(Box::into_raw(cq))
+    })
+    .0
 }
 
 /// The error of a verb called on a CQ while an [`ExPoll`] of it lives.
@@ -491,7 +526,7 @@ fn busy_error(verb: &'static str) -> Error {
 pub struct ExPoll<'cq> {
     /// The raw pointers keep it from being Send or Sync.
     cq: NonNull<sys::ibv_cq_ex>,
-    /// The queue's `poll_raw`, nulled by `start_poll`, restored to `raw`
+    /// The queue's `poll_raw`, the stand-in from `start_poll`, `raw` again
     /// on drop.
     busy: &'cq AtomicPtr<sys::ibv_cq>,
     raw: *mut sys::ibv_cq,
@@ -630,6 +665,20 @@ impl fmt::Debug for ExCompletion<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_stand_in_cq_refuses_polls_and_arms_with_ebusy() {
+        let mut wcs = [WorkCompletion::ZERO; 4];
+        // SAFETY: the stand-in's ops read nothing.
+        let e = unsafe { poll_into(busy_cq(), &mut wcs) }.unwrap_err();
+        assert_eq!(e.errno(), libc::EBUSY, "{e}");
+        assert!(wcs.iter().all(|w| w.wr_id() == 0));
+        // SAFETY: as above.
+        let rc = unsafe { sys::ibv_req_notify_cq(busy_cq(), 0) };
+        assert_eq!(rc, libc::EBUSY);
+        assert_eq!(req_notify_error(busy_cq(), rc).errno(), libc::EBUSY);
+        assert_eq!(busy_cq(), busy_cq());
+    }
+
     use std::ffi::c_int;
     use std::mem::MaybeUninit;
 
