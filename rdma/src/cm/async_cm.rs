@@ -9,7 +9,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -20,6 +19,7 @@ use tokio::task::JoinHandle;
 
 use super::id::event_error;
 use super::{CmEvent, CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
+use crate::os::{io_error, lock, FdOwner};
 use crate::{Error, Result};
 
 /// The events of one id that have arrived (a connect request holds its new
@@ -49,8 +49,7 @@ impl Slot {
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
-        // A poisoned queue is still a valid queue.
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.0)
     }
 }
 
@@ -68,8 +67,7 @@ struct Shared {
 
 impl Shared {
     fn routes(&self) -> MutexGuard<'_, Routes> {
-        // A poisoned map is still a valid map: routing goes on.
-        self.routes.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.routes)
     }
 
     /// Makes the queue of a new id.
@@ -115,13 +113,8 @@ pub struct AsyncCm {
     _task: Arc<Task>,
 }
 
-struct ChannelFd(EventChannel);
-
-impl AsRawFd for ChannelFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
-}
+/// The event channel as the reactor's fd owner: it keeps the fd open.
+type ChannelFd = FdOwner<EventChannel>;
 
 impl AsyncCm {
     /// Creates the channel and starts its router. Must be called inside a
@@ -132,14 +125,9 @@ impl AsyncCm {
         // SAFETY: the channel's fd stays open, and the same, as long as the
         // ChannelFd (which holds a handle to the channel) lives.
         let fd = unsafe {
-            AsyncFd::register_with_interest(ChannelFd(channel.clone()), Interest::READABLE)
+            AsyncFd::register_with_interest(FdOwner(channel.clone()), Interest::READABLE)
         }
-        .map_err(|e| {
-            Error::new(
-                "AsyncFd::register",
-                std::io::Error::from(e).raw_os_error().unwrap_or(libc::EIO),
-            )
-        })?;
+        .map_err(|e| io_error("AsyncFd::register", e.into()))?;
         let shared = Arc::new(Shared {
             channel,
             routes: Mutex::default(),

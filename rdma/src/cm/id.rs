@@ -182,7 +182,7 @@ impl ChannelInner {
             return f();
         }
         // The lock guards no data; a panic under it leaves nothing broken.
-        let _lock = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _lock = crate::os::lock(&self.lock);
         let frame = Frame {
             channel: key,
             event: Cell::new(ptr::null_mut()),
@@ -284,7 +284,7 @@ impl EventChannel {
         let inner = &*self.inner;
         let key = inner.key();
         let _lock =
-            (!holds(key)).then(|| inner.lock.lock().unwrap_or_else(PoisonError::into_inner));
+            (!holds(key)).then(|| crate::os::lock(&inner.lock));
         let frame = Frame {
             channel: key,
             event: Cell::new(ptr::null_mut()),
@@ -508,7 +508,7 @@ static PINS: Mutex<Vec<Weak<DeviceRef>>> = Mutex::new(Vec::new());
 /// device keeps it open, so no other context can have its address, and a
 /// reference whose context has that address is on this context's device.
 fn pin(verbs: *mut crate::sys::ibv_context, local: SocketAddr) -> Option<Arc<DeviceRef>> {
-    let mut pins = PINS.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut pins = crate::os::lock(&PINS);
     pins.retain(|w| w.strong_count() > 0);
     if let Some(p) = pins
         .iter()
@@ -852,10 +852,7 @@ impl CmId {
             rc("rdma_join_multicast", unsafe {
                 cm::rdma_join_multicast(self.as_raw(), a.as_mut_ptr(), ptr::null_mut())
             })?;
-            self.groups
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(addr);
+            crate::os::lock(&self.groups).push(addr);
             Ok(())
         })
     }
@@ -866,7 +863,7 @@ impl CmId {
         self.locked(|| {
             // librdmacm forgets the group whatever the outcome, once it
             // finds it (EADDRNOTAVAIL: it did not).
-            let mut groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut groups = crate::os::lock(&self.groups);
             if let Some(i) = groups.iter().position(|g| *g == addr) {
                 groups.remove(i);
             }
