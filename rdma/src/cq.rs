@@ -449,7 +449,7 @@ unsafe fn poll_into(
     // unwritten stays initialised.
     let rc = unsafe { sys::ibv_poll_cq(cq, n, out.as_mut_ptr().cast()) };
     if rc < 0 {
-        return Err(poll_error(cq));
+        return Err(poll_error(rc));
     }
     // SAFETY: a provider returns at most `n`, the entries it filled.
     Ok(unsafe { out.get_unchecked_mut(..rc as usize) })
@@ -458,8 +458,8 @@ unsafe fn poll_into(
 /// The error of a failed `ibv_poll_cq` (a negative count; no errno is set).
 #[cold]
 #[inline(never)]
-fn poll_error(cq: *mut sys::ibv_cq) -> Error {
-    if cq == busy_cq() {
+fn poll_error(rc: i32) -> Error {
+    if rc == BUSY_POLL {
         return busy_error("ibv_poll_cq");
     }
     Error::new("ibv_poll_cq", libc::EIO)
@@ -474,9 +474,14 @@ fn req_notify_error(cq: *mut sys::ibv_cq, rc: i32) -> Error {
     Error::from_rc("ibv_req_notify_cq", rc)
 }
 
+/// What the stand-in CQ's `poll_cq` returns: a negative count no provider
+/// returns (they return -1 or a negated errno), so that the cold path tells
+/// it from a provider's failure without keeping the CQ pointer around.
+const BUSY_POLL: i32 = i32::MIN;
+
 /// The stand-in CQ that [`CompletionQueue::poll`] and `req_notify` call
 /// while an [`ExPoll`] of the queue lives: a CQ of a context of its own
-/// whose `poll_cq` and `req_notify_cq` refuse (-1 and `EBUSY`) and touch
+/// whose `poll_cq` and `req_notify_cq` refuse ([`BUSY_POLL`] and `EBUSY`) and touch
 /// nothing. One per process, never freed.
 fn busy_cq() -> *mut sys::ibv_cq {
     struct Busy(*mut sys::ibv_cq);
@@ -486,7 +491,7 @@ fn busy_cq() -> *mut sys::ibv_cq {
     // SAFETY: as above.
     unsafe impl Sync for Busy {}
     unsafe extern "C" fn poll_busy(_: *mut sys::ibv_cq, _: i32, _: *mut sys::ibv_wc) -> i32 {
-        -1
+        BUSY_POLL
     }
     unsafe extern "C" fn notify_busy(_: *mut sys::ibv_cq, _: i32) -> i32 {
         libc::EBUSY
