@@ -708,7 +708,7 @@ impl CmId {
             .build()?;
         let (mut attr, mask) = self.init_qp_attr(crate::sys::IBV_QPS_INIT)?;
         // RESET -> INIT with the CM's attributes, as rdma_create_qp does: one
-        // ibv_modify_qp (QueuePair::modify would query the state first).
+        // ibv_modify_qp with the attributes librdmacm chose.
         // SAFETY: a live QP; `attr` is complete for `mask`.
         let rc = unsafe { crate::sys::ibv_modify_qp(qp.as_raw(), &mut attr, mask as i32) };
         if rc != 0 {
