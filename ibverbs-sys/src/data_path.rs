@@ -40,14 +40,14 @@ macro_rules! op {
 /// as in C's inline functions.
 ///
 /// Only for `post_send`, `post_recv`, `post_srq_recv`, `poll_cq` and
-/// `req_notify_cq` of a context opened by libibverbs (the callers' safety
-/// contract: the object was created by libibverbs).
+/// `req_notify_cq`, whose callers' safety contracts require the object's
+/// context to have the op set, as every context libibverbs opens has.
 macro_rules! filled_op {
     ($field:expr) => {
         match $field {
             Some(f) => f,
-            // Sound inside the callers' `unsafe` block: libibverbs never
-            // leaves these fields NULL (see above).
+            // Sound inside the callers' `unsafe` block: their contracts
+            // require the field to be set (see above), so this arm never runs.
             None => core::hint::unreachable_unchecked(),
         }
     };
@@ -60,18 +60,18 @@ macro_rules! filled_op {
 /// that was not posted.
 ///
 /// # Safety
-/// `qp` must point to a live QP created by libibverbs, `wr` to a valid,
-/// NULL-terminated list of work requests whose SGEs describe registered memory
-/// that stays valid until the requests complete, and `bad_wr` must be writable.
+/// `qp` must point to a live QP whose context has the op set (any QP created
+/// by libibverbs), `wr` to a valid, NULL-terminated list of work requests
+/// whose SGEs describe registered memory that stays valid until the requests
+/// complete, and `bad_wr` must be writable.
 #[inline]
 pub unsafe fn ibv_post_send(
     qp: *mut ibv_qp,
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    // SAFETY: the caller guarantees `qp` is live, so `qp->context` points to
-    // its device context, whose op table libibverbs filled at open time; the
-    // op has exactly this C signature.
+    // SAFETY: per the contract, `qp->context` is valid and its `ops.post_send`
+    // is set, a function of exactly this C signature.
     unsafe { filled_op!((*(*qp).context).ops.post_send)(qp, wr, bad_wr) }
 }
 
@@ -80,15 +80,17 @@ pub unsafe fn ibv_post_send(
 /// Port of verbs.h `ibv_post_recv`: `qp->context->ops.post_recv(qp, wr, bad_wr)`.
 ///
 /// # Safety
-/// As [`ibv_post_send`]: a live QP, a valid NULL-terminated list whose buffers
-/// stay valid until completion, a writable `bad_wr`.
+/// As [`ibv_post_send`]: a live QP whose context has the op set, a valid
+/// NULL-terminated list whose buffers stay valid until completion, a
+/// writable `bad_wr`.
 #[inline]
 pub unsafe fn ibv_post_recv(
     qp: *mut ibv_qp,
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    // SAFETY: as in `ibv_post_send`: a live QP's context op table is valid.
+    // SAFETY: per the contract (that of `ibv_post_send`), `qp->context` is
+    // valid and its `ops.post_recv` is set, a function of this C signature.
     unsafe { filled_op!((*(*qp).context).ops.post_recv)(qp, wr, bad_wr) }
 }
 
@@ -98,14 +100,17 @@ pub unsafe fn ibv_post_recv(
 /// `srq->context->ops.post_srq_recv(srq, wr, bad_wr)`.
 ///
 /// # Safety
-/// `srq` must point to a live SRQ; `wr` and `bad_wr` as for [`ibv_post_recv`].
+/// `srq` must point to a live SRQ whose context's `ops.post_srq_recv` is set
+/// (any SRQ of a context libibverbs opened); `wr` and `bad_wr` as for
+/// [`ibv_post_recv`].
 #[inline]
 pub unsafe fn ibv_post_srq_recv(
     srq: *mut ibv_srq,
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    // SAFETY: a live SRQ points to its context, whose op table is valid.
+    // SAFETY: per the contract, `srq->context` is valid and its
+    // `ops.post_srq_recv` is set, a function of exactly this C signature.
     unsafe { filled_op!((*(*srq).context).ops.post_srq_recv)(srq, wr, bad_wr) }
 }
 
@@ -132,10 +137,13 @@ pub unsafe fn ibv_post_wq_recv(
 /// the CQ is now empty), or a negative value on error.
 ///
 /// # Safety
-/// `cq` must point to a live CQ and `wc` to `num_entries` writable `ibv_wc`.
+/// `cq` must point to a live CQ whose context's `ops.poll_cq` is set (any CQ
+/// of a context libibverbs opened), and `wc` to `num_entries` writable
+/// `ibv_wc`.
 #[inline]
 pub unsafe fn ibv_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
-    // SAFETY: a live CQ points to its context, whose op table is valid.
+    // SAFETY: per the contract, `cq->context` is valid and its `ops.poll_cq`
+    // is set, a function of exactly this C signature.
     unsafe { filled_op!((*(*cq).context).ops.poll_cq)(cq, num_entries, wc) }
 }
 
@@ -145,10 +153,12 @@ pub unsafe fn ibv_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) 
 /// `cq->context->ops.req_notify_cq(cq, solicited_only)`.
 ///
 /// # Safety
-/// `cq` must point to a live CQ.
+/// `cq` must point to a live CQ whose context's `ops.req_notify_cq` is set
+/// (any CQ of a context libibverbs opened).
 #[inline]
 pub unsafe fn ibv_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
-    // SAFETY: a live CQ points to its context, whose op table is valid.
+    // SAFETY: per the contract, `cq->context` is valid and its
+    // `ops.req_notify_cq` is set, a function of exactly this C signature.
     unsafe { filled_op!((*(*cq).context).ops.req_notify_cq)(cq, solicited_only) }
 }
 

@@ -34,8 +34,8 @@ unsafe impl Sync for ChannelInner {}
 
 impl Drop for ChannelInner {
     fn drop(&mut self) {
-        // SAFETY: destroyed once, after every CQ attached to it (they hold
-        // this Arc).
+        // SAFETY: destroyed once, after every CQ attached to it (each holds a
+        // clone in its `channel` field), and before `_ctx` closes the context.
         unsafe { sys::ibv_destroy_comp_channel(self.raw.as_ptr()) };
     }
 }

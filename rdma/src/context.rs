@@ -29,14 +29,16 @@ struct Inner {
 // SAFETY: libibverbs contexts are thread-safe: every verb on a context may be
 // called from any thread (rdma-core locks internally where it must).
 unsafe impl Send for Inner {}
-// SAFETY: as above.
+// SAFETY: as above, verbs may run on one context from several threads at
+// once; `&Inner` only reads `raw`, `owned` and `_keep`, which never change.
 unsafe impl Sync for Inner {}
 
 impl Drop for Inner {
     fn drop(&mut self) {
         if self.owned {
-            // SAFETY: the context is closed once, when nothing uses it any
-            // more. A failure cannot be acted on here; it is ignored.
+            // SAFETY: `owned` is set only by `from_raw`, whose caller promised
+            // that nothing else closes `raw`; Inner drops once, with the last
+            // Context clone, and every object made from the context holds one.
             unsafe { sys::ibv_close_device(self.raw.as_ptr()) };
         }
     }
@@ -83,8 +85,9 @@ impl Context {
 
     /// The device's name (`rxe0`).
     pub fn name(&self) -> &str {
-        // SAFETY: an open context points to its device, whose name is a
-        // NUL-terminated array inside it.
+        // SAFETY: an open context's `device` stays valid while it is open
+        // (libibverbs holds a reference on it); its name is a NUL-terminated
+        // array inside it, borrowed here no longer than `self`.
         let name = unsafe { CStr::from_ptr(sys::ibv_get_device_name((*self.as_raw()).device)) };
         name.to_str().unwrap_or("?")
     }
@@ -181,7 +184,8 @@ impl Context {
         if n < 0 {
             return Err(Error::new("ibv_query_gid_table", (-n) as i32));
         }
-        // SAFETY: the call initialised the first `n` entries (n <= capacity).
+        // SAFETY: ibv_query_gid_table writes and counts at most `max_entries`
+        // (the capacity) entries, so the first `n` are initialised.
         unsafe { raw.set_len(n as usize) };
         Ok(raw.iter().map(GidEntry::from_raw).collect())
     }

@@ -109,8 +109,9 @@ pub struct AsyncEvent {
     element: AsyncEventElement,
 }
 
-// SAFETY: the event is plain data plus pointers used only for comparison
-// and for the acknowledgement, which may happen on any thread.
+// SAFETY: besides plain data, the event holds the pointer to the object it
+// names, which ibv_destroy_* waits to free until the event is acked; the ack only
+// takes that object's pthread mutex, which any thread may do.
 unsafe impl Send for AsyncEvent {}
 
 impl AsyncEvent {

@@ -29,7 +29,8 @@ unsafe impl Sync for SrqInner {}
 
 impl Drop for SrqInner {
     fn drop(&mut self) {
-        // SAFETY: destroyed once, after every QP using it (they hold this Arc).
+        // SAFETY: destroyed once, after every QP using it (each holds a clone
+        // in its `_srq` field).
         unsafe { sys::ibv_destroy_srq(self.raw.as_ptr()) };
     }
 }
@@ -77,7 +78,8 @@ impl SharedReceiveQueue {
     pub fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
         match wrs {
             // The usual post: one request, linked and posted inline.
-            // SAFETY: a list of one request, borrowed for the call.
+            // SAFETY: `link(null)` makes `wr` a NULL-terminated list of one
+            // RecvWr, borrowed for the call, as `post` requires.
             [wr] => unsafe { self.post(wr.link(ptr::null_mut()), 1) },
             _ => self.post_recv_list(wrs),
         }
@@ -90,7 +92,8 @@ impl SharedReceiveQueue {
         if head.is_null() {
             return Ok(());
         }
-        // SAFETY: the list `wrs` was linked into, borrowed for the call.
+        // SAFETY: `link_list` linked the RecvWrs of `wrs` into a NULL-terminated
+        // list at `head`, borrowed for the call, as `post` requires.
         unsafe { self.post(head, wrs.len()) }
     }
 
