@@ -47,15 +47,20 @@ impl AddressHandle {
         grh: &[u8; 40],
     ) -> Result<AddressHandle> {
         let mut raw_wc = *wc.as_raw();
-        // SAFETY: a live PD; `raw_wc` and the 40-byte GRH are readable; the C
-        // function does not write them despite its non-const parameters.
+        // The bytes may sit at any offset of a receive buffer; libibverbs
+        // reads them as an ibv_grh (u32 fields), which must be aligned.
+        const _: () = assert!(std::mem::size_of::<sys::ibv_grh>() == 40);
+        let mut aligned = std::mem::MaybeUninit::<sys::ibv_grh>::uninit();
+        // SAFETY: 40 bytes from `grh` into `aligned`, which is 40 bytes
+        // (asserted above); ibv_grh is plain integers, valid for any bytes.
+        let mut aligned = unsafe {
+            std::ptr::copy_nonoverlapping(grh.as_ptr(), aligned.as_mut_ptr().cast::<u8>(), 40);
+            aligned.assume_init()
+        };
+        // SAFETY: a live PD; `raw_wc` and `aligned` are initialised, aligned
+        // locals that the call only reads, despite its non-const parameters.
         let raw = unsafe {
-            sys::ibv_create_ah_from_wc(
-                pd.as_raw(),
-                &mut raw_wc,
-                grh.as_ptr() as *mut sys::ibv_grh,
-                port,
-            )
+            sys::ibv_create_ah_from_wc(pd.as_raw(), &mut raw_wc, &mut aligned, port)
         };
         let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_ah_from_wc"))?;
         Ok(AddressHandle {
