@@ -59,9 +59,8 @@ impl AddressHandle {
         };
         // SAFETY: a live PD; `raw_wc` and `aligned` are initialised, aligned
         // locals that the call only reads, despite its non-const parameters.
-        let raw = unsafe {
-            sys::ibv_create_ah_from_wc(pd.as_raw(), &mut raw_wc, &mut aligned, port)
-        };
+        let raw =
+            unsafe { sys::ibv_create_ah_from_wc(pd.as_raw(), &mut raw_wc, &mut aligned, port) };
         let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_ah_from_wc"))?;
         Ok(AddressHandle {
             raw,

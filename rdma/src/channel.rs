@@ -66,7 +66,6 @@ impl CompletionChannel {
     }
 }
 
-
 impl AsRawFd for CompletionChannel {
     fn as_raw_fd(&self) -> RawFd {
         // SAFETY: a live channel; `fd` is set at creation.

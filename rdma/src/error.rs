@@ -118,7 +118,6 @@ impl Error {
     }
 }
 
-
 fn hint(verb: &str, errno: i32) -> Option<&'static str> {
     match (verb, errno) {
         (_, libc::EPERM) | (_, libc::EACCES) => {

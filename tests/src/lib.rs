@@ -521,9 +521,15 @@ mod tests {
         assert!(selects("", "anything"));
         let f = "verbs::,cm::,!cm::async::sixty";
         assert!(selects(f, "verbs::uc_send_and_write"));
-        assert!(selects(f, "cm::async::dropped_connect_futures_leak_nothing"));
+        assert!(selects(
+            f,
+            "cm::async::dropped_connect_futures_leak_nothing"
+        ));
         assert!(!selects(f, "cm::async::sixty_four_concurrent_connections"));
-        assert!(!selects(f, "faults::error_state_flushes_outstanding_requests"));
+        assert!(!selects(
+            f,
+            "faults::error_state_flushes_outstanding_requests"
+        ));
         assert!(selects("!load::", "verbs::uc_send_and_write"));
         assert!(!selects("!load::", "load::thousand_queue_pairs"));
     }

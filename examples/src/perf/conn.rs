@@ -243,14 +243,7 @@ impl Conn {
         matches!(self.link, Link::Cm { .. })
     }
 
-    fn new(
-        ctx: Context,
-        r: Resources,
-        peer: &Dest,
-        cfg: &Config,
-        mtu: Mtu,
-        link: Link,
-    ) -> Conn {
+    fn new(ctx: Context, r: Resources, peer: &Dest, cfg: &Config, mtu: Mtu, link: Link) -> Conn {
         let inline_size = match &link {
             Link::Tcp { qp, .. } => qp.caps().max_inline_data,
             Link::Cm { id, .. } => id.qp().map_or(0, |q| q.caps().max_inline_data),

@@ -283,8 +283,7 @@ impl EventChannel {
     fn try_event_with<R>(&self, f: &mut Option<impl FnOnce(CmEvent) -> R>) -> Result<Option<R>> {
         let inner = &*self.inner;
         let key = inner.key();
-        let _lock =
-            (!holds(key)).then(|| crate::os::lock(&inner.lock));
+        let _lock = (!holds(key)).then(|| crate::os::lock(&inner.lock));
         let frame = Frame {
             channel: key,
             event: Cell::new(ptr::null_mut()),

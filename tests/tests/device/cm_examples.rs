@@ -362,8 +362,22 @@ fn send_bw_small_receive_queue(env: &TestEnv) -> TestResult {
     let p = port.to_string();
     let ip = env.ipv4.to_string();
     let flags = [
-        "-d", &env.device, "-F", "-s", "64", "-n", "2000", "-R", "-t", "128", "-Q", "100", "-r",
-        "16", "-p", &p,
+        "-d",
+        &env.device,
+        "-F",
+        "-s",
+        "64",
+        "-n",
+        "2000",
+        "-R",
+        "-t",
+        "128",
+        "-Q",
+        "100",
+        "-r",
+        "16",
+        "-p",
+        &p,
     ];
     let mut client = flags.to_vec();
     client.push(&ip);
