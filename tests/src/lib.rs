@@ -14,9 +14,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 pub mod defer;
+pub mod scratch;
 pub mod sys;
 
 pub use defer::Defer;
+pub use scratch::ScratchDevice;
 
 /// What a test that did not fail reports.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,13 +5,15 @@ use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use rdma::cm::{CmEventKind, CmId, EventChannel, PortSpace};
 use rdma::{AccessFlags, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType};
-use rdma_tests::{check, fail, resource_counts, Outcome, Provider, TestEnv, TestResult};
+use rdma_tests::{
+    check, fail, resource_counts, Outcome, Provider, ScratchDevice, TestEnv, TestResult,
+};
 
 type R<T> = Result<T, Box<dyn std::error::Error>>;
 const T: Duration = Duration::from_secs(10);
@@ -190,59 +192,6 @@ pub fn multicast_join_leaves_no_qp_behind(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// A device of the test's provider on a dummy netdev of its own, removed
-/// (with its netdev) when dropped.
-struct ScratchDevice {
-    name: &'static str,
-    netdev: &'static str,
-}
-
-fn sh(args: &[&str]) -> R<()> {
-    let out = Command::new(args[0]).args(&args[1..]).output()?;
-    if !out.status.success() {
-        fail!(
-            "{}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
-}
-
-impl ScratchDevice {
-    fn new(env: &TestEnv, ip: Ipv4Addr) -> R<ScratchDevice> {
-        let dev = ScratchDevice {
-            name: "sound_cm0",
-            netdev: "rdsound0",
-        };
-        let _ = Command::new("ip")
-            .args(["link", "del", dev.netdev])
-            .stderr(Stdio::null())
-            .status();
-        sh(&["ip", "link", "add", dev.netdev, "type", "dummy"])?;
-        sh(&["ip", "addr", "add", &format!("{ip}/24"), "dev", dev.netdev])?;
-        sh(&["ip", "link", "set", dev.netdev, "up"])?;
-        let kind = env.provider.name();
-        sh(&[
-            "rdma", "link", "add", dev.name, "type", kind, "netdev", dev.netdev,
-        ])?;
-        Ok(dev)
-    }
-}
-
-impl Drop for ScratchDevice {
-    fn drop(&mut self) {
-        let _ = Command::new("rdma")
-            .args(["link", "delete", self.name])
-            .stderr(Stdio::null())
-            .status();
-        let _ = Command::new("ip")
-            .args(["link", "del", self.netdev])
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
 /// Whether librdmacm lists a device named `name` (`rdma_get_devices`,
 /// which also makes it notice devices that are gone).
 fn rdmacm_lists(name: &str) -> bool {
@@ -285,7 +234,7 @@ pub fn cm_context_outlives_its_ids_and_its_device(env: &TestEnv) -> TestResult {
         ));
     }
     let ip = Ipv4Addr::new(10, 77, 0, 1);
-    let dev = ScratchDevice::new(env, ip)?;
+    let dev = ScratchDevice::new(env.provider, "sound_cm0", "rdsound0", ip)?;
     let ch = EventChannel::new()?;
     let id = CmId::new(&ch, PortSpace::Tcp)?;
     // The device gets the address's GID a moment after it is added.
@@ -307,11 +256,7 @@ pub fn cm_context_outlives_its_ids_and_its_device(env: &TestEnv) -> TestResult {
     // context; librdmacm closes it once it sees the device gone and no
     // reference on it is left (the id's went with the id), unless the PD,
     // CQ and MR keep one.
-    let mut removal = Command::new("rdma")
-        .args(["link", "delete", dev.name])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
+    let mut removal = dev.start_removal()?;
     let start = Instant::now();
     while rdmacm_lists(dev.name) {
         check!(

@@ -6,13 +6,12 @@
 //! receive beside its reader task. rxe only: siw has no umad device.
 
 use std::net::Ipv4Addr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdma::mad::{Mad, MadHeader, Method, Oui, VendorHeader};
 use rdma::umad::{self, Address, AsyncPort, Error, Port, Registration};
 use rdma::Gid;
-use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
+use rdma_tests::{check, fail, Outcome, Provider, ScratchDevice, TestEnv, TestResult};
 
 /// The tests of this module.
 pub const TESTS: &[rdma_tests::Test] = &[
@@ -324,67 +323,6 @@ fn async_port_refuses_a_port_with_registered_agents(env: &TestEnv) -> TestResult
     Ok(Outcome::Passed)
 }
 
-/// An rxe device on a dummy netdev of its own, removed (with the netdev)
-/// when dropped.
-struct ScratchRxe {
-    name: &'static str,
-    netdev: &'static str,
-}
-
-fn run(args: &[&str]) -> R<()> {
-    let out = Command::new(args[0]).args(&args[1..]).output()?;
-    if !out.status.success() {
-        fail!(
-            "{}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
-}
-
-impl ScratchRxe {
-    fn new(ip: Ipv4Addr) -> R<ScratchRxe> {
-        let dev = ScratchRxe {
-            name: "sound_umad0",
-            netdev: "rdsumad0",
-        };
-        // Left over from an earlier run that did not finish.
-        drop(ScratchRxe { ..dev });
-        run(&["ip", "link", "add", dev.netdev, "type", "dummy"])?;
-        run(&["ip", "addr", "add", &format!("{ip}/24"), "dev", dev.netdev])?;
-        run(&["ip", "link", "set", dev.netdev, "up"])?;
-        run(&[
-            "rdma", "link", "add", dev.name, "type", "rxe", "netdev", dev.netdev,
-        ])?;
-        Ok(dev)
-    }
-
-    /// Starts removing the device, without waiting for the removal.
-    fn start_removal(&self) -> R<Child> {
-        Ok(Command::new("rdma")
-            .args(["link", "delete", self.name])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?)
-    }
-}
-
-impl Drop for ScratchRxe {
-    fn drop(&mut self) {
-        for args in [
-            &["rdma", "link", "delete", self.name][..],
-            &["ip", "link", "del", self.netdev][..],
-        ] {
-            let _ = Command::new(args[0])
-                .args(&args[1..])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-}
-
 fn async_requests_fail_when_their_device_goes_away(env: &TestEnv) -> TestResult {
     if env.provider == Provider::Siw {
         return skip();
@@ -395,7 +333,7 @@ fn async_requests_fail_when_their_device_goes_away(env: &TestEnv) -> TestResult 
         ));
     }
     let ip = Ipv4Addr::new(10, 78, 0, 1);
-    let dev = ScratchRxe::new(ip)?;
+    let dev = ScratchDevice::new(Provider::Rxe, "sound_umad0", "rdsumad0", ip)?;
     let gid = Gid::from(ip.to_ipv6_mapped());
     // The device gets the address's GID a moment after it is added.
     let start = Instant::now();
