@@ -96,6 +96,18 @@ struct Frame {
     prev: *const Frame,
 }
 
+impl Frame {
+    /// A frame of channel `key` with no event, above this thread's top.
+    fn new(key: usize) -> Frame {
+        Frame {
+            channel: key,
+            event: Cell::new(ptr::null_mut()),
+            waits: Cell::new(ptr::null_mut()),
+            prev: TOP.with(Cell::get),
+        }
+    }
+}
+
 thread_local! {
     /// The innermost frame of this thread.
     static TOP: Cell<*const Frame> = const { Cell::new(ptr::null()) };
@@ -183,12 +195,7 @@ impl ChannelInner {
         }
         // The lock guards no data; a panic under it leaves nothing broken.
         let _lock = crate::os::lock(&self.lock);
-        let frame = Frame {
-            channel: key,
-            event: Cell::new(ptr::null_mut()),
-            waits: Cell::new(ptr::null_mut()),
-            prev: TOP.with(Cell::get),
-        };
+        let frame = Frame::new(key);
         let _linked = Linked::new(&frame);
         f()
     }
@@ -284,12 +291,7 @@ impl EventChannel {
         let inner = &*self.inner;
         let key = inner.key();
         let _lock = (!holds(key)).then(|| crate::os::lock(&inner.lock));
-        let frame = Frame {
-            channel: key,
-            event: Cell::new(ptr::null_mut()),
-            waits: Cell::new(ptr::null_mut()),
-            prev: TOP.with(Cell::get),
-        };
+        let frame = Frame::new(key);
         let _linked = Linked::new(&frame);
         let mut ev = ptr::null_mut();
         // SAFETY: a live channel; `ev` is writable. The lock is held (here
