@@ -4,11 +4,21 @@
 
 use std::process::ExitCode;
 
+use clap::Parser;
 use rdma::{DeviceList, PortState};
 
+/// List the RDMA devices, their ports and GID tables.
+#[derive(Parser, Debug)]
+#[command(name = "devices")]
+struct Args {
+    /// Show only the device of this name (default: every device).
+    #[arg(value_name = "DEVICE")]
+    device: Option<String>,
+}
+
 fn main() -> ExitCode {
-    let only = std::env::args().nth(1);
-    match run(only.as_deref()) {
+    let args = Args::parse();
+    match run(args.device.as_deref()) {
         Ok(0) => {
             eprintln!("no RDMA devices found");
             ExitCode::FAILURE

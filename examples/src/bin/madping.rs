@@ -14,6 +14,7 @@ use std::net::Ipv6Addr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use rdma::mad::{Mad, MadHeader, Method, Oui, VendorHeader};
 use rdma::umad::{self, Address, Port, Registration};
 use rdma::{DeviceList, Gid, GidType};
@@ -23,55 +24,46 @@ const PING_CLASS: u8 = 0x32;
 /// The host name's room in the vendor data (ibping copies up to 64 bytes).
 const HOST_LEN: usize = 64;
 
+/// Ping over the GSI with vendor MADs (like infiniband-diags' ibping).
+#[derive(Parser, Debug)]
+#[command(
+    name = "madping",
+    override_usage = "madping -S [-d CA] [-P PORT] [-c COUNT]\n       \
+                      madping -G GID [-d CA] [-P PORT] [-c COUNT] [-t TIMEOUT_MS] [-i SGID_INDEX]"
+)]
 struct Args {
+    /// Run the server: answer pings with this host's name.
+    #[arg(short = 'S', long = "server")]
     server: bool,
+    /// Use this CA (default: the first CA with a umad device).
+    #[arg(short = 'd', long = "ca", value_name = "CA")]
     ca: Option<String>,
+    /// Use this port of the CA.
+    #[arg(short = 'P', long = "port", value_name = "PORT", default_value_t = 1)]
     port: u32,
+    /// Send so many pings (server: exit after answering so many; default: no end).
+    #[arg(short = 'c', long = "count", value_name = "COUNT")]
     count: Option<u64>,
+    /// Wait so many milliseconds for each answer.
+    #[arg(
+        short = 't',
+        long = "timeout",
+        value_name = "TIMEOUT_MS",
+        default_value_t = 1000
+    )]
     timeout_ms: u64,
+    /// Ping the server at this GID (an IPv6 address; needed by the client).
+    #[arg(
+        short = 'G',
+        long = "gid",
+        value_name = "GID",
+        required_unless_present = "server"
+    )]
     gid: Option<Ipv6Addr>,
+    /// Send from this local GID index (default: the destination GID when it is
+    /// ours, else the first RoCEv2 or IB GID of the destination's family).
+    #[arg(short = 'i', long = "sgid-index", value_name = "SGID_INDEX")]
     sgid_index: Option<u8>,
-}
-
-fn usage() -> String {
-    "usage: madping -S [-d CA] [-P PORT] [-c COUNT]\n       \
-     madping -G GID [-d CA] [-P PORT] [-c COUNT] [-t TIMEOUT_MS] [-i SGID_INDEX]"
-        .to_string()
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut a = Args {
-        server: false,
-        ca: None,
-        port: 1,
-        count: None,
-        timeout_ms: 1000,
-        gid: None,
-        sgid_index: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut val = |name: &str| {
-            it.next()
-                .ok_or(format!("{name} needs a value\n{}", usage()))
-        };
-        let bad = |e: &dyn std::fmt::Display| format!("{arg}: {e}");
-        match arg.as_str() {
-            "-S" | "--server" => a.server = true,
-            "-d" | "--ca" => a.ca = Some(val("-d")?),
-            "-P" | "--port" => a.port = val("-P")?.parse().map_err(|e| bad(&e))?,
-            "-c" | "--count" => a.count = Some(val("-c")?.parse().map_err(|e| bad(&e))?),
-            "-t" | "--timeout" => a.timeout_ms = val("-t")?.parse().map_err(|e| bad(&e))?,
-            "-G" | "--gid" => a.gid = Some(val("-G")?.parse().map_err(|e| bad(&e))?),
-            "-i" | "--sgid-index" => a.sgid_index = Some(val("-i")?.parse().map_err(|e| bad(&e))?),
-            "-h" | "--help" => return Err(usage()),
-            _ => return Err(format!("unknown argument {arg}\n{}", usage())),
-        }
-    }
-    if !a.server && a.gid.is_none() {
-        return Err(format!("a client needs -G GID\n{}", usage()));
-    }
-    Ok(a)
 }
 
 /// The first CA with a umad device, when none is named.
@@ -216,8 +208,7 @@ fn ping(port: &Port, a: &Args, dest: Gid) -> Result<bool, Box<dyn std::error::Er
     Ok(got == sent)
 }
 
-fn run() -> Result<bool, Box<dyn std::error::Error>> {
-    let a = parse_args()?;
+fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let ca = match &a.ca {
         Some(c) => c.clone(),
         None => default_ca()?,
@@ -228,11 +219,11 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         return Ok(true);
     }
     let dest = Gid::from(a.gid.ok_or("no GID")?);
-    ping(&port, &a, dest)
+    ping(&port, a, dest)
 }
 
 fn main() -> ExitCode {
-    match run() {
+    match run(&Args::parse()) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {

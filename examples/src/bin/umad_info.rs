@@ -4,7 +4,17 @@
 
 use std::process::ExitCode;
 
+use clap::Parser;
 use rdma::umad::{self, Ca};
+
+/// List the CAs that have umad devices and their ports (like ibstat).
+#[derive(Parser, Debug)]
+#[command(name = "umad_info")]
+struct Args {
+    /// Show only the CA of this name (default: every CA with a umad device).
+    #[arg(value_name = "CA")]
+    ca: Option<String>,
+}
 
 fn print_ca(ca: &Ca) {
     println!("CA '{}'", ca.name);
@@ -37,7 +47,7 @@ fn print_ca(ca: &Ca) {
 }
 
 fn main() -> ExitCode {
-    let only = std::env::args().nth(1);
+    let only = Args::parse().ca;
     let names = match umad::ca_names() {
         Ok(n) => n,
         Err(e) => {
