@@ -6,10 +6,17 @@
 //! - `shim.rs`: the data-path static inlines (post, poll, `ibv_wr_*`,
 //!   `ibv_wc_read_*`) through the same kind of shim. The crate root exports a
 //!   Rust port of each of these; the shim twins live in `ibverbs_sys::shim`.
+//!
+//! For a documentation-only build (`DOCS_RS`, as on docs.rs) the files are
+//! the ones shipped in `src/generated/` (rdma-core v44's), and no C is
+//! compiled or linked. Either way the build emits `cfg(has_<name>)` for the
+//! optional data-path inlines the headers have.
 
 use std::path::{Path, PathBuf};
 
-use rdma_sys_build::{builder, function_names, probe, write, write_name_list, Shims};
+use rdma_sys_build::{
+    builder, copy_shipped, docs_only, fail, function_names, probe, write, write_name_list, Shims,
+};
 
 /// Static inline functions of the data path: ported to `#[inline]` Rust at the
 /// crate root, their C shims kept in `shim`.
@@ -17,30 +24,54 @@ const DATA_PATH: &str =
     "ibv_(post_send|post_recv|post_srq_recv|post_wq_recv|poll_cq|req_notify_cq|\
                          start_poll|next_poll|end_poll|cq_ex_to_cq|wc_read_.*|wr_.*)";
 
+/// Names `DATA_PATH` matches that are not data path: `ibv_wr_opcode_str`
+/// (an exported function, not in v44's headers, in v56's) names an opcode,
+/// for messages. They are bound
+/// with the rest of verbs.h.
+const NOT_DATA_PATH: &str = "ibv_wr_opcode_str";
+
+/// Functions that only some rdma-core releases have (none in v44's headers;
+/// both in v56's and v65's). For each one the headers declare, the build
+/// emits `cfg(has_<name>)`: it gates the port of `ibv_wr_flush` (and its test
+/// against the C twin), and the test of `ibv_wr_opcode_str`.
+const OPTIONAL: &[&str] = &["ibv_wr_flush", "ibv_wr_opcode_str"];
+
 /// Exported legacy symbols that verbs.h hides behind a macro of the same name.
 const LEGACY: &str = "ibv_(reg_mr|reg_mr_iova|query_port)";
 
+/// The files the crate includes from `$OUT_DIR`, shipped in `src/generated/`
+/// for documentation-only builds.
+const GENERATED: &[&str] = &["bindings.rs", "aliases.rs", "shim.rs", "shim_names.rs"];
+
 fn main() {
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
+    if docs_only() {
+        copy_shipped(GENERATED);
+    } else {
+        generate();
+    }
+    let mut names = function_names(&out.join("shim.rs"));
+    names.extend(function_names(&out.join("bindings.rs")));
+    for name in OPTIONAL {
+        println!("cargo::rustc-check-cfg=cfg(has_{name})");
+        if names.iter().any(|n| n == name) {
+            println!("cargo::rustc-cfg=has_{name}");
+        }
+    }
+}
+
+fn generate() {
     let lib = probe("libibverbs", "ibverbs", "IBVERBS");
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
     let header = manifest.join("wrapper.h");
+    if lib.release.is_none() {
+        check_headers(&lib.include_paths);
+    }
     let mut shims = Shims::new();
-
-    let main = builder(&header, &lib.include_paths)
-        .allowlist_file(r".*/infiniband/(verbs|verbs_api|ib_user_ioctl_verbs)\.h")
-        .allowlist_file(r".*/rdma/ib_user_(verbs|ioctl_verbs)\.h")
-        .allowlist_function("rdma_sys_macro_.*")
-        .blocklist_function(DATA_PATH)
-        .blocklist_function(LEGACY);
-    let main = shims
-        .wrap(main, "ibverbs_shim")
-        .generate()
-        .expect("bindgen failed on <infiniband/verbs.h>");
-    let bindings = write(main, "bindings.rs");
-    write_aliases(&lib.include_paths, &bindings);
 
     let twins = builder(&header, &lib.include_paths)
         .allowlist_function(DATA_PATH)
+        .blocklist_function(NOT_DATA_PATH)
         .allowlist_recursively(false)
         .layout_tests(false);
     let twins = shims
@@ -48,12 +79,29 @@ fn main() {
         .generate()
         .expect("bindgen failed on the data-path static inlines");
     let twins = write(twins, "shim.rs");
+    let data_path = function_names(&twins);
     write_name_list(
         "shim_names.rs",
         "SHIM_FUNCTIONS",
         "Names of the data-path static inline functions of this system's verbs.h.",
-        &function_names(&twins),
+        &data_path,
     );
+
+    let mut main = builder(&header, &lib.include_paths)
+        .allowlist_file(r".*/infiniband/(verbs|verbs_api|ib_user_ioctl_verbs)\.h")
+        .allowlist_file(r".*/rdma/ib_user_(verbs|ioctl_verbs)\.h")
+        .allowlist_function("rdma_sys_macro_.*")
+        .blocklist_function(LEGACY);
+    // Exactly the data path found above, so that NOT_DATA_PATH stays here.
+    for name in &data_path {
+        main = main.blocklist_function(name);
+    }
+    let main = shims
+        .wrap(main, "ibverbs_shim")
+        .generate()
+        .expect("bindgen failed on <infiniband/verbs.h>");
+    let bindings = write(main, "bindings.rs");
+    write_aliases(&lib.include_paths, &bindings);
 
     shims.compile("ibverbs_sys_shim", &lib.include_paths, &manifest);
 
@@ -61,6 +109,31 @@ fn main() {
     println!("cargo:include={}", include.display());
     if let Some(v) = lib.version {
         println!("cargo:version={v}");
+    }
+}
+
+/// For an install whose version is not known (an include-dir override
+/// without a .pc file): fails the build when verbs.h lacks the newest API this
+/// crate needs, which every rdma-core since the oldest supported one has.
+fn check_headers(include_paths: &[PathBuf]) {
+    let Some(verbs) = include_paths
+        .iter()
+        .map(|p| p.join("infiniband/verbs.h"))
+        .find(|p| p.is_file())
+    else {
+        return; // bindgen reports the missing header.
+    };
+    let text = std::fs::read_to_string(&verbs).unwrap_or_default();
+    // Ported unconditionally (data_path.rs); rdma-core v44 declares it.
+    let needed = "ibv_wr_atomic_write";
+    if !text.contains(needed) {
+        fail(&format!(
+            "{} does not declare {needed}: these headers are older than rdma-core {} \
+             (the oldest release the rdma -sys crates support). Point RDMA_CORE_INCLUDE_DIR / \
+             RDMA_CORE_LIB_DIR at a newer rdma-core.",
+            verbs.display(),
+            rdma_sys_build::MIN_RDMA_CORE
+        ));
     }
 }
 

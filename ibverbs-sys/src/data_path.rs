@@ -387,53 +387,74 @@ qp_ex_op!(
     ibv_wr_atomic_write => wr_atomic_write(rkey: u32, remote_addr: u64, atomic_wr: *const c_void)
 );
 
-/// Names of the data-path functions ported in this module.
-pub const PORTED_FUNCTIONS: &[&str] = &[
-    "ibv_cq_ex_to_cq",
-    "ibv_end_poll",
-    "ibv_next_poll",
-    "ibv_poll_cq",
-    "ibv_post_recv",
-    "ibv_post_send",
-    "ibv_post_srq_recv",
-    "ibv_post_wq_recv",
-    "ibv_req_notify_cq",
-    "ibv_start_poll",
-    "ibv_wc_read_byte_len",
-    "ibv_wc_read_completion_ts",
-    "ibv_wc_read_completion_wallclock_ns",
-    "ibv_wc_read_cvlan",
-    "ibv_wc_read_dlid_path_bits",
-    "ibv_wc_read_flow_tag",
-    "ibv_wc_read_imm_data",
-    "ibv_wc_read_invalidated_rkey",
-    "ibv_wc_read_opcode",
-    "ibv_wc_read_qp_num",
-    "ibv_wc_read_sl",
-    "ibv_wc_read_slid",
-    "ibv_wc_read_src_qp",
-    "ibv_wc_read_tm_info",
-    "ibv_wc_read_vendor_err",
-    "ibv_wc_read_wc_flags",
-    "ibv_wr_abort",
-    "ibv_wr_atomic_cmp_swp",
-    "ibv_wr_atomic_fetch_add",
-    "ibv_wr_atomic_write",
-    "ibv_wr_bind_mw",
-    "ibv_wr_complete",
-    "ibv_wr_local_inv",
-    "ibv_wr_rdma_read",
-    "ibv_wr_rdma_write",
-    "ibv_wr_rdma_write_imm",
-    "ibv_wr_send",
-    "ibv_wr_send_imm",
-    "ibv_wr_send_inv",
-    "ibv_wr_send_tso",
-    "ibv_wr_set_inline_data",
-    "ibv_wr_set_inline_data_list",
-    "ibv_wr_set_sge",
-    "ibv_wr_set_sge_list",
-    "ibv_wr_set_ud_addr",
-    "ibv_wr_set_xrc_srqn",
-    "ibv_wr_start",
-];
+#[cfg(has_ibv_wr_flush)]
+qp_ex_op!(
+    /// Adds a FLUSH of `len` bytes at `remote_addr` to the placement `type_`
+    /// (`IBV_FLUSH_GLOBAL` / `IBV_FLUSH_PERSISTENT`) at the selectivity
+    /// `level` (`IBV_FLUSH_RANGE` / `IBV_FLUSH_MR`). Port of verbs.h
+    /// `ibv_wr_flush`; only built against headers that have it (not
+    /// rdma-core v44's; v56's do).
+    ibv_wr_flush => wr_flush(rkey: u32, remote_addr: u64, len: usize, type_: u8, level: u8)
+);
+
+/// The list of ported names, with those only some headers have.
+macro_rules! ported_functions {
+    ($($optional:literal),*) => {
+        /// Names of the data-path functions ported in this module (for the
+        /// headers this crate was built against).
+        pub const PORTED_FUNCTIONS: &[&str] = &[
+            $($optional,)*
+            "ibv_cq_ex_to_cq",
+            "ibv_end_poll",
+            "ibv_next_poll",
+            "ibv_poll_cq",
+            "ibv_post_recv",
+            "ibv_post_send",
+            "ibv_post_srq_recv",
+            "ibv_post_wq_recv",
+            "ibv_req_notify_cq",
+            "ibv_start_poll",
+            "ibv_wc_read_byte_len",
+            "ibv_wc_read_completion_ts",
+            "ibv_wc_read_completion_wallclock_ns",
+            "ibv_wc_read_cvlan",
+            "ibv_wc_read_dlid_path_bits",
+            "ibv_wc_read_flow_tag",
+            "ibv_wc_read_imm_data",
+            "ibv_wc_read_invalidated_rkey",
+            "ibv_wc_read_opcode",
+            "ibv_wc_read_qp_num",
+            "ibv_wc_read_sl",
+            "ibv_wc_read_slid",
+            "ibv_wc_read_src_qp",
+            "ibv_wc_read_tm_info",
+            "ibv_wc_read_vendor_err",
+            "ibv_wc_read_wc_flags",
+            "ibv_wr_abort",
+            "ibv_wr_atomic_cmp_swp",
+            "ibv_wr_atomic_fetch_add",
+            "ibv_wr_atomic_write",
+            "ibv_wr_bind_mw",
+            "ibv_wr_complete",
+            "ibv_wr_local_inv",
+            "ibv_wr_rdma_read",
+            "ibv_wr_rdma_write",
+            "ibv_wr_rdma_write_imm",
+            "ibv_wr_send",
+            "ibv_wr_send_imm",
+            "ibv_wr_send_inv",
+            "ibv_wr_send_tso",
+            "ibv_wr_set_inline_data",
+            "ibv_wr_set_inline_data_list",
+            "ibv_wr_set_sge",
+            "ibv_wr_set_sge_list",
+            "ibv_wr_set_ud_addr",
+            "ibv_wr_set_xrc_srqn",
+            "ibv_wr_start",
+        ];
+    };
+}
+#[cfg(has_ibv_wr_flush)]
+ported_functions!("ibv_wr_flush");
+#[cfg(not(has_ibv_wr_flush))]
+ported_functions!();

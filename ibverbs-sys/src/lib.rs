@@ -18,13 +18,26 @@
 //!   [`ibv_start_poll`], [`ibv_next_poll`], [`ibv_end_poll`], every
 //!   `ibv_wc_read_*` and `ibv_wr_*`) is ported to `#[inline]` Rust that calls
 //!   the provider's function pointer directly, as the C header does; the C
-//!   shim of each is kept in [`shim`] under the same name.
+//!   shim of each is kept in [`shim`] under the same name. Data-path inlines
+//!   that only newer headers have are ported where the headers have them:
+//!   `ibv_wr_flush` (not in rdma-core v44; in v56 and v65) exists exactly when
+//!   the build script found it, which it tells this crate's code with
+//!   `cfg(has_ibv_wr_flush)`.
 //!
 //! # Linking
 //! libibverbs is found with pkg-config and linked dynamically (providers are
 //! plugins it loads at run time). Set `IBVERBS_INCLUDE_DIR` and
 //! `IBVERBS_LIB_DIR` (or `RDMA_CORE_INCLUDE_DIR` / `RDMA_CORE_LIB_DIR`) to use
-//! a custom rdma-core install.
+//! a custom rdma-core install. The oldest rdma-core supported is v44 (Debian
+//! 12's, the oldest built and tested); the build fails with a message naming
+//! the version it found when it is older.
+//!
+//! # Documentation builds
+//! With `DOCS_RS` set (docs.rs, which has no rdma-core), the build uses the
+//! bindings shipped in `src/generated/` (generated from rdma-core v44's
+//! headers by `ci/bindings.sh regen`, checked against fresh bindgen output by
+//! `ci/bindings.sh check`) and compiles and links no C. Such a build is for
+//! documentation only.
 
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
 #![allow(clippy::all)]

@@ -127,6 +127,9 @@ qp_ex_twin!(ibv_wr_set_inline_data_list => wr_set_inline_data_list(n: usize = 3,
 qp_ex_twin!(ibv_wr_set_sge => wr_set_sge(lkey: u32 = RKEY, addr: u64 = ADDR, len: u32 = 4096));
 qp_ex_twin!(ibv_wr_set_sge_list => wr_set_sge_list(n: usize = 2, sges: *const ibv_sge = ptr::<ibv_sge>(0x7000)));
 qp_ex_twin!(ibv_wr_atomic_write => wr_atomic_write(rkey: u32 = RKEY, remote_addr: u64 = ADDR, src: *const c_void = ptr::<c_void>(0x8000)));
+// Only where verbs.h has it (the build script's cfg).
+#[cfg(has_ibv_wr_flush)]
+qp_ex_twin!(ibv_wr_flush => wr_flush(rkey: u32 = RKEY, remote_addr: u64 = ADDR, len: usize = 1 << 20, ty: u8 = IBV_FLUSH_PERSISTENT as u8, level: u8 = IBV_FLUSH_MR as u8));
 
 cq_ex_twin!(ibv_start_poll => start_poll(attr: *mut ibv_poll_cq_attr = ptr(0x9000)) -> c_int = 2);
 cq_ex_twin!(ibv_next_poll => next_poll() -> c_int = 2);
@@ -317,7 +320,9 @@ fn ibv_cq_ex_to_cq() {
 }
 
 /// Every data-path static inline of this system's verbs.h has a port, and
-/// every port has a C twin. Fails on a newer rdma-core that adds a data-path
+/// every port has a C twin. The port of an inline only some releases have is
+/// built exactly where the headers have it: `has_ibv_wr_flush` is set by the
+/// build script from what bindgen found. Fails on a newer rdma-core that adds a data-path
 /// inline this crate does not port yet.
 #[test]
 fn every_data_path_inline_is_ported() {
@@ -333,4 +338,23 @@ fn every_data_path_inline_is_ported() {
         orphans.is_empty(),
         "ports without a C twin in this verbs.h: {orphans:?}"
     );
+    assert_eq!(
+        cfg!(has_ibv_wr_flush),
+        shims.contains("ibv_wr_flush"),
+        "has_ibv_wr_flush disagrees with the headers"
+    );
+}
+
+/// Functions the data-path pattern matches that are not data path are
+/// bound with the rest of verbs.h, outside `shim`.
+#[test]
+fn not_data_path_names_are_ordinary_bindings() {
+    assert!(!sys::shim::SHIM_FUNCTIONS.contains(&"ibv_wr_opcode_str"));
+    assert!(!sys::PORTED_FUNCTIONS.contains(&"ibv_wr_opcode_str"));
+    // Its declaration, checked at compile time only: libibverbs exports it
+    // under a private symbol version (IBVERBS_PRIVATE_<n>), so a call would
+    // tie this binary to exactly the libibverbs it was built against.
+    #[cfg(has_ibv_wr_opcode_str)]
+    const _: unsafe extern "C" fn(ibv_wr_opcode) -> *const std::ffi::c_char =
+        sys::ibv_wr_opcode_str;
 }

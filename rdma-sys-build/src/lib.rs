@@ -8,18 +8,144 @@
 //!    `static inline` function in a C shim ([`Shims`]);
 //! 3. compile those shims with `cc` ([`Shims::compile`]) so that each static
 //!    inline is callable from Rust with exactly the C semantics.
+//!
+//! The oldest rdma-core they build against is [`MIN_RDMA_CORE`] (v44, Debian
+//! 12's, the oldest release that is built and tested); [`probe`] fails the
+//! build with a message naming the version it found when it is older.
+//!
+//! For documentation only ([`docs_only`]: docs.rs sets `DOCS_RS`, and builds
+//! without rdma-core's headers), a crate uses the bindings it ships in
+//! `src/generated/` ([`copy_shipped`]) instead of running bindgen, and
+//! compiles and links nothing. `ci/bindings.sh` regenerates those files and
+//! checks that they match what bindgen generates now.
 
 use std::env;
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
+
+/// An rdma-core release: `44.0` is rdma-core v44.0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Release {
+    /// The release number (44 for v44.0).
+    pub major: u32,
+    /// The stable update of that release (the 1 of v56.1).
+    pub minor: u32,
+}
+
+impl fmt::Display for Release {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}.{}", self.major, self.minor)
+    }
+}
+
+/// The oldest rdma-core release the -sys crates support: v44.0, Debian 12's,
+/// the oldest that is built and tested.
+pub const MIN_RDMA_CORE: Release = Release {
+    major: 44,
+    minor: 0,
+};
+
+impl Release {
+    /// The release in the pkg-config version of one of rdma-core's libraries.
+    ///
+    /// rdma-core versions each library `<ABI>.<ABI minor>.<release>`:
+    /// libibverbs `1.14.44.0`, librdmacm `1.3.44.0` and libibumad `3.2.44.0`
+    /// are all rdma-core v44.0. Returns `None` for anything else.
+    pub fn from_pkg_version(version: &str) -> Option<Release> {
+        let mut parts = version.trim().split('.');
+        let (Some(abi), Some(abi_minor), Some(major)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        let number = |s: &str| -> Option<u32> {
+            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            s.parse().ok()
+        };
+        number(abi)?;
+        number(abi_minor)?;
+        let major = number(major)?;
+        let minor = match parts.next() {
+            Some(m) => number(m)?,
+            None => 0,
+        };
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(Release { major, minor })
+    }
+}
+
+/// Checks the pkg-config `version` of library `pkg`, as found in `source`
+/// (a .pc file, or "pkg-config"), against [`MIN_RDMA_CORE`].
+///
+/// Returns the release, or the message the build fails with.
+pub fn check_version(pkg: &str, version: &str, source: &str) -> Result<Release, String> {
+    let release = Release::from_pkg_version(version).ok_or_else(|| {
+        format!(
+            "{pkg} version {version:?} (from {source}) is not an rdma-core library version \
+             (<ABI>.<ABI minor>.<release>, e.g. 1.14.44.0 for rdma-core v44.0)"
+        )
+    })?;
+    if release < MIN_RDMA_CORE {
+        return Err(format!(
+            "{pkg} {version} (from {source}) is rdma-core {release}; the rdma -sys crates need \
+             rdma-core {MIN_RDMA_CORE} or newer (the oldest release they are built and tested \
+             with). Install a newer rdma-core, or point RDMA_CORE_INCLUDE_DIR / \
+             RDMA_CORE_LIB_DIR at one."
+        ));
+    }
+    Ok(release)
+}
+
+/// Whether this build is for documentation only: docs.rs sets `DOCS_RS`, and
+/// builds without network and (as far as these crates assume) without
+/// rdma-core's headers or pkg-config files. Emits the rerun trigger.
+pub fn docs_only() -> bool {
+    println!("cargo:rerun-if-env-changed=DOCS_RS");
+    env::var_os("DOCS_RS").is_some()
+}
+
+/// The first line of every file under `src/generated/` after its header.
+pub const SHIPPED_HEADER_END: &str = "// (end of header)";
+
+/// For a documentation-only build: copies the shipped `src/generated/<name>`
+/// of the crate being built to `$OUT_DIR/<name>` for each name, where the
+/// crate includes its bindings from. Panics, naming the file, when one is
+/// missing.
+pub fn copy_shipped(names: &[&str]) {
+    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    for name in names {
+        let from = manifest.join("src/generated").join(name);
+        println!("cargo:rerun-if-changed={}", from.display());
+        let text = std::fs::read_to_string(&from).unwrap_or_else(|e| {
+            panic!(
+                "\nreading the shipped bindings {}: {e}\n\
+                 (regenerate them with ci/bindings.sh regen)\n",
+                from.display()
+            )
+        });
+        assert!(
+            text.lines().any(|l| l == SHIPPED_HEADER_END),
+            "{} has no header ending in {SHIPPED_HEADER_END:?}; regenerate it with ci/bindings.sh regen",
+            from.display()
+        );
+        let to = out_dir().join(name);
+        std::fs::write(&to, text).unwrap_or_else(|e| panic!("writing {}: {e}", to.display()));
+    }
+}
 
 /// Where a library's headers are, after [`probe`] has emitted the link flags.
 #[derive(Debug, Clone)]
 pub struct Library {
     /// Include directories to hand to clang and to the C compiler.
     pub include_paths: Vec<PathBuf>,
-    /// The version pkg-config reported, if the library was found that way.
+    /// The pkg-config version of the library (`1.14.44.0`), from pkg-config
+    /// or from the .pc file beside an overriding lib dir, when one was found.
     pub version: Option<String>,
+    /// The rdma-core release of that version, at least [`MIN_RDMA_CORE`].
+    pub release: Option<Release>,
 }
 
 /// Finds a system library of rdma-core and tells cargo to link it dynamically.
@@ -30,6 +156,13 @@ pub struct Library {
 /// falling back to `RDMA_CORE_INCLUDE_DIR` and `RDMA_CORE_LIB_DIR`, which serve
 /// all three libraries of one rdma-core install. When an include dir is set,
 /// pkg-config is not consulted.
+///
+/// Fails the build when the library is older than [`MIN_RDMA_CORE`]: the
+/// version pkg-config reports, or with the override that of `<pkg>.pc` in
+/// `<lib dir>/pkgconfig` (or in `lib/pkgconfig` or `lib64/pkgconfig` beside
+/// the include dir). Without such a file the version of an override is not
+/// known; the build says so in a warning and goes on (ibverbs-sys also checks
+/// its headers for the newest API it needs).
 ///
 /// Dynamic linking is the only mode: libibverbs loads its providers as plugins.
 pub fn probe(pkg: &str, lib: &str, env_prefix: &str) -> Library {
@@ -43,28 +176,79 @@ pub fn probe(pkg: &str, lib: &str, env_prefix: &str) -> Library {
             .map(PathBuf::from)
     };
     if let Some(include) = var("INCLUDE_DIR") {
-        if let Some(libdir) = var("LIB_DIR") {
+        let libdir = var("LIB_DIR");
+        if let Some(libdir) = &libdir {
             println!("cargo:rustc-link-search=native={}", libdir.display());
         }
         println!("cargo:rustc-link-lib=dylib={lib}");
+        let (version, release) = match pc_file(pkg, &include, libdir.as_deref()) {
+            Some(pc) => {
+                println!("cargo:rerun-if-changed={}", pc.display());
+                let version = pc_version(&pc).unwrap_or_default();
+                let release = check_version(pkg, &version, &pc.display().to_string())
+                    .unwrap_or_else(|msg| fail(&msg));
+                (Some(version), Some(release))
+            }
+            None => {
+                println!(
+                    "cargo:warning=no {pkg}.pc beside {} or the lib dir: the rdma-core version \
+                     of this install is not known (rdma-core {MIN_RDMA_CORE} or newer is needed)",
+                    include.display()
+                );
+                (None, None)
+            }
+        };
         return Library {
             include_paths: vec![include],
-            version: None,
+            version,
+            release,
         };
     }
     match pkg_config::Config::new().statik(false).probe(pkg) {
-        Ok(found) => Library {
-            include_paths: found.include_paths,
-            version: Some(found.version),
-        },
+        Ok(found) => {
+            let release =
+                check_version(pkg, &found.version, "pkg-config").unwrap_or_else(|msg| fail(&msg));
+            Library {
+                include_paths: found.include_paths,
+                version: Some(found.version),
+                release: Some(release),
+            }
+        }
         Err(err) => panic!(
             "\n{pkg} was not found by pkg-config: {err}\n\
-             Install rdma-core's development files (Debian/Ubuntu: apt-get install \
-             libibverbs-dev librdmacm-dev libibumad-dev; Fedora: dnf install \
+             Install rdma-core's development files ({MIN_RDMA_CORE} or newer; Debian/Ubuntu: \
+             apt-get install libibverbs-dev librdmacm-dev libibumad-dev; Fedora: dnf install \
              rdma-core-devel), or point {env_prefix}_INCLUDE_DIR / {env_prefix}_LIB_DIR \
              (or RDMA_CORE_INCLUDE_DIR / RDMA_CORE_LIB_DIR) at a custom install.\n"
         ),
     }
+}
+
+/// Fails the build script with `msg`, set apart so that it stands out in
+/// cargo's output.
+pub fn fail(msg: &str) -> ! {
+    panic!("\n\n{msg}\n\n")
+}
+
+/// The `<pkg>.pc` of an install given by its include and lib dirs.
+fn pc_file(pkg: &str, include: &Path, libdir: Option<&Path>) -> Option<PathBuf> {
+    let file = format!("{pkg}.pc");
+    let prefix = include.parent();
+    libdir
+        .map(|l| l.join("pkgconfig"))
+        .into_iter()
+        .chain(prefix.map(|p| p.join("lib/pkgconfig")))
+        .chain(prefix.map(|p| p.join("lib64/pkgconfig")))
+        .map(|dir| dir.join(&file))
+        .find(|p| p.is_file())
+}
+
+/// The `Version:` field of a .pc file.
+fn pc_version(pc: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(pc).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Version:"))
+        .map(|v| v.trim().to_string())
 }
 
 /// A bindgen builder with the settings every -sys crate shares.
@@ -169,4 +353,95 @@ pub fn write_name_list(file: &str, const_name: &str, doc: &str, names: &[String]
 
 fn out_dir() -> PathBuf {
     PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn release(major: u32, minor: u32) -> Release {
+        Release { major, minor }
+    }
+
+    #[test]
+    fn pkg_versions_of_each_library_give_the_release() {
+        assert_eq!(Release::from_pkg_version("1.14.44.0"), Some(release(44, 0)));
+        assert_eq!(Release::from_pkg_version("1.3.44.0"), Some(release(44, 0)));
+        assert_eq!(Release::from_pkg_version("3.2.44.0"), Some(release(44, 0)));
+        assert_eq!(Release::from_pkg_version("1.14.56.1"), Some(release(56, 1)));
+        assert_eq!(
+            Release::from_pkg_version("1.18.65.0\n"),
+            Some(release(65, 0))
+        );
+        assert_eq!(Release::from_pkg_version("1.5.65"), Some(release(65, 0)));
+    }
+
+    #[test]
+    fn other_versions_are_not_releases() {
+        for v in [
+            "",
+            "44",
+            "1.14",
+            "1.14.x.0",
+            "1.14.44.0.1",
+            "1.14.-44.0",
+            "1.14.44.rc1",
+        ] {
+            assert_eq!(Release::from_pkg_version(v), None, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn releases_order_by_number_then_update() {
+        assert!(release(43, 9) < release(44, 0));
+        assert!(release(44, 0) < release(44, 1));
+        assert!(release(9, 0) < release(10, 0));
+        assert_eq!(MIN_RDMA_CORE, release(44, 0));
+        assert_eq!(MIN_RDMA_CORE.to_string(), "v44.0");
+    }
+
+    #[test]
+    fn v44_and_newer_pass_the_check() {
+        for v in [
+            "1.14.44.0",
+            "1.3.44.0",
+            "3.2.44.0",
+            "1.14.56.1",
+            "1.18.65.0",
+        ] {
+            let got = check_version("libibverbs", v, "pkg-config");
+            assert!(
+                got.as_ref().is_ok_and(|r| *r >= MIN_RDMA_CORE),
+                "{v}: {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn older_releases_fail_with_the_versions_in_the_message() {
+        let msg = check_version(
+            "libibverbs",
+            "1.14.43.1",
+            "/opt/rdma/lib/pkgconfig/libibverbs.pc",
+        )
+        .unwrap_err();
+        for part in [
+            "libibverbs 1.14.43.1",
+            "/opt/rdma/lib/pkgconfig/libibverbs.pc",
+            "rdma-core v43.1",
+            "rdma-core v44.0 or newer",
+        ] {
+            assert!(msg.contains(part), "{part:?} missing from {msg:?}");
+        }
+        assert!(check_version("librdmacm", "1.3.28.0", "pkg-config").is_err());
+    }
+
+    #[test]
+    fn unparsable_versions_fail_naming_the_version() {
+        let msg = check_version("libibumad", "3.2", "pkg-config").unwrap_err();
+        assert!(
+            msg.contains("\"3.2\"") && msg.contains("libibumad"),
+            "{msg}"
+        );
+    }
 }

@@ -13,6 +13,12 @@
 //! libibumad is found with pkg-config and linked dynamically; set
 //! `IBUMAD_INCLUDE_DIR` / `IBUMAD_LIB_DIR` (or `RDMA_CORE_INCLUDE_DIR` /
 //! `RDMA_CORE_LIB_DIR`) for a custom install.
+//! rdma-core v44 or newer is needed.
+//!
+//! With `DOCS_RS` set (docs.rs, which has no rdma-core), the build uses the
+//! bindings shipped in `src/generated/` (from rdma-core v44's headers; see
+//! `ci/bindings.sh`) and compiles and links no C: a build for documentation
+//! only.
 
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
 #![allow(clippy::all)]
