@@ -12,7 +12,12 @@
 # `rdma_use_provider rxe|siw`, which exports RDMA_TEST_IN_VM=1, RDMA_TEST_PROVIDER,
 # RDMA_TEST_DEVICE, RDMA_TEST_NETDEV, RDMA_TEST_IPV4, RDMA_TEST_IPV6.
 # Knobs: RDMA_SIW_KO (path of siw.ko; default target/ci/siw-$(uname -r)/siw.ko),
-#        RDMA_GID_TIMEOUT (seconds to wait for GIDs, default 30).
+#        RDMA_GID_TIMEOUT (seconds to wait for GIDs, default 30),
+#        RDMA_GUEST_ROOT (a tree of another release's packages, extracted with
+#        dpkg -x: its usr/lib/x86_64-linux-gnu, usr/bin and etc/libibverbs.d are
+#        mounted over the guest's own (overlayfs, theirs on top), so every
+#        process started afterwards runs that release's dynamic loader, glibc,
+#        rdma-core libraries, providers and tools).
 
 export RDMA_RXE_DEVICE=rxe0 RDMA_RXE_NETDEV=rd0 RDMA_RXE_IPV4=192.0.2.1 RDMA_RXE_IPV6=fd00:1::1
 export RDMA_SIW_DEVICE=siw0 RDMA_SIW_NETDEV=rd1 RDMA_SIW_IPV4=198.51.100.1 RDMA_SIW_IPV6=fd00:2::1
@@ -79,9 +84,29 @@ _rdma_has_gid() { # dev gid
     grep -qxF "$2" /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null
 }
 
+# Mount RDMA_GUEST_ROOT's library, tool and provider-config dirs over the guest's.
+_rdma_guest_root() {
+    local root=$1 d
+    [ -d "$root/usr/lib/x86_64-linux-gnu" ] ||
+        _rdma_guest_fail "RDMA_GUEST_ROOT=$root has no usr/lib/x86_64-linux-gnu" || return 1
+    [ -d /sys/module/overlay ] || modprobe overlay ||
+        _rdma_guest_fail "modprobe overlay failed (kernel $(uname -r))" || return 1
+    for d in usr/lib/x86_64-linux-gnu usr/bin etc/libibverbs.d; do
+        [ -d "$root/$d" ] || continue
+        mkdir -p "/$d"
+        mount -t overlay overlay -o "lowerdir=$root/$d:/$d" "/$d" ||
+            _rdma_guest_fail "mounting $root/$d over /$d failed" || return 1
+    done
+    echo "userspace of $root: $(/usr/lib64/ld-linux-x86-64.so.2 --version 2>&1 | head -n 1)"
+}
+
 rdma_guest_setup() {
     local t0 kver siw_ko m dev want deadline missing
     t0=$(date +%s.%N)
+    if [ -n "${RDMA_GUEST_ROOT:-}" ]; then
+        echo "== guest-setup: userspace from $RDMA_GUEST_ROOT"
+        _rdma_guest_root "$RDMA_GUEST_ROOT" || return 1
+    fi
     echo "== guest-setup: memlock limit"
     ulimit -l unlimited || _rdma_guest_fail "ulimit -l unlimited failed (not root?)" || return 1
     echo "ulimit -l: $(ulimit -l)"

@@ -111,7 +111,7 @@ cargo_cmd() {
     u=$(invoking_user)
     if [ -n "$u" ]; then
         home=$(getent passwd "$u" | cut -d: -f6)
-        sudo -u "$u" -H --preserve-env=RUSTFLAGS,RUSTDOCFLAGS,CARGO_TARGET_DIR,CARGO_TERM_COLOR,CI,RUST_BACKTRACE \
+        sudo -u "$u" -H --preserve-env=RUSTFLAGS,RUSTDOCFLAGS,CARGO_TARGET_DIR,CARGO_TERM_COLOR,CI,RUST_BACKTRACE,RDMA_CORE_INCLUDE_DIR,RDMA_CORE_LIB_DIR,CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER \
             -- env "PATH=$home/.cargo/bin:/usr/local/bin:/usr/bin:/bin" cargo "$@"
     elif command -v cargo >/dev/null 2>&1; then
         cargo "$@"
@@ -162,10 +162,11 @@ guest_prelude() {
     echo '#!/bin/bash'
     echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH'
     printf 'export RDMA_CI_RUN_DIR=%q\n' "$rundir"
-    # Forward the knobs a test may want (RUST_*, RDMA_TEST_*, RDMA_GID_TIMEOUT, RDMA_SIW_KO).
+    # Forward the knobs a test may want (RUST_*, RDMA_TEST_*, RDMA_GID_TIMEOUT, RDMA_SIW_KO,
+    # RDMA_GUEST_ROOT).
     while IFS= read -r v; do
         printf 'export %s=%q\n' "$v" "${!v}"
-    done < <(compgen -e | grep -E '^(RUST_[A-Z_]+|RDMA_TEST_[A-Z0-9_]+|RDMA_GID_TIMEOUT|RDMA_SIW_KO)$' || true)
+    done < <(compgen -e | grep -E '^(RUST_[A-Z_]+|RDMA_TEST_[A-Z0-9_]+|RDMA_GID_TIMEOUT|RDMA_SIW_KO|RDMA_GUEST_ROOT)$' || true)
     printf 'cd %q || exit 1\n' "$PWD"
 }
 
@@ -194,14 +195,23 @@ vm_lock() {
 # terminal and RUNDIR/console.log. Sets VM_RC (vng/timeout exit status),
 # VM_TIMED_OUT (0/1), VM_STATUS (content of RUNDIR/status, empty if absent),
 # VM_SECONDS. Only one VM at a time (flock on target/ci/vm.lock).
+# RDMA_VM_KERNEL=PATH boots that kernel image instead of /boot/vmlinuz-<kver>;
+# virtme-ng takes its modules from the lib/modules (or usr/lib/modules) of the
+# tree the image lies in (e.g. a linux-image package extracted with dpkg -x).
 vm_boot() {
-    local rundir=$1 script=$2 kver vng t0 tmo
-    kver=$(detect_kver)
-    [ -n "$kver" ] || die "no Debian kernel found (run ci/setup.sh)"
+    local rundir=$1 script=$2 kver kimg vng t0 tmo
+    if [ -n "${RDMA_VM_KERNEL:-}" ]; then
+        kimg=$RDMA_VM_KERNEL
+        [ -f "$kimg" ] || die "RDMA_VM_KERNEL=$kimg is not a file"
+    else
+        kver=$(detect_kver)
+        [ -n "$kver" ] || die "no Debian kernel found (run ci/setup.sh)"
+        kimg=/boot/vmlinuz-$kver
+    fi
     vng=$(find_vng) || die "vng not found (run ci/setup.sh)"
     tmo=${RDMA_VM_TIMEOUT:-900}
     vm_lock
-    echo "booting /boot/vmlinuz-$kver under TCG (timeout ${tmo}s), run dir $rundir"
+    echo "booting $kimg under TCG (timeout ${tmo}s), run dir $rundir"
     t0=$(now)
     rm -f "$rundir/vng.rc" "$rundir/timeout.pid"
     # Pipe the output (never redirect vng straight to a file: lines get lost).
@@ -210,7 +220,7 @@ vm_boot() {
     # vng and its qemu child together. The pipeline runs in the background so that
     # an interrupt (Ctrl-C, CI cancel) reaches the trap below and stops the VM.
     (
-        timeout -k 20 "$tmo" "$vng" --run "/boot/vmlinuz-$kver" --disable-kvm \
+        timeout -k 20 "$tmo" "$vng" --run "$kimg" --disable-kvm \
             --memory "${RDMA_VM_MEMORY:-2G}" --cpus "${RDMA_VM_CPUS:-2}" \
             --user root --rwdir "$rundir" --exec "bash $script" </dev/null &
         echo "$!" >"$rundir/timeout.pid"
