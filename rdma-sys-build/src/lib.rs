@@ -224,10 +224,12 @@ pub fn probe(pkg: &str, lib: &str, env_prefix: &str) -> Library {
     }
 }
 
-/// Fails the build script with `msg`, set apart so that it stands out in
-/// cargo's output.
+/// Fails the build script with `msg`: printed on stderr, which cargo shows
+/// under the failed build command, and exit status 1 (no panic, so no
+/// backtrace hides the message).
 pub fn fail(msg: &str) -> ! {
-    panic!("\n\n{msg}\n\n")
+    eprintln!("\nerror: {msg}\n");
+    std::process::exit(1)
 }
 
 /// The `<pkg>.pc` of an install given by its include and lib dirs.
