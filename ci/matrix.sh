@@ -277,9 +277,10 @@ if [ "${RDMA_MATRIX_SKIP_HOST_TESTS:-0}" != 1 ]; then
 fi
 
 step "device test binary ($NAME)"
-timed examples-build cargo_cmd build -p rdma-examples
+# The build above made the examples and every test binary; this only names the
+# device binary (nothing is compiled again).
 JSON="$M/device-build.json"
-timed device-build cargo_cmd test -p rdma-tests --test device --no-run --message-format=json >"$JSON"
+timed device-build cargo_cmd test --workspace --no-run --message-format=json >"$JSON"
 DEVICE_BIN=$(cargo_executable device test <"$JSON")
 [ -n "$DEVICE_BIN" ] || die "no executable for test target 'device' in cargo's JSON output ($JSON)"
 echo "device test binary: $DEVICE_BIN"
@@ -378,6 +379,6 @@ echo
 printf '%s\n' "${SUMMARIES[@]}"
 echo "matrix $NAME (rdma-core $RELEASE_RDMA, kernel $KVER): $tp passed, $tf failed, $ts skipped"
 if [ "${#FAIL[@]}" -gt 0 ]; then
-    printf '!! matrix.sh %s: %s\n' "$NAME" "${FAIL[@]}" >&2
+    printf "!! matrix.sh $NAME: %s\n" "${FAIL[@]}" >&2
     exit 1
 fi
