@@ -19,7 +19,8 @@
 # (RDMA_GUEST_ROOT in ci/guest-setup.sh), on rxe then siw. Checks in the guest
 # that the loaded libibverbs, librdmacm, libibumad, providers and glibc are the
 # release's. Prints `rxe: N passed, N failed, N skipped`, `siw: ...` and
-# `matrix NAME: ...`; exits non-zero on any failure.
+# `matrix NAME: ...` (also into target/ci/matrix-NAME.summary); exits non-zero
+# on any failure.
 #
 # Knobs: RDMA_MATRIX_REFRESH=1 (fetch again), RDMA_MATRIX_PREPARE_ONLY=1 (stop
 # after fetching, extracting and building siw.ko), RDMA_MATRIX_SKIP_HOST_TESTS=1,
@@ -55,6 +56,7 @@ for p in "${PROVIDERS[@]}"; do
 done
 
 ensure_target_dir
+rm -f "$CI_WORK/matrix-$NAME.summary"
 M="$REPO_ROOT/target/matrix/$NAME"
 mkdir -p "$M"
 MA=x86_64-linux-gnu
@@ -386,6 +388,11 @@ echo "logs: $RUN_DIR"
 echo
 printf '%s\n' "${SUMMARIES[@]}"
 echo "matrix $NAME (rdma-core $RELEASE_RDMA, kernel $KVER): $tp passed, $tf failed, $ts skipped"
+# For ci/test.sh's summary: the provider lines and the total, named by release.
+{
+    printf "$NAME %s\n" "${SUMMARIES[@]}"
+    echo "matrix $NAME (rdma-core $RELEASE_RDMA, kernel $KVER): $tp passed, $tf failed, $ts skipped${FAIL[*]:+ (FAILED)}"
+} >"$CI_WORK/matrix-$NAME.summary"
 if [ "${#FAIL[@]}" -gt 0 ]; then
     printf "!! matrix.sh $NAME: %s\n" "${FAIL[@]}" >&2
     exit 1
