@@ -37,13 +37,18 @@ if [ ! -e "$stamp" ]; then
     echo "msrv: fetching rustc-web/cargo-web $deb_ver into $tc"
     rm -rf "$tc" "$dir/debs"
     mkdir -p "$dir/debs"
-    # apt-get download writes into the current directory; as root it warns
-    # that _apt cannot write there, which is harmless.
-    (cd "$dir/debs" && apt-get download -q \
-        "rustc-web=$deb_ver" "cargo-web=$deb_ver" \
-        "libstd-rust-web-dev=$deb_ver" "libstd-rust-web-1.85=$deb_ver" \
-        "libllvm19=$llvm_ver" libpcre3 libhttp-parser2.9 2>&1 |
-        grep -v '^W: Download is performed unsandboxed' || true)
+    pkgs=("rustc-web=$deb_ver" "cargo-web=$deb_ver"
+        "libstd-rust-web-dev=$deb_ver" "libstd-rust-web-1.85=$deb_ver"
+        "libllvm19=$llvm_ver" libpcre3 libhttp-parser2.9)
+    # apt-get download writes into the current directory (as root it warns
+    # that _apt cannot write there, which is harmless). On a machine whose
+    # package lists were never fetched, fetch them once and retry.
+    fetch() { (cd "$dir/debs" && apt-get download -q "${pkgs[@]}" 2>&1) | { grep -v '^W: Download is performed unsandboxed' || true; }; }
+    if ! fetch; then
+        echo "msrv: apt-get download failed; apt-get update and once more"
+        apt-get update -q
+        fetch
+    fi
     mkdir -p "$tc"
     for d in "$dir"/debs/*.deb; do dpkg -x "$d" "$tc"; done
     rm -rf "$dir/debs"
