@@ -446,4 +446,38 @@ mod tests {
             "{msg}"
         );
     }
+
+    #[test]
+    fn the_pc_file_beside_an_override_gives_its_version() {
+        let root = env::temp_dir().join(format!("rdma-sys-build-pc-{}", std::process::id()));
+        let include = root.join("usr/include");
+        let libdir = root.join("usr/lib/x86_64-linux-gnu");
+        std::fs::create_dir_all(&include).unwrap();
+        std::fs::create_dir_all(libdir.join("pkgconfig")).unwrap();
+        assert_eq!(pc_file("libibverbs", &include, Some(&libdir)), None);
+
+        // Beside the include dir (a prefix install).
+        let prefix_pc = root.join("usr/lib64/pkgconfig/libibverbs.pc");
+        std::fs::create_dir_all(prefix_pc.parent().unwrap()).unwrap();
+        std::fs::write(&prefix_pc, "Name: libibverbs\nVersion: 1.14.43.0\n").unwrap();
+        assert_eq!(
+            pc_file("libibverbs", &include, None),
+            Some(prefix_pc.clone())
+        );
+
+        // The lib dir's own comes first.
+        let lib_pc = libdir.join("pkgconfig/libibverbs.pc");
+        std::fs::write(
+            &lib_pc,
+            "prefix=/usr\nName: libibverbs\nVersion:  1.18.65.0 \n",
+        )
+        .unwrap();
+        let found = pc_file("libibverbs", &include, Some(&libdir)).unwrap();
+        assert_eq!(found, lib_pc);
+        assert_eq!(pc_version(&found).as_deref(), Some("1.18.65.0"));
+        assert_eq!(pc_version(&prefix_pc).as_deref(), Some("1.14.43.0"));
+        assert!(check_version("libibverbs", "1.14.43.0", "x").is_err());
+        assert_eq!(pc_file("librdmacm", &include, Some(&libdir)), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }
