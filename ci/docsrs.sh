@@ -6,9 +6,10 @@
 # directory over /usr/include/infiniband and /usr/include/rdma, /dev/null over
 # rdma-core's .pc files in /usr/lib/x86_64-linux-gnu/pkgconfig. Then, for each of
 # rdma-sys-build, ibverbs-sys, rdmacm-sys, umad-sys and rdma (--all-features):
-# `cargo doc --no-deps -p CRATE` into target/docsrs, and a check that key pages
-# rendered (rdma::umad, the data-path ports of ibverbs-sys, the CM and umad functions)
-# and that no C shim was compiled.
+# `cargo doc --no-deps -p CRATE` into one target dir of its own (target/docsrs,
+# RDMA_DOCSRS_TARGET), one crate after the other; then a check that key pages rendered
+# (rdma::umad with its tokio-only types, the data-path ports of ibverbs-sys and their
+# C twins, the CM and umad functions) and that no C shim was compiled.
 #
 # Needs root for the mount namespace (or unprivileged user namespaces: it then uses
 # `unshare -rm`). Under sudo, cargo runs as the invoking user.
@@ -102,6 +103,8 @@ check_rendered() {
         umad_sys/struct.ib_user_mad.html
         rdma/index.html
         rdma/umad/index.html
+        rdma/umad/struct.Port.html
+        rdma/umad/struct.AsyncPort.html
         rdma/cm/index.html
     )
     for page in "${pages[@]}"; do
