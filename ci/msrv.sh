@@ -11,7 +11,7 @@
 # together with the libraries it needs that a bookworm host lacks (libllvm19,
 # libpcre3, libhttp-parser2.9). Nothing is installed on the host and nothing
 # is put on PATH: the rustup toolchain stays the one of every other build.
-# Once unpacked, the script only builds (about 10 s when nothing changed).
+# Once unpacked, the script only builds (about 1 s when nothing changed).
 #
 # Knobs: MSRV_TARGET_DIR (default target/msrv/target).
 set -euo pipefail
