@@ -20,6 +20,9 @@
 #    those of the -sys crates (C shims against their Rust twins, layouts) and
 #    rdma's unit tests and send_sync (the compile-fail tests are built, not
 #    run: trybuild would build the crate once more).
+#    Then the docs of the five with DOCS_RS=1, as docs.rs builds them (from
+#    the bindings each -sys package ships; ci/docsrs.sh checks the same with
+#    rdma-core hidden, from the source tree).
 #    Fails if a build script writes into its package's sources.
 #
 # Needs crates.io for the third-party dependencies. Builds into
@@ -131,6 +134,10 @@ for p in json.load(sys.stdin)["packages"]:
         if "test" in t["kind"] and not t["name"].startswith("compile_fail"):
             print(t["name"])')
 run cargo test --workspace --all-features --lib "${tests[@]}"
+step "docs as docs.rs builds them (DOCS_RS=1: the bindings shipped in the packages)"
+# A target dir of its own: the build scripts rerun when DOCS_RS changes.
+CARGO_TARGET_DIR=$work/target-docsrs DOCS_RS=1 RUSTDOCFLAGS="-Dwarnings --cfg docsrs" \
+    run cargo doc --no-deps --all-features -p rdma-sys-build -p ibverbs-sys -p rdmacm-sys -p umad-sys -p rdma
 if grep -n 'was not used in the crate graph' "$log"; then
     echo "package: a [patch] entry was not used" >&2
     exit 1
