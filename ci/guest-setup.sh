@@ -101,7 +101,7 @@ _rdma_guest_root() {
 }
 
 rdma_guest_setup() {
-    local t0 kver siw_ko m dev want deadline missing
+    local t0 kver siw_ko m dev want deadline missing mods
     t0=$(date +%s.%N)
     if [ -n "${RDMA_GUEST_ROOT:-}" ]; then
         echo "== guest-setup: userspace from $RDMA_GUEST_ROOT"
@@ -113,9 +113,15 @@ rdma_guest_setup() {
 
     echo "== guest-setup: kernel modules ($(_rdma_since "$t0") s)"
     kver=$(uname -r)
+    mods=(ib_uverbs rdma_ucm ib_umad rdma_rxe iw_cm)
+    # siw needs crc32c: from the module libcrc32c up to kernel 6.13; since then
+    # the kernel's lib has it built in and there is no such module.
+    if grep -q '/libcrc32c\.ko' "/lib/modules/$kver/modules.dep" 2>/dev/null; then
+        mods+=(libcrc32c)
+    fi
     # One modprobe process for all (process start is slow under TCG).
-    if ! modprobe -a ib_uverbs rdma_ucm ib_umad rdma_rxe iw_cm libcrc32c; then
-        for m in ib_uverbs rdma_ucm ib_umad rdma_rxe iw_cm libcrc32c; do
+    if ! modprobe -a "${mods[@]}"; then
+        for m in "${mods[@]}"; do
             [ -d "/sys/module/$m" ] || _rdma_guest_fail "modprobe $m failed (kernel $kver)" || return 1
         done
     fi

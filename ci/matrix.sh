@@ -356,7 +356,7 @@ if [ -f "$RUN_DIR/setup-failed" ]; then
 elif [ -z "$VM_STATUS" ] && [ "$VM_TIMED_OUT" = 0 ]; then
     FAIL+=("the VM gave no status (vng exit $VM_RC; see $RUN_DIR/console.log)")
 fi
-us=$(tr -dc '0-9' <"$RUN_DIR/userspace.status" 2>/dev/null || true)
+us=$(cat "$RUN_DIR/userspace.status" 2>/dev/null | tr -dc '0-9' || true)
 [ "$us" = 0 ] || FAIL+=("the guest's rdma-core userspace is not all $NAME's (see $RUN_DIR/userspace.txt)")
 SUMMARIES=()
 tp=0 tf=0 ts=0
@@ -366,7 +366,7 @@ for p in "${PROVIDERS[@]}"; do
         line=$(tr -d '\r' <"$RUN_DIR/$p.log" |
             grep -E "^$p: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped\$" | tail -n 1 || true)
     fi
-    st=$(tr -dc '0-9' <"$RUN_DIR/$p.status" 2>/dev/null || true)
+    st=$(cat "$RUN_DIR/$p.status" 2>/dev/null | tr -dc '0-9' || true)
     if [ -z "$line" ]; then
         SUMMARIES+=("$p: no summary line (exit status ${st:-none})")
         FAIL+=("$p: summary line missing")
