@@ -14,6 +14,7 @@
 #   RDMA_CI_SKIP_SETUP=1     skip ci/setup.sh
 #   RDMA_CI_SKIP_HOST=1      skip the host steps (build, tests, clippy, doc)
 #   RDMA_CI_SKIP_MIRI=1      skip ci/miri.sh (pure-Rust tests under Miri; a host step, after fuzz)
+#   RDMA_CI_SKIP_MSRV=1      skip ci/msrv.sh (the workspace built with exactly the rust-version toolchain)
 #   RDMA_TEST_FILTER=NAME    first argument of the device binary (run one test)
 #   RDMA_TEST_DEVICE_BIN=P   use this device test binary instead of building it
 #   RDMA_TEST_PROVIDERS      providers to run, in order (default "rxe siw")
@@ -54,6 +55,12 @@ if [ "${RDMA_CI_SKIP_HOST:-0}" != 1 ]; then
     step "cargo build --workspace --all-targets"
     timed build cargo_cmd build --workspace --all-targets
 
+    step "shipped bindings match bindgen (ci/bindings.sh check)"
+    timed bindings bash "$CI_DIR/bindings.sh" check
+
+    step "docs as on docs.rs, rdma-core hidden (ci/docsrs.sh)"
+    timed docsrs bash "$CI_DIR/docsrs.sh"
+
     step "host tests: cargo test --workspace"
     timed host-tests cargo_cmd test --workspace
 
@@ -70,6 +77,14 @@ if [ "${RDMA_CI_SKIP_HOST:-0}" != 1 ]; then
 
     step "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-Dwarnings)"
     RUSTDOCFLAGS="${RUSTDOCFLAGS:+$RUSTDOCFLAGS }-Dwarnings" timed doc cargo_cmd doc --workspace --no-deps
+
+    step "packages: ci/package.sh (cargo package; rdma and its tests built from the .crate files)"
+    timed package bash "$CI_DIR/package.sh"
+
+    if [ "${RDMA_CI_SKIP_MSRV:-0}" != 1 ]; then
+        step "MSRV: ci/msrv.sh (the workspace with exactly rustc 1.85)"
+        timed msrv bash "$CI_DIR/msrv.sh"
+    fi
 fi
 
 step "device test binary"
