@@ -5,7 +5,11 @@
 # build the device test binary (package rdma-tests, test `device`); one VM boot that
 # sets up rxe0 and siw0 and runs the device binary once per provider (rxe, then siw);
 # the cross-host suite (ci/twohost.sh --suite: two VMs over one link); ci/perf.sh --short;
-# ci/memcheck.sh (device tests under valgrind memcheck, own VM boot).
+# ci/memcheck.sh (device tests under valgrind memcheck, own VM boot); the version matrix
+# (ci/matrix.sh trixie: the workspace built against Debian 13's rdma-core 56 and its device
+# tests run on Debian 13's kernel 6.12 with that userspace). The host steps also check the
+# shipped bindings (ci/bindings.sh), the docs as docs.rs builds them (ci/docsrs.sh), the
+# packaged crates (ci/package.sh) and the MSRV (ci/msrv.sh).
 # Prints each provider's summary line and `device: N passed, N failed, N skipped`.
 # Exits non-zero when any step fails, a provider has failures, a summary line is
 # missing, or the VM timed out.
@@ -14,6 +18,8 @@
 #   RDMA_CI_SKIP_SETUP=1     skip ci/setup.sh
 #   RDMA_CI_SKIP_HOST=1      skip the host steps (build, tests, clippy, doc)
 #   RDMA_CI_SKIP_MIRI=1      skip ci/miri.sh (pure-Rust tests under Miri; a host step, after fuzz)
+#   RDMA_CI_MATRIX=LIST      the version matrix after memcheck (ci/matrix.sh): "trixie" (default),
+#                            "all" (bookworm trixie sid), "none", or releases by name
 #   RDMA_CI_SKIP_MSRV=1      skip ci/msrv.sh (the workspace built with exactly the rust-version toolchain)
 #   RDMA_TEST_FILTER=NAME    first argument of the device binary (run one test)
 #   RDMA_TEST_DEVICE_BIN=P   use this device test binary instead of building it
@@ -178,6 +184,24 @@ if [ "${RDMA_CI_SKIP_MEMCHECK:-0}" != 1 ] && [ -z "${RDMA_TEST_FILTER:-}" ] && [
     TIMINGS+=("memcheck $(elapsed "$T_MC")s")
     mapfile -t MC < <(cat "$CI_WORK/memcheck.summary" 2>/dev/null || echo "memcheck: no summary")
     SUMMARIES+=("${MC[@]}")
+fi
+# The version matrix (ci/matrix.sh): Debian 13 (trixie: rdma-core 56, kernel 6.12) on
+# every run; RDMA_CI_MATRIX=all runs bookworm, trixie and sid; a list ("trixie sid")
+# names releases; RDMA_CI_MATRIX=none skips it.
+if [ -z "${RDMA_TEST_FILTER:-}" ] && [ -z "${RDMA_TEST_DEVICE_BIN:-}" ]; then
+    case "${RDMA_CI_MATRIX:-trixie}" in
+    all) MATRIX=(bookworm trixie sid) ;;
+    none) MATRIX=() ;;
+    *) read -ra MATRIX <<<"${RDMA_CI_MATRIX:-trixie}" ;;
+    esac
+    for rel in "${MATRIX[@]}"; do
+        T_MX=$(now)
+        rm -f "$CI_WORK/matrix-$rel.summary"
+        RDMA_CI_SKIP_SETUP=1 bash "$CI_DIR/matrix.sh" "$rel" || FAIL+=("ci/matrix.sh $rel: failed")
+        TIMINGS+=("matrix-$rel $(elapsed "$T_MX")s")
+        mapfile -t MX < <(cat "$CI_WORK/matrix-$rel.summary" 2>/dev/null || echo "matrix $rel: no summary")
+        SUMMARIES+=("${MX[@]}")
+    done
 fi
 chown_to_invoker "$CI_WORK"
 echo "timings: ${TIMINGS[*]} total $(elapsed "$T_START")s"
