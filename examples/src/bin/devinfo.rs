@@ -255,12 +255,11 @@ fn print_device_verbose(out: &mut String, ctx: &Context, attr: &DeviceAttr) {
         if caps == 0 {
             out.push_str("\t\t\t\t\tNO SUPPORT\n");
         } else {
-            flag_lines(
-                out,
-                u64::from(caps),
-                ODP_TRANSPORT_CAPS,
-                u64::from(u32::MAX),
-            );
+            let mut names = ODP_TRANSPORT_CAPS.to_vec();
+            if loaded_release().is_some_and(|r| r >= ODP_FLUSH_RELEASE) {
+                names.extend_from_slice(ODP_TRANSPORT_CAPS_61);
+            }
+            flag_lines(out, u64::from(caps), &names, u64::from(u32::MAX));
         }
     }
     if x.completion_timestamp_mask != 0 {
@@ -575,6 +574,28 @@ const ODP_TRANSPORT_CAPS: &[(u64, &str)] = &[
     (sys::IBV_ODP_SUPPORT_ATOMIC as u64, "SUPPORT_ATOMIC"),
     (sys::IBV_ODP_SUPPORT_SRQ_RECV as u64, "SUPPORT_SRQ"),
 ];
+
+/// The release whose `ibv_devinfo` first names the ODP transport bits of
+/// RDMA FLUSH and ATOMIC WRITE; before it, it prints them as unknown flags.
+const ODP_FLUSH_RELEASE: u32 = 61;
+
+/// `IBV_ODP_SUPPORT_FLUSH` (1 << 6) and `IBV_ODP_SUPPORT_ATOMIC_WRITE`
+/// (1 << 7), by value: the headers of older releases lack them.
+const ODP_TRANSPORT_CAPS_61: &[(u64, &str)] =
+    &[(1 << 6, "SUPPORT_FLUSH"), (1 << 7, "SUPPORT_ATOMIC_WRITE")];
+
+/// The rdma-core release of the libibverbs this process has mapped, from
+/// its file name in /proc/self/maps (`libibverbs.so.1.14.44.0`: soname 1,
+/// ABI 14, release 44); `None` where it cannot be told.
+fn loaded_release() -> Option<u32> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines().find_map(|l| {
+        let file = l.split_whitespace().last()?.rsplit('/').next()?;
+        let mut parts = file.strip_prefix("libibverbs.so.")?.split('.');
+        let (_soname, _abi) = (parts.next()?, parts.next()?);
+        parts.next()?.parse().ok()
+    })
+}
 
 const RAW_PACKET_CAPS: &[(u64, &str)] = &[
     (
