@@ -16,11 +16,15 @@
 //! connection, and a wake-up polls only the connections it is for. It prints, per step, the total time, the slowest and fastest
 //! connection, and the time per connection, in the same table as the C tool.
 //! The server accepts every request and disconnects when its client does; it
-//! runs until it is killed.
+//! runs until it is killed. It also answers the out-of-band sync of the
+//! clients of rdma-core 52 to 60 (a TCP connection to the same port number),
+//! so that their `cmtime -s` runs against it; rdma-core 61's peer mesh
+//! (`-C`, `-L`, `-P`) it does not speak.
 
 use rdma_examples::net::resolve;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -567,7 +571,11 @@ fn verbs_for(verbs: &Verbs, ctx: &rdma::Context) -> Result<(ProtectionDomain, Co
 
 /// Serves one connection: a QP, accept, and a disconnect when the client
 /// disconnects.
-async fn serve(mut req: rdma::cm::ConnectRequest, verbs: Verbs) -> Result<()> {
+async fn serve(mut req: rdma::cm::ConnectRequest, verbs: Verbs, counts: Arc<Counts>) -> Result<()> {
+    let mut settle = Settle {
+        counts,
+        established: false,
+    };
     let ctx = req.id_mut().context().ok_or("the request has no device")?;
     let (pd, cq) = verbs_for(&verbs, &ctx)?;
     req.id_mut()
@@ -575,6 +583,7 @@ async fn serve(mut req: rdma::cm::ConnectRequest, verbs: Verbs) -> Result<()> {
     let mut id = req
         .accept(&ConnParam::new(), Duration::from_secs(60))
         .await?;
+    settle.established();
     loop {
         let ev = id.next_event().await?;
         if ev.kind == CmEventKind::Disconnected {
@@ -585,6 +594,92 @@ async fn serve(mut req: rdma::cm::ConnectRequest, verbs: Verbs) -> Result<()> {
     Ok(())
 }
 
+/// The server's connections so far: requests taken, requests settled
+/// (established, or ended before), connections ended.
+#[derive(Default)]
+struct Counts {
+    requests: AtomicUsize,
+    settled: AtomicUsize,
+    done: AtomicUsize,
+}
+
+/// Counts one connection as settled (once) and, when dropped, as ended.
+struct Settle {
+    counts: Arc<Counts>,
+    established: bool,
+}
+
+impl Settle {
+    fn established(&mut self) {
+        if !self.established {
+            self.established = true;
+            self.counts.settled.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Settle {
+    fn drop(&mut self) {
+        self.established();
+        self.counts.done.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// rdma-core 52 to 60's `cmtime` client syncs each round with its server
+/// over a TCP connection to the server's address and CM port number: it
+/// sends one byte and waits for the server to echo it, 0 before a round,
+/// `OOB_CONNECTED` once its connections are established, `OOB_DISCONNECTED`
+/// once they are disconnected (the values of its steps `STEP_CONNECT` and
+/// `STEP_DISCONNECT`). The server echoes `OOB_CONNECTED` once every request
+/// it has taken is settled, `OOB_DISCONNECTED` once every connection has
+/// ended, other bytes at once; it waits at most `OOB_WAIT` for either.
+const OOB_CONNECTED: u8 = 12;
+const OOB_DISCONNECTED: u8 = 14;
+const OOB_WAIT: Duration = Duration::from_secs(60);
+
+/// Listens for the sync connections of rdma-core 52 to 60's client, on a
+/// thread of its own (the connections are few and block). Where the port
+/// is taken (iWARP, whose CM listens on the TCP port itself), says so and
+/// serves the CM only.
+fn oob_listen(addr: SocketAddr, counts: Arc<Counts>) {
+    let listener = match std::net::TcpListener::bind(addr) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("cmtime: no out-of-band sync on TCP {addr} ({e}): only the CM is served");
+            return;
+        }
+    };
+    std::thread::spawn(move || {
+        for sock in listener.incoming().flatten() {
+            let counts = Arc::clone(&counts);
+            std::thread::spawn(move || oob_serve(sock, &counts));
+        }
+    });
+}
+
+fn oob_serve(mut sock: std::net::TcpStream, counts: &Counts) {
+    use std::io::{Read, Write};
+    sock.set_nodelay(true).ok();
+    let mut b = [0u8];
+    while sock.read_exact(&mut b).is_ok() {
+        let ready = |c: &Counts| {
+            let requests = c.requests.load(Ordering::SeqCst);
+            match b[0] {
+                OOB_CONNECTED => c.settled.load(Ordering::SeqCst) >= requests,
+                OOB_DISCONNECTED => c.done.load(Ordering::SeqCst) >= requests,
+                _ => true,
+            }
+        };
+        let deadline = Instant::now() + OOB_WAIT;
+        while !ready(counts) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if sock.write_all(&b).is_err() {
+            break;
+        }
+    }
+}
+
 async fn run_server(a: &Args) -> Result<()> {
     let ip = match &a.bind {
         Some(b) => resolve(b, a.port)?.ip(),
@@ -593,11 +688,15 @@ async fn run_server(a: &Args) -> Result<()> {
     let cm = AsyncCm::new()?;
     let mut listener = cm.listen(SocketAddr::new(ip, a.port), 1024)?;
     let verbs: Verbs = Arc::default();
+    let counts = Arc::new(Counts::default());
+    oob_listen(SocketAddr::new(ip, a.port), Arc::clone(&counts));
     loop {
         let req = listener.accept().await?;
+        counts.requests.fetch_add(1, Ordering::SeqCst);
         let verbs = Arc::clone(&verbs);
+        let counts = Arc::clone(&counts);
         tokio::spawn(async move {
-            if let Err(e) = serve(req, verbs).await {
+            if let Err(e) = serve(req, verbs, counts).await {
                 println!("connection failed: {e}");
             }
         });
