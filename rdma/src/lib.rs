@@ -103,7 +103,7 @@
 //! | too many SGEs | `ibv_post_recv`/`ibv_post_send`, `EINVAL`, which request was not posted |
 //! | inline data over the limit | `ibv_post_send`, `EINVAL`/`ENOMEM` |
 //! | post on a QP in RESET | `ibv_post_send`, `EINVAL`, "its state" |
-//! | illegal transition (RESET -> RTS, INIT -> RTS) | `ibv_modify_qp`, `EINVAL`, "transition Reset -> Rts refused" |
+//! | illegal transition (RESET -> RTS, INIT -> RTS) | `ibv_modify_qp`, `EINVAL`, "transition Reset -> Rts refused" (the state the kernel reports: siw, which has no RESET, reports a new QP as Init from kernel 6.12 on) |
 //! | RTR without the remote side | `ibv_modify_qp`, `EINVAL` |
 //! | QP deeper than the device allows | `ibv_create_qp`, `EINVAL`, "exceed the device's limits" |
 //! | UD send without an address handle | `ibv_post_send`, `EINVAL`, "no address handle" |

@@ -39,7 +39,9 @@ impl QpType {
 /// The state of a queue pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QpState {
-    /// Just created, or reset.
+    /// Just created, or reset. (siw has no RESET: from kernel 6.12 on it
+    /// reports a new QP as [`QpState::Init`]; 6.1 leaves the state unset,
+    /// which reads as RESET whatever the state.)
     Reset,
     /// Initialised: receives may be posted.
     Init,
@@ -381,7 +383,7 @@ impl QueuePair {
         self.raw.as_ptr()
     }
 
-    /// The current state (`ibv_query_qp`).
+    /// The current state, as the provider reports it (`ibv_query_qp`).
     pub fn state(&self) -> Result<QpState> {
         // SAFETY: plain data.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
