@@ -496,15 +496,44 @@ fn mckey_c_receiver(env: &TestEnv) -> TestResult {
     mckey_pair(env, Side::C, Side::Rust, "239.255.7.1")
 }
 
+/// On rxe of kernel 7.2 (sid) our receiver got only some or none of the C
+/// sender's 10 messages in about half the runs (0 and 8 of 10; 1 when the
+/// sender sent 100), and in such a run C mckey's own receiver missed some
+/// too (C mckey posts its sends unsignaled and exits at once). So where
+/// ours misses some, the same C sender to rdma-core's own receiver tells
+/// whether they leave the sender at all: if that receiver misses some too,
+/// the test is skipped with what both saw; if it gets them all, the failure
+/// stands.
 fn mckey_rust_receiver(env: &TestEnv) -> TestResult {
-    mckey_pair(env, Side::Rust, Side::C, "239.255.7.2")
+    let first = mckey_pair(env, Side::Rust, Side::C, "239.255.7.2");
+    let missed =
+        matches!(&first, Err(e) if e.to_string().contains(" of 10 messages completed in time"));
+    if !missed {
+        return first;
+    }
+    let ours = match &first {
+        Err(e) => e
+            .to_string()
+            .lines()
+            .find(|l| l.contains(" of 10 messages completed in time"))
+            .unwrap_or_default()
+            .to_string(),
+        Ok(_) => String::new(),
+    };
+    match mckey_pair(env, Side::C, Side::C, "239.255.7.4") {
+        Ok(_) => first,
+        Err(base) => Ok(Outcome::Skipped(format!(
+            "C mckey's sender delivered not all its messages, to our receiver ({ours}) \
+             nor to C mckey's receiver ({})",
+            base.to_string().lines().next().unwrap_or_default()
+        ))),
+    }
 }
 
 /// `mckey`: a receiver joins `group` and waits for 10 messages of 100 bytes;
-/// then a sender joins and sends them (100 from the C sender) to the group
-/// (after the 3 s pause both tools make after joining). Multicast is
-/// unreliable, so the sender starts only once the receiver's CM id is bound
-/// to the group.
+/// then a sender joins and sends them to the group (after the 3 s pause both
+/// tools make after joining). Multicast is unreliable, so the sender starts
+/// only once the receiver's CM id is bound to the group.
 fn mckey_pair(env: &TestEnv, receiver: Side, sender: Side, group: &str) -> TestResult {
     if env.provider == Provider::Siw {
         return Ok(Outcome::Skipped("iWARP has no multicast".into()));
@@ -526,16 +555,7 @@ fn mckey_pair(env: &TestEnv, receiver: Side, sender: Side, group: &str) -> TestR
         let out = r.finish_killed();
         fail!("{e}\n{out}");
     }
-    // C mckey's sender posts its sends unsignaled, then leaves the group and
-    // exits at once: on rxe of kernel 7.2 (sid), which runs a user QP's
-    // sends later on a work queue, those not yet sent when the QP goes are
-    // lost (8 of 10 arrived in one run, 0 in another). So it sends 100, of
-    // which the receiver takes the first 10. Ours waits for its sends.
-    let count = match sender {
-        Side::C => "100",
-        Side::Rust => "10",
-    };
-    let sargs = ["-m", group, "-b", &ip, "-s", "-C", count, "-S", "100"];
+    let sargs = ["-m", group, "-b", &ip, "-s", "-C", "10", "-S", "100"];
     let mut s = Running::spawn("sender", &bin(sender)?, &sargs)?;
     let (rc, sc) = (r.wait(deadline), s.wait(deadline));
     let (ro, so) = (r.finish_killed(), s.finish_killed());
