@@ -247,3 +247,34 @@ vm_boot() {
     chown_to_invoker "$rundir"
     echo "VM finished in ${VM_SECONDS}s (vng exit $VM_RC, guest status ${VM_STATUS:-none})"
 }
+
+# provider_results RUN_DIR PROVIDER...: read each provider's summary line
+# (`<p>: N passed, N failed, N skipped`) and exit status from RUN_DIR/<p>.log and
+# RUN_DIR/<p>.status; append to the caller's SUMMARIES and FAIL arrays and add to
+# its tp, tf and ts counters.
+provider_results() {
+    local dir=$1 p line st n_p n_f n_s
+    shift
+    for p in "$@"; do
+        line=
+        if [ -f "$dir/$p.log" ]; then
+            line=$(tr -d '\r' <"$dir/$p.log" |
+                grep -E "^$p: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped\$" | tail -n 1 || true)
+        fi
+        st=$(tr -dc '0-9' <"$dir/$p.status" 2>/dev/null || true)
+        if [ -z "$line" ]; then
+            SUMMARIES+=("$p: no summary line (exit status ${st:-none})")
+            FAIL+=("$p: summary line missing")
+            continue
+        fi
+        SUMMARIES+=("$line")
+        read -r n_p n_f n_s < <(echo "$line" | sed -E 's/^[a-z]+: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\1 \2 \3/')
+        tp=$((tp + n_p)) tf=$((tf + n_f)) ts=$((ts + n_s))
+        [ "$n_f" = 0 ] || FAIL+=("$p: $n_f test(s) failed")
+        if [ "$st" = 124 ] || [ "$st" = 137 ]; then
+            FAIL+=("$p: timed out after ${RDMA_PROVIDER_TIMEOUT:-400} s (RDMA_PROVIDER_TIMEOUT)")
+        elif [ "$st" != 0 ]; then
+            FAIL+=("$p: device binary exited with status ${st:-none}")
+        fi
+    done
+}

@@ -360,28 +360,7 @@ us=$(cat "$RUN_DIR/userspace.status" 2>/dev/null | tr -dc '0-9' || true)
 [ "$us" = 0 ] || FAIL+=("the guest's rdma-core userspace is not all $NAME's (see $RUN_DIR/userspace.txt)")
 SUMMARIES=()
 tp=0 tf=0 ts=0
-for p in "${PROVIDERS[@]}"; do
-    line=
-    if [ -f "$RUN_DIR/$p.log" ]; then
-        line=$(tr -d '\r' <"$RUN_DIR/$p.log" |
-            grep -E "^$p: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped\$" | tail -n 1 || true)
-    fi
-    st=$(cat "$RUN_DIR/$p.status" 2>/dev/null | tr -dc '0-9' || true)
-    if [ -z "$line" ]; then
-        SUMMARIES+=("$p: no summary line (exit status ${st:-none})")
-        FAIL+=("$p: summary line missing")
-        continue
-    fi
-    SUMMARIES+=("$line")
-    read -r n_p n_f n_s < <(echo "$line" | sed -E 's/^[a-z]+: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\1 \2 \3/')
-    tp=$((tp + n_p)) tf=$((tf + n_f)) ts=$((ts + n_s))
-    [ "$n_f" = 0 ] || FAIL+=("$p: $n_f test(s) failed")
-    if [ "$st" = 124 ] || [ "$st" = 137 ]; then
-        FAIL+=("$p: timed out after ${RDMA_PROVIDER_TIMEOUT:-400} s (RDMA_PROVIDER_TIMEOUT)")
-    elif [ "$st" != 0 ]; then
-        FAIL+=("$p: device binary exited with status ${st:-none}")
-    fi
-done
+provider_results "$RUN_DIR" "${PROVIDERS[@]}"
 chown_to_invoker "$M" "$CI_WORK"
 echo "timings ($NAME): ${TIMINGS[*]} total $(elapsed "$T_START")s"
 echo "logs: $RUN_DIR"
