@@ -14,6 +14,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 pub mod defer;
+#[cfg(has_libibmad)]
+pub mod libibmad;
 pub mod scratch;
 pub mod sys;
 
