@@ -11,6 +11,9 @@ PKGS=(
     # rdma-core: libraries, headers, providers (rxe, siw), tools
     rdma-core ibverbs-providers libibverbs-dev librdmacm-dev libibumad-dev
     ibverbs-utils rdmacm-utils perftest infiniband-diags
+    # InfiniBand management on a simulated fabric (ci/fabric.sh): the simulator,
+    # the reference subnet manager, and libibmad's field tables for the codec tests
+    ibsim-utils opensm libibmad-dev
     # the VM: qemu (TCG), busybox for virtme-ng's initramfs, Debian's kernel
     qemu-system-x86 ipxe-qemu busybox-static linux-image-amd64
     # bindgen and the C toolchain for the -sys crates and for siw.ko
