@@ -29,7 +29,7 @@ mod attr;
 mod header;
 mod perf;
 mod rmpp;
-mod sa;
+pub mod sa;
 mod vendor;
 mod wire;
 
