@@ -23,6 +23,16 @@ pub trait Attribute: Sized {
     /// Encodes the attribute into the first `SIZE` bytes of `out`; fails if
     /// `out` is too short or a field does not fit its width.
     fn encode_into(&self, out: &mut [u8]) -> Result<()>;
+    /// Whether the attribute belongs to management class `class` (an
+    /// attribute ID means different things in different classes: 0x0012 is
+    /// SwitchInfo in subnet management and PortCounters in PerfMgt).
+    /// [`Mad::attribute`](super::Mad::attribute) and
+    /// [`Mad::set_attribute`](super::Mad::set_attribute) refuse other
+    /// classes. The default accepts every class.
+    fn in_class(class: u8) -> bool {
+        let _ = class;
+        true
+    }
     /// The encoded attribute.
     fn to_bytes(&self) -> Result<Vec<u8>> {
         let mut v = vec![0; Self::SIZE];
@@ -43,7 +53,27 @@ pub mod id {
     pub const NODE_INFO: u16 = 0x0011;
     /// PortInfo (SMA).
     pub const PORT_INFO: u16 = 0x0015;
-    /// PortCounters (PerfMgt).
+    /// SwitchInfo (SMA).
+    pub const SWITCH_INFO: u16 = 0x0012;
+    /// GUIDInfo (SMA).
+    pub const GUID_INFO: u16 = 0x0014;
+    /// P_KeyTable (SMA).
+    pub const P_KEY_TABLE: u16 = 0x0016;
+    /// SLtoVLMappingTable (SMA).
+    pub const SL_TO_VL_MAPPING_TABLE: u16 = 0x0017;
+    /// VLArbitrationTable (SMA).
+    pub const VL_ARBITRATION_TABLE: u16 = 0x0018;
+    /// LinearForwardingTable (SMA).
+    pub const LINEAR_FORWARDING_TABLE: u16 = 0x0019;
+    /// RandomForwardingTable (SMA).
+    pub const RANDOM_FORWARDING_TABLE: u16 = 0x001a;
+    /// MulticastForwardingTable (SMA).
+    pub const MULTICAST_FORWARDING_TABLE: u16 = 0x001b;
+    /// SMInfo (SMA and SM).
+    pub const SM_INFO: u16 = 0x0020;
+    /// PortSamplesControl (PerfMgt; the same ID as NodeDescription).
+    pub const PORT_SAMPLES_CONTROL: u16 = 0x0010;
+    /// PortCounters (PerfMgt; the same ID as SwitchInfo).
     pub const PORT_COUNTERS: u16 = 0x0012;
     /// PortCountersExtended (PerfMgt).
     pub const PORT_COUNTERS_EXTENDED: u16 = 0x001d;
@@ -298,7 +328,7 @@ impl Attribute for NodeInfo {
 /// | 46-47 | P_KeyViolations |
 /// | 48-49 | Q_KeyViolations |
 /// | 50 | GUIDCap |
-/// | 51 | ClientReregister (1), MulticastPKeyTrapSuppressionEnabled (1), reserved (1), SubnetTimeOut (5) |
+/// | 51 | ClientReregister (1), MulticastPKeyTrapSuppressionEnabled (2), SubnetTimeOut (5) |
 /// | 52 | reserved (3), RespTimeValue (5) |
 /// | 53 | LocalPhyErrors (4), OverrunErrors (4) |
 /// | 54-55 | MaxCreditHint |
@@ -355,7 +385,14 @@ pub struct PortInfo {
     pub q_key_violations: u16,
     pub guid_cap: u8,
     pub client_reregister: bool,
-    pub multicast_pkey_trap_suppression_enabled: bool,
+    /// 2 bits (bits 6-5 of byte 51). The specification gives the field two
+    /// bits: it took over the two reserved bits that IBA 1.2 had between
+    /// ClientReregister and SubnetTimeOut (the kernel's `ib_port_info` still
+    /// names the byte `clientrereg_resv_subnetto`, 1b + 2b + 5b), and both
+    /// OpenSM (mask 0x60) and libibmad (bits 409-410) read two bits. An
+    /// earlier version of this crate read one bit and left bit 5 reserved,
+    /// which dropped a value a port may report.
+    pub multicast_pkey_trap_suppression_enabled: u8,
     /// 5 bits.
     pub subnet_timeout: u8,
     /// 5 bits.
@@ -372,8 +409,17 @@ pub struct PortInfo {
     pub link_speed_ext_enabled: u8,
 }
 
-fn bit(b: u8, n: u8) -> bool {
+pub(super) fn bit(b: u8, n: u8) -> bool {
     b >> n & 1 != 0
+}
+
+impl PortInfo {
+    /// The attribute modifier of a Get or Set of a switch's port `port` (a
+    /// channel adapter or router answers for the port the SMP came in on,
+    /// whatever the modifier).
+    pub fn attr_mod(port: u8) -> u32 {
+        port.into()
+    }
 }
 
 impl Attribute for PortInfo {
@@ -427,7 +473,7 @@ impl Attribute for PortInfo {
             q_key_violations: r.u16(48)?,
             guid_cap: r.u8(50)?,
             client_reregister: bit(b51, 7),
-            multicast_pkey_trap_suppression_enabled: bit(b51, 6),
+            multicast_pkey_trap_suppression_enabled: (b51 >> 5) & 3,
             subnet_timeout: b51 & 0x1f,
             resp_time_value: r.u8(52)? & 0x1f,
             local_phy_errors: hi(53)?,
@@ -530,7 +576,11 @@ impl Attribute for PortInfo {
         w.u8(
             51,
             u8::from(self.client_reregister) << 7
-                | u8::from(self.multicast_pkey_trap_suppression_enabled) << 6
+                | f(
+                    "MulticastPKeyTrapSuppressionEnabled",
+                    2,
+                    self.multicast_pkey_trap_suppression_enabled,
+                )? << 5
                 | f("SubnetTimeOut", 5, self.subnet_timeout)?,
         )?;
         w.u8(52, f("RespTimeValue", 5, self.resp_time_value)?)?;
@@ -728,7 +778,7 @@ mod tests {
             q_key_violations: 3,
             guid_cap: 128,
             client_reregister: true,
-            multicast_pkey_trap_suppression_enabled: false,
+            multicast_pkey_trap_suppression_enabled: 0,
             subnet_timeout: 18,
             resp_time_value: 16,
             local_phy_errors: 8,

@@ -2,11 +2,26 @@
 //! Rust values, in pure Rust.
 //!
 //! A MAD is 256 bytes: a 24-byte common header ([`MadHeader`]), a class
-//! header for some classes (the RMPP header and OUI of vendor range 2
-//! ([`VendorHeader`]), the SA header ([`SaHeader`]), 40 reserved bytes for
-//! PerfMgt), then the class data, where a typed [`Attribute`] sits
-//! ([`ClassPortInfo`], [`NodeInfo`], [`PortInfo`], [`PortCounters`],
-//! [`PortCountersExtended`]). All fields are big-endian.
+//! header for some classes (the SMP header of subnet management: M_Key,
+//! and for directed route [`DrHeader`]; the RMPP header and OUI of vendor
+//! range 2 ([`VendorHeader`]); the SA header ([`SaHeader`]); 40 reserved
+//! bytes for PerfMgt), then the class data, where a typed [`Attribute`]
+//! sits. All fields are big-endian.
+//!
+//! The attributes:
+//! - every class: [`ClassPortInfo`], [`Notice`] (traps, with [`Trap`]);
+//! - subnet management (SMA, [`Mad::smp`] and [`Mad::smp_directed`]):
+//!   [`NodeInfo`], [`NodeDescription`], [`PortInfo`], [`SwitchInfo`],
+//!   [`GuidInfo`], [`PKeyTable`], [`SlToVlMappingTable`],
+//!   [`VlArbitrationTable`], [`LinearForwardingTable`],
+//!   [`MulticastForwardingTable`], [`SmInfo`];
+//! - performance management: [`PortSamplesControl`], [`PortCounters`],
+//!   [`PortCountersExtended`];
+//! - subnet administration: the records of [`sa`].
+//!
+//! An attribute ID means different things in different classes (0x0012 is
+//! SwitchInfo for the SMA and PortCounters for PerfMgt), so
+//! [`Mad::attribute`] checks the class as well as the ID.
 //!
 //! Decoding never panics: every read is bounds-checked and a short or
 //! malformed input is an [`Error`]. Encoding fails, rather than truncating,
@@ -30,14 +45,24 @@ mod header;
 mod perf;
 mod rmpp;
 pub mod sa;
+mod sma;
+mod smp;
 mod vendor;
 mod wire;
 
 pub use attr::{id as attr_id, Attribute, ClassPortInfo, NodeInfo, PortInfo};
 pub use header::{InvalidField, MadHeader, Method, Status};
-pub use perf::{PortCounters, PortCountersExtended, PERF_DATA_OFFSET};
+pub use perf::{PortCounters, PortCountersExtended, PortSamplesControl, PERF_DATA_OFFSET};
 pub use rmpp::{RmppFlags, RmppHeader, RmppType};
 pub use sa::SaHeader;
+pub use sma::{
+    GuidInfo, LinearForwardingTable, MulticastForwardingTable, NodeDescription, Notice, PKeyTable,
+    SlToVlMappingTable, SmInfo, SwitchInfo, Trap, VlArbEntry, VlArbitrationTable,
+};
+pub use smp::{
+    parse_path as parse_dr_path, DrHeader, DIRECTION_BIT, MAX_HOPS, PERMISSIVE_LID,
+    SMP_DATA_OFFSET, SMP_DATA_SIZE,
+};
 pub use vendor::{Oui, VendorHeader};
 
 /// Why bytes did not decode or a value did not encode.
@@ -75,6 +100,21 @@ pub enum Error {
         /// The ID in the header.
         found: u16,
     },
+    /// A directed-route SMP has more hops than its paths hold (63).
+    #[error("a directed route of {0} hops is longer than 63")]
+    HopCount(usize),
+    /// A directed-route SMP's hop pointer is past the end of its route
+    /// (hop count + 1).
+    #[error("directed-route hop pointer {pointer} is past hop count {count} + 1")]
+    HopPointer {
+        /// The hop pointer.
+        pointer: u8,
+        /// The hop count.
+        count: u8,
+    },
+    /// A directed route that is not one (empty, not port numbers).
+    #[error("bad directed route: {0}")]
+    BadPath(&'static str),
     /// A value is wider than its field.
     #[error("{value:#x} does not fit the {bits}-bit field {field}")]
     FieldOverflow {
@@ -284,8 +324,10 @@ impl Mad {
     }
 
     /// The attribute in the class data; the header's attribute ID must be
-    /// `A::ID`.
+    /// `A::ID` and the class one that has the attribute
+    /// ([`Attribute::in_class`]).
     pub fn attribute<A: Attribute>(&self) -> Result<A> {
+        self.expect_class(A::NAME, A::in_class)?;
         let found = self.header().attr_id;
         if found != A::ID {
             return Err(Error::WrongAttribute {
@@ -297,8 +339,10 @@ impl Mad {
         A::decode(self.data())
     }
 
-    /// Writes the attribute into the class data and its ID into the header.
+    /// Writes the attribute into the class data and its ID into the header
+    /// (a class without the attribute is an error).
     pub fn set_attribute<A: Attribute>(&mut self, a: &A) -> Result<()> {
+        self.expect_class(A::NAME, A::in_class)?;
         a.encode_into(self.data_mut())?;
         let h = MadHeader {
             attr_id: A::ID,
@@ -309,20 +353,36 @@ impl Mad {
     }
 
     /// A response to this request: the same header with the response method
-    /// and status 0, the same class header (OUI, SM key), zeroed data.
+    /// and status 0, the same class header (OUI, SM key, M_Key), zeroed
+    /// data.
+    ///
+    /// A directed-route SMP is answered the way IBA 14.2.2 has the
+    /// responder do it: the D bit set, the hop count, the hop pointer
+    /// (hop count + 1 at the destination; the SMI decrements it as it sends
+    /// the response, C14-13), DrSLID, DrDLID and both paths kept, so that
+    /// the response retraces the return path.
     pub fn response(&self) -> Mad {
         let h = self.header();
+        let dr = h.mgmt_class == class::SUBN_DIRECTED_ROUTE;
         let mut r = Mad::new(&MadHeader {
             method: h.method.response(),
-            status: Status::OK,
+            status: if dr {
+                Status(smp::DIRECTION_BIT)
+            } else {
+                Status::OK
+            },
             ..h
         });
         let off = self.data_offset().min(Self::SIZE);
-        if let (Some(dst), Some(src)) = (
-            r.bytes.get_mut(MadHeader::SIZE..off),
-            self.bytes.get(MadHeader::SIZE..off),
-        ) {
-            dst.copy_from_slice(src);
+        let mut keep = vec![MadHeader::SIZE..off];
+        if dr {
+            keep.push(SMP_DATA_OFFSET + SMP_DATA_SIZE..Self::SIZE);
+        }
+        for range in keep {
+            if let (Some(dst), Some(src)) = (r.bytes.get_mut(range.clone()), self.bytes.get(range))
+            {
+                dst.copy_from_slice(src);
+            }
         }
         r
     }
@@ -338,10 +398,14 @@ impl std::fmt::Debug for Mad {
 }
 
 /// Decodes everything the codec knows in `bytes`, for tests and fuzzing:
-/// the header, the class header of the class, and the attribute that the
-/// header names when it is one of the typed attributes. Returns the first
-/// error; never panics.
+/// the header, the class header of the class (for a directed-route SMP its
+/// hop count and pointer are checked), and the attribute that the header
+/// names when it is one of the typed attributes of the class. Returns the
+/// first error; never panics.
 pub fn decode_all(bytes: &[u8]) -> Result<Mad> {
+    fn attr<A: Attribute>(m: &Mad) -> Result<()> {
+        m.attribute::<A>().map(|_| ())
+    }
     let mad = Mad::decode(bytes)?;
     let c = mad.class();
     if class::is_vendor_range2(c) {
@@ -350,14 +414,37 @@ pub fn decode_all(bytes: &[u8]) -> Result<Mad> {
     if c == class::SUBN_ADM {
         mad.sa_header()?;
     }
-    match (mad.header().attr_id, c) {
-        (ClassPortInfo::ID, _) => mad.attribute::<ClassPortInfo>().map(|_| ())?,
-        (PortCounters::ID, class::PERF_MGT) => mad.attribute::<PortCounters>().map(|_| ())?,
-        (PortCountersExtended::ID, class::PERF_MGT) => {
-            mad.attribute::<PortCountersExtended>().map(|_| ())?
+    if class::is_smi(c) {
+        mad.m_key()?;
+    }
+    if c == class::SUBN_DIRECTED_ROUTE {
+        mad.dr_header()?;
+    }
+    let id = mad.header().attr_id;
+    if class::is_smi(c) {
+        match id {
+            attr_id::NOTICE => attr::<Notice>(&mad)?,
+            attr_id::NODE_DESCRIPTION => attr::<NodeDescription>(&mad)?,
+            attr_id::NODE_INFO => attr::<NodeInfo>(&mad)?,
+            attr_id::SWITCH_INFO => attr::<SwitchInfo>(&mad)?,
+            attr_id::GUID_INFO => attr::<GuidInfo>(&mad)?,
+            attr_id::PORT_INFO => attr::<PortInfo>(&mad)?,
+            attr_id::P_KEY_TABLE => attr::<PKeyTable>(&mad)?,
+            attr_id::SL_TO_VL_MAPPING_TABLE => attr::<SlToVlMappingTable>(&mad)?,
+            attr_id::VL_ARBITRATION_TABLE => attr::<VlArbitrationTable>(&mad)?,
+            attr_id::LINEAR_FORWARDING_TABLE => attr::<LinearForwardingTable>(&mad)?,
+            attr_id::MULTICAST_FORWARDING_TABLE => attr::<MulticastForwardingTable>(&mad)?,
+            attr_id::SM_INFO => attr::<SmInfo>(&mad)?,
+            _ => {}
         }
-        (NodeInfo::ID, _) => mad.attribute::<NodeInfo>().map(|_| ())?,
-        (PortInfo::ID, _) => mad.attribute::<PortInfo>().map(|_| ())?,
+        return Ok(mad);
+    }
+    match (id, c) {
+        (ClassPortInfo::ID, _) => attr::<ClassPortInfo>(&mad)?,
+        (Notice::ID, class::PERF_MGT) => attr::<Notice>(&mad)?,
+        (PortSamplesControl::ID, class::PERF_MGT) => attr::<PortSamplesControl>(&mad)?,
+        (PortCounters::ID, class::PERF_MGT) => attr::<PortCounters>(&mad)?,
+        (PortCountersExtended::ID, class::PERF_MGT) => attr::<PortCountersExtended>(&mad)?,
         _ => {}
     }
     Ok(mad)
