@@ -1,10 +1,15 @@
-//! Performance management attributes (class 0x04, IBA 16.1.3): PortCounters
-//! and PortCountersExtended. A PerfMgt MAD has 40 reserved bytes after the
-//! common header; its data begins at byte 64.
+//! Performance management attributes (class 0x04, IBA 16.1.3):
+//! PortSamplesControl, PortCounters and PortCountersExtended. A PerfMgt MAD
+//! has 40 reserved bytes after the common header; its data begins at byte
+//! 64.
 
 use super::attr::{id, Attribute};
-use super::wire::{nibbles, In, Out};
-use super::Result;
+use super::wire::{fit, nibbles, In, Out};
+use super::{class, Result};
+
+fn perf(c: u8) -> bool {
+    c == class::PERF_MGT
+}
 
 /// Where PerfMgt data begins in a MAD.
 pub const PERF_DATA_OFFSET: usize = 64;
@@ -68,6 +73,10 @@ impl Attribute for PortCounters {
     const NAME: &'static str = "PortCounters";
     const SIZE: usize = 44;
 
+    fn in_class(c: u8) -> bool {
+        perf(c)
+    }
+
     fn decode(b: &[u8]) -> Result<Self> {
         let r = In::new(b, Self::NAME, Self::SIZE)?;
         let b19 = r.u8(19)?;
@@ -130,15 +139,17 @@ impl Attribute for PortCounters {
     }
 }
 
-/// PortCountersExtended (IBA 16.1.4.11, 72 bytes): the 64-bit traffic
-/// counters of a port. Data counters count 4-byte words.
+/// PortCountersExtended (IBA 16.1.4.11, 184 bytes): the 64-bit counters
+/// of a port. Data counters count 4-byte words. CounterSelect selects the
+/// traffic counters (bytes 8-71), CounterSelect2 the error counters that
+/// follow them (bytes 72-183, IBA 1.3; a port without them leaves them 0).
 ///
 /// | byte | field |
 /// |---|---|
 /// | 0 | reserved |
 /// | 1 | PortSelect |
 /// | 2-3 | CounterSelect |
-/// | 4-7 | reserved |
+/// | 4-7 | CounterSelect2 |
 /// | 8-15 | PortXmitData |
 /// | 16-23 | PortRcvData |
 /// | 24-31 | PortXmitPkts |
@@ -147,11 +158,26 @@ impl Attribute for PortCounters {
 /// | 48-55 | PortUnicastRcvPkts |
 /// | 56-63 | PortMulticastXmitPkts |
 /// | 64-71 | PortMulticastRcvPkts |
+/// | 72-79 | SymbolErrorCounter |
+/// | 80-87 | LinkErrorRecoveryCounter |
+/// | 88-95 | LinkDownedCounter |
+/// | 96-103 | PortRcvErrors |
+/// | 104-111 | PortRcvRemotePhysicalErrors |
+/// | 112-119 | PortRcvSwitchRelayErrors |
+/// | 120-127 | PortXmitDiscards |
+/// | 128-135 | PortXmitConstraintErrors |
+/// | 136-143 | PortRcvConstraintErrors |
+/// | 144-151 | LocalLinkIntegrityErrors |
+/// | 152-159 | ExcessiveBufferOverrunErrors |
+/// | 160-167 | VL15Dropped |
+/// | 168-175 | PortXmitWait |
+/// | 176-183 | QP1Dropped |
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[allow(missing_docs)] // the fields are named after the table above
 pub struct PortCountersExtended {
     pub port_select: u8,
     pub counter_select: u16,
+    pub counter_select2: u32,
     pub port_xmit_data: u64,
     pub port_rcv_data: u64,
     pub port_xmit_pkts: u64,
@@ -160,26 +186,90 @@ pub struct PortCountersExtended {
     pub port_unicast_rcv_pkts: u64,
     pub port_multicast_xmit_pkts: u64,
     pub port_multicast_rcv_pkts: u64,
+    pub symbol_error_counter: u64,
+    pub link_error_recovery_counter: u64,
+    pub link_downed_counter: u64,
+    pub port_rcv_errors: u64,
+    pub port_rcv_remote_physical_errors: u64,
+    pub port_rcv_switch_relay_errors: u64,
+    pub port_xmit_discards: u64,
+    pub port_xmit_constraint_errors: u64,
+    pub port_rcv_constraint_errors: u64,
+    pub local_link_integrity_errors: u64,
+    pub excessive_buffer_overrun_errors: u64,
+    pub vl15_dropped: u64,
+    pub port_xmit_wait: u64,
+    pub qp1_dropped: u64,
+}
+
+impl PortCountersExtended {
+    /// The 64-bit counters in wire order (bytes 8 to 183, 8 bytes each).
+    fn counters(&self) -> [u64; 22] {
+        [
+            self.port_xmit_data,
+            self.port_rcv_data,
+            self.port_xmit_pkts,
+            self.port_rcv_pkts,
+            self.port_unicast_xmit_pkts,
+            self.port_unicast_rcv_pkts,
+            self.port_multicast_xmit_pkts,
+            self.port_multicast_rcv_pkts,
+            self.symbol_error_counter,
+            self.link_error_recovery_counter,
+            self.link_downed_counter,
+            self.port_rcv_errors,
+            self.port_rcv_remote_physical_errors,
+            self.port_rcv_switch_relay_errors,
+            self.port_xmit_discards,
+            self.port_xmit_constraint_errors,
+            self.port_rcv_constraint_errors,
+            self.local_link_integrity_errors,
+            self.excessive_buffer_overrun_errors,
+            self.vl15_dropped,
+            self.port_xmit_wait,
+            self.qp1_dropped,
+        ]
+    }
 }
 
 impl Attribute for PortCountersExtended {
     const ID: u16 = id::PORT_COUNTERS_EXTENDED;
     const NAME: &'static str = "PortCountersExtended";
-    const SIZE: usize = 72;
+    const SIZE: usize = 184;
+
+    fn in_class(c: u8) -> bool {
+        perf(c)
+    }
 
     fn decode(b: &[u8]) -> Result<Self> {
         let r = In::new(b, Self::NAME, Self::SIZE)?;
+        let c = |i: usize| r.u64(8 + 8 * i);
         Ok(PortCountersExtended {
             port_select: r.u8(1)?,
             counter_select: r.u16(2)?,
-            port_xmit_data: r.u64(8)?,
-            port_rcv_data: r.u64(16)?,
-            port_xmit_pkts: r.u64(24)?,
-            port_rcv_pkts: r.u64(32)?,
-            port_unicast_xmit_pkts: r.u64(40)?,
-            port_unicast_rcv_pkts: r.u64(48)?,
-            port_multicast_xmit_pkts: r.u64(56)?,
-            port_multicast_rcv_pkts: r.u64(64)?,
+            counter_select2: r.u32(4)?,
+            port_xmit_data: c(0)?,
+            port_rcv_data: c(1)?,
+            port_xmit_pkts: c(2)?,
+            port_rcv_pkts: c(3)?,
+            port_unicast_xmit_pkts: c(4)?,
+            port_unicast_rcv_pkts: c(5)?,
+            port_multicast_xmit_pkts: c(6)?,
+            port_multicast_rcv_pkts: c(7)?,
+            symbol_error_counter: c(8)?,
+            link_error_recovery_counter: c(9)?,
+            link_downed_counter: c(10)?,
+            port_rcv_errors: c(11)?,
+            port_rcv_remote_physical_errors: c(12)?,
+            port_rcv_switch_relay_errors: c(13)?,
+            port_xmit_discards: c(14)?,
+            port_xmit_constraint_errors: c(15)?,
+            port_rcv_constraint_errors: c(16)?,
+            local_link_integrity_errors: c(17)?,
+            excessive_buffer_overrun_errors: c(18)?,
+            vl15_dropped: c(19)?,
+            port_xmit_wait: c(20)?,
+            qp1_dropped: c(21)?,
         })
     }
 
@@ -188,15 +278,122 @@ impl Attribute for PortCountersExtended {
         w.u8(0, 0)?;
         w.u8(1, self.port_select)?;
         w.u16(2, self.counter_select)?;
-        w.u32(4, 0)?;
-        w.u64(8, self.port_xmit_data)?;
-        w.u64(16, self.port_rcv_data)?;
-        w.u64(24, self.port_xmit_pkts)?;
-        w.u64(32, self.port_rcv_pkts)?;
-        w.u64(40, self.port_unicast_xmit_pkts)?;
-        w.u64(48, self.port_unicast_rcv_pkts)?;
-        w.u64(56, self.port_multicast_xmit_pkts)?;
-        w.u64(64, self.port_multicast_rcv_pkts)
+        w.u32(4, self.counter_select2)?;
+        for (i, v) in self.counters().iter().enumerate() {
+            w.u64(8 + 8 * i, *v)?;
+        }
+        Ok(())
+    }
+}
+
+/// PortSamplesControl (IBA 16.1.3.2, 80 bytes): starts and describes a
+/// sampling of up to 15 counters (read back with PortSamplesResult).
+///
+/// | byte | field |
+/// |---|---|
+/// | 0 | OpCode |
+/// | 1 | PortSelect |
+/// | 2 | Tick |
+/// | 3 | reserved (5), CounterWidth (3) |
+/// | 4-7 | reserved (2), CounterMask0 (3), CounterMasks1to9 (27) |
+/// | 8-9 | reserved (1), CounterMasks10to14 (15) |
+/// | 10 | SampleMechanisms |
+/// | 11 | reserved (6), SampleStatus (2) |
+/// | 12-19 | OptionMask |
+/// | 20-27 | VendorMask |
+/// | 28-31 | SampleStart |
+/// | 32-35 | SampleInterval |
+/// | 36-37 | Tag |
+/// | 38-67 | CounterSelect0 to CounterSelect14 (16 bits each) |
+/// | 68-71 | reserved |
+/// | 72-79 | SamplesOnlyOptionMask |
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[allow(missing_docs)] // the fields are named after the table above
+pub struct PortSamplesControl {
+    pub op_code: u8,
+    pub port_select: u8,
+    pub tick: u8,
+    /// 3 bits.
+    pub counter_width: u8,
+    /// 3 bits.
+    pub counter_mask0: u8,
+    /// 27 bits: CounterMask1 to CounterMask9, 3 bits each.
+    pub counter_masks1to9: u32,
+    /// 15 bits: CounterMask10 to CounterMask14, 3 bits each.
+    pub counter_masks10to14: u16,
+    pub sample_mechanisms: u8,
+    /// 2 bits: 0 done, 1 started, 2 running.
+    pub sample_status: u8,
+    pub option_mask: u64,
+    pub vendor_mask: u64,
+    pub sample_start: u32,
+    pub sample_interval: u32,
+    pub tag: u16,
+    pub counter_select: [u16; 15],
+    pub samples_only_option_mask: u64,
+}
+
+impl Attribute for PortSamplesControl {
+    const ID: u16 = id::PORT_SAMPLES_CONTROL;
+    const NAME: &'static str = "PortSamplesControl";
+    const SIZE: usize = 80;
+
+    fn in_class(c: u8) -> bool {
+        perf(c)
+    }
+
+    fn decode(b: &[u8]) -> Result<Self> {
+        let r = In::new(b, Self::NAME, Self::SIZE)?;
+        let masks = r.u32(4)?;
+        let mut counter_select = [0u16; 15];
+        for (i, v) in counter_select.iter_mut().enumerate() {
+            *v = r.u16(38 + 2 * i)?;
+        }
+        Ok(PortSamplesControl {
+            op_code: r.u8(0)?,
+            port_select: r.u8(1)?,
+            tick: r.u8(2)?,
+            counter_width: r.u8(3)? & 7,
+            counter_mask0: (masks >> 27 & 7) as u8,
+            counter_masks1to9: masks & 0x07ff_ffff,
+            counter_masks10to14: r.u16(8)? & 0x7fff,
+            sample_mechanisms: r.u8(10)?,
+            sample_status: r.u8(11)? & 3,
+            option_mask: r.u64(12)?,
+            vendor_mask: r.u64(20)?,
+            sample_start: r.u32(28)?,
+            sample_interval: r.u32(32)?,
+            tag: r.u16(36)?,
+            counter_select,
+            samples_only_option_mask: r.u64(72)?,
+        })
+    }
+
+    fn encode_into(&self, out: &mut [u8]) -> Result<()> {
+        let mut w = Out::new(out, Self::NAME, Self::SIZE)?;
+        let width = fit("CounterWidth", 3, self.counter_width.into())? as u8;
+        let m0 = fit("CounterMask0", 3, self.counter_mask0.into())? as u32;
+        let m1 = fit("CounterMasks1to9", 27, self.counter_masks1to9.into())? as u32;
+        let m10 = fit("CounterMasks10to14", 15, self.counter_masks10to14.into())? as u16;
+        let status = fit("SampleStatus", 2, self.sample_status.into())? as u8;
+        w.u8(0, self.op_code)?;
+        w.u8(1, self.port_select)?;
+        w.u8(2, self.tick)?;
+        w.u8(3, width)?;
+        w.u32(4, m0 << 27 | m1)?;
+        w.u16(8, m10)?;
+        w.u8(10, self.sample_mechanisms)?;
+        w.u8(11, status)?;
+        w.u64(12, self.option_mask)?;
+        w.u64(20, self.vendor_mask)?;
+        w.u32(28, self.sample_start)?;
+        w.u32(32, self.sample_interval)?;
+        w.u16(36, self.tag)?;
+        for (i, v) in self.counter_select.iter().enumerate() {
+            w.u16(38 + 2 * i, *v)?;
+        }
+        w.u32(68, 0)?;
+        w.u64(72, self.samples_only_option_mask)
     }
 }
 
@@ -256,16 +453,18 @@ mod tests {
 
     #[test]
     fn port_counters_extended_match_the_spec_layout() {
-        let mut want = [0u8; 72];
+        let mut want = [0u8; 184];
         want[1] = 2;
         want[2..4].copy_from_slice(&[0x00, 0xff]);
-        for (i, off) in (8..72).step_by(8).enumerate() {
+        want[4..8].copy_from_slice(&[0x00, 0x00, 0x10, 0x01]);
+        for (i, off) in (8..184).step_by(8).enumerate() {
             want[off..off + 8].copy_from_slice(&(0x0100_0000_0000_0000 + i as u64).to_be_bytes());
         }
         let v = |i: u64| 0x0100_0000_0000_0000 + i;
         let pce = PortCountersExtended {
             port_select: 2,
             counter_select: 0xff,
+            counter_select2: 0x1001,
             port_xmit_data: v(0),
             port_rcv_data: v(1),
             port_xmit_pkts: v(2),
@@ -274,9 +473,86 @@ mod tests {
             port_unicast_rcv_pkts: v(5),
             port_multicast_xmit_pkts: v(6),
             port_multicast_rcv_pkts: v(7),
+            symbol_error_counter: v(8),
+            link_error_recovery_counter: v(9),
+            link_downed_counter: v(10),
+            port_rcv_errors: v(11),
+            port_rcv_remote_physical_errors: v(12),
+            port_rcv_switch_relay_errors: v(13),
+            port_xmit_discards: v(14),
+            port_xmit_constraint_errors: v(15),
+            port_rcv_constraint_errors: v(16),
+            local_link_integrity_errors: v(17),
+            excessive_buffer_overrun_errors: v(18),
+            vl15_dropped: v(19),
+            port_xmit_wait: v(20),
+            qp1_dropped: v(21),
         };
         assert_eq!(pce.to_bytes().unwrap(), want);
         assert_eq!(PortCountersExtended::decode(&want).unwrap(), pce);
-        assert!(PortCountersExtended::decode(&want[..71]).is_err());
+        assert!(PortCountersExtended::decode(&want[..183]).is_err());
+        // It fits PerfMgt data (192 bytes from offset 64).
+        assert!(PERF_DATA_OFFSET + PortCountersExtended::SIZE <= 256);
+    }
+
+    #[test]
+    fn port_samples_control_matches_the_spec_layout() {
+        let mut counter_select = [0u16; 15];
+        for (i, c) in counter_select.iter_mut().enumerate() {
+            *c = 0x100 + i as u16;
+        }
+        let psc = PortSamplesControl {
+            op_code: 1,
+            port_select: 2,
+            tick: 3,
+            counter_width: 5,
+            counter_mask0: 7,
+            counter_masks1to9: 0x0555_5555,
+            counter_masks10to14: 0x7001,
+            sample_mechanisms: 4,
+            sample_status: 2,
+            option_mask: 0x0102_0304_0506_0708,
+            vendor_mask: 0x1112_1314_1516_1718,
+            sample_start: 0x2122_2324,
+            sample_interval: 0x3132_3334,
+            tag: 0x4142,
+            counter_select,
+            samples_only_option_mask: 0x5152_5354_5556_5758,
+        };
+        let b = psc.to_bytes().unwrap();
+        assert_eq!(
+            &b[..12],
+            &[1, 2, 3, 5, 0x3d, 0x55, 0x55, 0x55, 0x70, 0x01, 4, 2]
+        );
+        assert_eq!(&b[12..14], &[1, 2]);
+        assert_eq!(&b[36..40], &[0x41, 0x42, 0x01, 0x00]);
+        assert_eq!(&b[66..72], &[0x01, 0x0e, 0, 0, 0, 0]);
+        assert_eq!(&b[72..74], &[0x51, 0x52]);
+        assert_eq!(PortSamplesControl::decode(&b).unwrap(), psc);
+        for bad in [
+            PortSamplesControl {
+                counter_width: 8,
+                ..psc
+            },
+            PortSamplesControl {
+                counter_mask0: 8,
+                ..psc
+            },
+            PortSamplesControl {
+                counter_masks1to9: 1 << 27,
+                ..psc
+            },
+            PortSamplesControl {
+                counter_masks10to14: 0x8000,
+                ..psc
+            },
+            PortSamplesControl {
+                sample_status: 4,
+                ..psc
+            },
+        ] {
+            assert!(matches!(bad.to_bytes(), Err(Error::FieldOverflow { .. })));
+        }
+        assert!(PortSamplesControl::decode(&b[..79]).is_err());
     }
 }
