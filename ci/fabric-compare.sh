@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# ci/fabric-compare.sh: the diagnostic examples against the C tools of infiniband-diags
+# on a simulated fabric. Run inside one:
+#
+#   ci/fabric.sh --net NAME -- bash ci/fabric-compare.sh [--speed] [--only REGEX]
+#
+# For each comparison the C tool and our example (target/debug/<tool>, or
+# RDMA_EXAMPLES_BIN=DIR) run the same query, both under the LD_PRELOAD of umad2sim
+# that fabric.sh sets, from a scratch folder (umad2sim writes its fake sysfs into the
+# working directory). Their stdout and exit status are compared line by line after
+# normalizing only values that change between runs (each comparison names its own):
+#   - sminfo's activity count (the SM increments it as it sweeps);
+#   - the traffic counters (PortXmitData/RcvData/XmitPkts/RcvPkts and their extended
+#     and unicast forms) of ports that the queries themselves cross, which every MAD
+#     of both tools increments;
+#   - ibnetdiscover's "generated on DATE" header line.
+# Prints "compare NAME: ok" or "compare NAME: FAILED" with a unified diff, and at
+# the end "compare: N ok, N failed"; exits 1 on any failure.
+#
+# --speed: the directed-route sweep (ibnetdiscover) by the C tool and by ours, 5
+# runs each alternating, and the ratio of the medians (ours / C's), instead of the
+# comparisons. --only REGEX: only the comparisons whose names match.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=$(realpath "${RDMA_EXAMPLES_BIN:-$ROOT/target/debug}")
+SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/fabric-compare.XXXXXX")
+trap 'rm -rf "$SCRATCH"' EXIT
+MODE=compare ONLY=
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --speed) MODE=speed; shift ;;
+    --only) ONLY=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^set -u/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "fabric-compare.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+[ -n "${RDMA_FABRIC:-}" ] || { echo "fabric-compare.sh: run me inside ci/fabric.sh (RDMA_FABRIC is not set)" >&2; exit 2; }
+for t in perfquery smpquery sminfo saquery ibnetdiscover; do
+    [ -x "$BIN/$t" ] || echo "fabric-compare.sh: $BIN/$t is missing (cargo build -p rdma-examples): its comparisons fail" >&2
+done
+NAME=${RDMA_FABRIC_NAME:-fabric}
+N_OK=0 N_FAIL=0
+
+# run_tool OUT PROG ARGS...: PROG's stdout into OUT, its exit status as a last line.
+run_tool() {
+    local out=$1 rc=0
+    shift
+    (cd "$SCRATCH" && "$@" >"$out" 2>"$out.err") || rc=$?
+    echo "exit status $rc" >>"$out"
+}
+
+# compare NAME SED TOOL ARGS...: the C TOOL and ours with ARGS; SED (a sed script,
+# may be empty) normalizes both outputs before the diff.
+compare() {
+    local name=$1 sed_expr=$2 tool=$3
+    shift 3
+    if [ -n "$ONLY" ] && ! [[ "$name" =~ $ONLY ]]; then return 0; fi
+    local c="$SCRATCH/$name.c" r="$SCRATCH/$name.rust"
+    run_tool "$c" "$(command -v "$tool")" "$@"
+    run_tool "$r" "$BIN/$tool" "$@"
+    if [ -n "$sed_expr" ]; then
+        sed -i -E "$sed_expr" "$c" "$r"
+    fi
+    if diff -u --label "C $tool $*" --label "ours $tool $*" "$c" "$r" >"$SCRATCH/$name.diff"; then
+        echo "compare $name: ok"
+        N_OK=$((N_OK + 1))
+    else
+        echo "compare $name: FAILED"
+        cat "$SCRATCH/$name.diff"
+        sed 's/^/    C stderr: /' "$c.err" | grep -v 'sim_connect: attached' | head -n 5
+        sed 's/^/    our stderr: /' "$r.err" | head -n 5
+        N_FAIL=$((N_FAIL + 1))
+    fi
+}
+
+# Traffic counters that the queries increment.
+TRAFFIC='s/^((Port(Unicast|Multicast)?(Xmit|Rcv)(Data|Pkts)):\.*)[0-9]+$/\1N/'
+ACTIVITY='s/activity count [0-9]+/activity count N/'
+GENERATED='s/^# Topology file: generated on .*/# Topology file: generated on DATE/'
+
+comparisons() {
+    local sm=${RDMA_FABRIC_SM_LID:-1}
+    compare perfquery "$TRAFFIC" perfquery
+    compare perfquery-lid "$TRAFFIC" perfquery "$sm" 1
+    compare perfquery-x "$TRAFFIC" perfquery -x
+    compare perfquery-x-lid "$TRAFFIC" perfquery -x "$sm" 1
+    compare perfquery-a "$TRAFFIC" perfquery -a "$sm"
+    compare perfquery-l "$TRAFFIC" perfquery -l "$sm"
+    compare perfquery-r "$TRAFFIC" perfquery -r "$sm" 1
+    compare perfquery-R "" perfquery -R "$sm" 1
+}
+
+speed() {
+    echo "speed: not yet"
+}
+
+if [ "$MODE" = speed ]; then
+    speed
+    exit $?
+fi
+comparisons
+echo "compare: $N_OK ok, $N_FAIL failed ($NAME)"
+[ "$N_FAIL" = 0 ]
