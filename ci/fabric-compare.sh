@@ -25,7 +25,14 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=$(realpath "${RDMA_EXAMPLES_BIN:-$ROOT/target/debug}")
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/fabric-compare.XXXXXX")
-trap 'rm -rf "$SCRATCH"' EXIT
+# RDMA_COMPARE_KEEP=DIR keeps every output (NAME.c, NAME.rust, their .err) there.
+keep() {
+    if [ -n "${RDMA_COMPARE_KEEP:-}" ]; then
+        mkdir -p "$RDMA_COMPARE_KEEP" && cp "$SCRATCH"/*.c "$SCRATCH"/*.rust "$SCRATCH"/*.err "$RDMA_COMPARE_KEEP"/ 2>/dev/null
+    fi
+    rm -rf "$SCRATCH"
+}
+trap keep EXIT
 MODE=compare ONLY=
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -57,7 +64,7 @@ compare() {
     shift 3
     if [ -n "$ONLY" ] && ! [[ "$name" =~ $ONLY ]]; then return 0; fi
     local c="$SCRATCH/$name.c" r="$SCRATCH/$name.rust"
-    run_tool "$c" "$(command -v "$tool")" "$@"
+    run_tool "$c" "$tool" "$@"
     run_tool "$r" "$BIN/$tool" "$@"
     if [ -n "$sed_expr" ]; then
         sed -i -E "$sed_expr" "$c" "$r"
@@ -89,6 +96,27 @@ comparisons() {
     compare perfquery-l "$TRAFFIC" perfquery -l "$sm"
     compare perfquery-r "$TRAFFIC" perfquery -r "$sm" 1
     compare perfquery-R "" perfquery -R "$sm" 1
+
+    compare sminfo "$ACTIVITY" sminfo
+    compare sminfo-lid "$ACTIVITY" sminfo "$sm"
+    compare sminfo-dr "$ACTIVITY" sminfo -D 0
+
+    local lid op
+    for lid in 1 2 3; do
+        for op in nodeinfo nodedesc portinfo switchinfo pkeys sl2vl vlarb guids GUIDInfo; do
+            compare "smpquery-$op-$lid" "" smpquery "$op" "$lid"
+        done
+        compare "smpquery-portinfo-$lid-1" "" smpquery portinfo "$lid" 1
+        compare "smpquery-pkeys-$lid-1" "" smpquery pkeys "$lid" 1
+        compare "smpquery-vlarb-$lid-1" "" smpquery vlarb "$lid" 1
+    done
+    local path
+    for path in 0 0,1 0,1,1; do
+        for op in nodeinfo nodedesc portinfo switchinfo pkeys sl2vl vlarb; do
+            compare "smpquery-$op-dr-$path" "" smpquery -D "$op" "$path"
+        done
+        compare "smpquery-portinfo-dr-$path-1" "" smpquery -D portinfo "$path" 1
+    done
 }
 
 speed() {
