@@ -117,6 +117,11 @@ comparisons() {
         done
         compare "smpquery-portinfo-dr-$path-1" "" smpquery -D portinfo "$path" 1
     done
+
+    compare ibnetdiscover "$GENERATED" ibnetdiscover
+    compare ibnetdiscover-l "" ibnetdiscover -l
+    compare ibnetdiscover-S "" ibnetdiscover -S
+    compare ibnetdiscover-H "" ibnetdiscover -H
 }
 
 speed() {
