@@ -577,4 +577,104 @@ mod tests {
         let big = vec![1u8; 4096];
         assert_eq!(Mad::decode(&big).unwrap().len(), 4096);
     }
+
+    #[test]
+    fn attributes_are_read_and_written_only_in_their_class() {
+        let mut perf = Mad::new(&MadHeader::request(class::PERF_MGT, 1, Method::GET, 1, 0));
+        perf.set_attribute(&PortCounters::default()).unwrap();
+        // 0x0012 is PortCounters here, SwitchInfo for the SMA.
+        assert_eq!(
+            perf.attribute::<SwitchInfo>(),
+            Err(Error::WrongClass {
+                what: "SwitchInfo",
+                class: 4
+            })
+        );
+        assert!(matches!(
+            perf.set_attribute(&SwitchInfo::default()),
+            Err(Error::WrongClass { .. })
+        ));
+        assert!(matches!(perf.m_key(), Err(Error::WrongClass { .. })));
+        let mut smp = Mad::smp(Method::GET, attr_id::SWITCH_INFO, 0, 1, 0);
+        smp.set_attribute(&SwitchInfo {
+            linear_fdb_top: 5,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(smp.attribute::<SwitchInfo>().unwrap().linear_fdb_top, 5);
+        assert!(matches!(
+            smp.attribute::<PortCounters>(),
+            Err(Error::WrongClass { class: 1, .. })
+        ));
+        assert!(matches!(
+            smp.attribute::<PortSamplesControl>(),
+            Err(Error::WrongClass { class: 1, .. })
+        ));
+        assert_eq!(decode_all(smp.as_bytes()).unwrap(), smp);
+    }
+
+    #[test]
+    fn hostile_smps_are_typed_errors() {
+        // A directed-route header only (the rest padded): a valid route of
+        // 0 hops, or a hop pointer past its end.
+        let mut b = [0u8; 24];
+        b[0] = 1;
+        b[1] = class::SUBN_DIRECTED_ROUTE;
+        b[17] = 0x11;
+        assert!(decode_all(&b).is_ok());
+        b[6] = 2;
+        assert_eq!(
+            decode_all(&b),
+            Err(Error::HopPointer {
+                pointer: 2,
+                count: 0
+            })
+        );
+        b[6] = 0;
+        b[7] = 0xff;
+        assert_eq!(decode_all(&b), Err(Error::HopCount(255)));
+        // Shorter than a header.
+        assert!(matches!(
+            decode_all(&b[..23]),
+            Err(Error::Truncated { need: 24, .. })
+        ));
+        // Every SMA attribute ID, in both SMP classes, decodes from random
+        // data; every prefix of such a MAD is a MAD or an error.
+        let ids = [
+            attr_id::NOTICE,
+            attr_id::NODE_DESCRIPTION,
+            attr_id::NODE_INFO,
+            attr_id::SWITCH_INFO,
+            attr_id::GUID_INFO,
+            attr_id::PORT_INFO,
+            attr_id::P_KEY_TABLE,
+            attr_id::SL_TO_VL_MAPPING_TABLE,
+            attr_id::VL_ARBITRATION_TABLE,
+            attr_id::LINEAR_FORWARDING_TABLE,
+            attr_id::MULTICAST_FORWARDING_TABLE,
+            attr_id::SM_INFO,
+        ];
+        for (i, id) in ids.into_iter().enumerate() {
+            let mut m = Mad::smp_directed(Method::GET, id, 0, i as u64, 0, &[0, 1]).unwrap();
+            for (j, x) in m.data_mut()[..64].iter_mut().enumerate() {
+                *x = (j * 37 + i) as u8;
+            }
+            assert_eq!(decode_all(m.as_bytes()).unwrap(), m);
+            for n in 0..=m.len() {
+                let _ = decode_all(&m.as_bytes()[..n]);
+            }
+        }
+        // A value too wide for its field does not encode into a MAD.
+        let mut m = Mad::smp(Method::SET, attr_id::SM_INFO, 0, 1, 0);
+        assert!(matches!(
+            m.set_attribute(&SmInfo {
+                sm_state: 16,
+                ..Default::default()
+            }),
+            Err(Error::FieldOverflow {
+                field: "SMState",
+                ..
+            })
+        ));
+    }
 }
