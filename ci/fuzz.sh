@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
-# ci/fuzz.sh [SECONDS]: fuzz the MAD decoder (rdma::mad) for a bounded time.
+# ci/fuzz.sh [SECONDS]: fuzz the MAD codec (rdma::mad) for a bounded time.
 #
-# Uses cargo-fuzz (libFuzzer, coverage-guided, AddressSanitizer) on the target
-# fuzz/fuzz_targets/mad_decode.rs, seeded with the corpus kept in
-# fuzz/corpus/mad_decode. New inputs go to a scratch directory, so the kept
-# corpus does not grow by itself (merge by hand: see fuzz/README.md).
+# Uses cargo-fuzz (libFuzzer, coverage-guided, AddressSanitizer) on the
+# targets fuzz/fuzz_targets/mad_decode.rs (the MAD, its headers and the
+# SMA/PerfMgt attributes) and fuzz/fuzz_targets/sa_decode.rs (the SA records,
+# the GetTable iterator and the SA status), each seeded with its corpus kept
+# in fuzz/corpus/TARGET. SECONDS is split evenly between the targets. New
+# inputs go to a scratch directory, so the kept corpora do not grow by
+# themselves (merge by hand: see fuzz/README.md).
 # cargo-fuzz passes nightly-only flags (-Zsanitizer); the stable toolchain
 # accepts them with RUSTC_BOOTSTRAP=1, set here for the fuzz build only.
 #
 # Installs cargo-fuzz (crates.io, pinned) when `cargo fuzz` is missing.
-# Prints the executions and the duration; fails on a crash (the input is left
-# in fuzz/artifacts/mad_decode/).
+# Prints the executions and the duration of each target; fails on a crash
+# (the input is left in fuzz/artifacts/TARGET/), after running the other
+# targets.
 #
-# Knobs: SECONDS (argument) or RDMA_FUZZ_SECONDS (default 60).
+# Knobs: SECONDS (argument) or RDMA_FUZZ_SECONDS (default 60), the total for
+# all targets.
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 
 SECS=${1:-${RDMA_FUZZ_SECONDS:-60}}
 CARGO_FUZZ_VERSION=0.13.2
-TARGET=mad_decode
+TARGETS=(mad_decode sa_decode)
+# Each target's share of the time, at least 1 s.
+PER=$(( SECS / ${#TARGETS[@]} ))
+[ "$PER" -ge 1 ] || PER=1
 
 # fuzz_cargo ARGS...: cargo as the invoking user (like cargo_cmd), with
 # RUSTC_BOOTSTRAP=1.
@@ -42,25 +50,40 @@ else
     fuzz_cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked
 fi
 
-step "fuzz build ($TARGET)"
-fuzz_cargo fuzz build -O "$TARGET"
+step "fuzz build (${TARGETS[*]})"
+for t in "${TARGETS[@]}"; do
+    fuzz_cargo fuzz build -O "$t"
+done
 
-step "fuzz run ($TARGET, ${SECS}s)"
 WORK=$(mktemp -d)
 chmod 777 "$WORK"
 trap 'rm -rf "$WORK"' EXIT
-LOG="$WORK/fuzz.log"
-T0=$(now)
-set +e
-fuzz_cargo fuzz run -O "$TARGET" "$WORK" "fuzz/corpus/$TARGET" -- \
-    -max_total_time="$SECS" -max_len=1024 -print_final_stats=1 2>&1 | tee "$LOG" | grep -E '^(#[0-9]+\s+(INITED|DONE|pulse))|^Done|ERROR|panicked|SUMMARY'
-RC=${PIPESTATUS[0]}
-set -e
-DUR=$(elapsed "$T0")
-RUNS=$(sed -nE 's/^Done ([0-9]+) runs in ([0-9]+) second.*/\1/p' "$LOG" | tail -n 1)
-[ -n "$RUNS" ] || RUNS=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$LOG" | tail -n 1)
-echo "fuzz: $TARGET: ${RUNS:-?} executions in ${DUR}s (limit ${SECS}s), corpus $(ls "fuzz/corpus/$TARGET" | wc -l) seeds + $(ls "$WORK" | grep -vc fuzz.log) new"
-if [ "$RC" != 0 ]; then
-    tail -n 40 "$LOG" >&2
-    die "fuzzing $TARGET failed (exit $RC); crash inputs in fuzz/artifacts/$TARGET/"
+FAILED=()
+SUMMARY=()
+for TARGET in "${TARGETS[@]}"; do
+    step "fuzz run ($TARGET, ${PER}s)"
+    NEW="$WORK/$TARGET"
+    mkdir -p "$NEW"
+    chmod 777 "$NEW"
+    LOG="$WORK/$TARGET.log"
+    T0=$(now)
+    set +e
+    fuzz_cargo fuzz run -O "$TARGET" "$NEW" "fuzz/corpus/$TARGET" -- \
+        -max_total_time="$PER" -max_len=1024 -print_final_stats=1 2>&1 | tee "$LOG" | grep -E '^(#[0-9]+\s+(INITED|DONE|pulse))|^Done|ERROR|panicked|SUMMARY'
+    RC=${PIPESTATUS[0]}
+    set -e
+    DUR=$(elapsed "$T0")
+    RUNS=$(sed -nE 's/^Done ([0-9]+) runs in ([0-9]+) second.*/\1/p' "$LOG" | tail -n 1)
+    [ -n "$RUNS" ] || RUNS=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$LOG" | tail -n 1)
+    LINE="fuzz: $TARGET: ${RUNS:-?} executions in ${DUR}s (limit ${PER}s), corpus $(ls "fuzz/corpus/$TARGET" | wc -l) seeds + $(ls "$NEW" | wc -l) new"
+    echo "$LINE"
+    SUMMARY+=("$LINE")
+    if [ "$RC" != 0 ]; then
+        tail -n 40 "$LOG" >&2
+        FAILED+=("$TARGET (exit $RC)")
+    fi
+done
+printf '%s\n' "${SUMMARY[@]}"
+if [ "${#FAILED[@]}" != 0 ]; then
+    die "fuzzing failed: ${FAILED[*]}; crash inputs in fuzz/artifacts/TARGET/"
 fi
