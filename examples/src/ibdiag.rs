@@ -36,9 +36,6 @@ pub struct Common {
         default_value_t = 1000
     )]
     pub timeout_ms: u64,
-    /// Addresses are LIDs (the default).
-    #[arg(short = 'L', long = "Lid")]
-    pub use_lid: bool,
 }
 
 /// Where a request goes.
@@ -694,6 +691,58 @@ pub fn indent(lines: &str, tabs: usize) -> String {
     s
 }
 
+/// A GID as glibc's `inet_ntop(AF_INET6)` writes it: lower-case groups
+/// without leading zeros, the longest run of two or more zero groups (the
+/// first of equal runs) as `::`, and the last 32 bits as a dotted IPv4
+/// address when the first 96 bits are zero (other than `::` and `::1`) or
+/// the address is IPv4-mapped.
+pub fn inet6(g: &[u8; 16]) -> String {
+    let w: Vec<u16> = g
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect();
+    let (mut best, mut best_len, mut cur, mut cur_len) = (usize::MAX, 0, 0, 0);
+    for (i, &x) in w.iter().enumerate() {
+        if x == 0 {
+            if cur_len == 0 {
+                cur = i;
+            }
+            cur_len += 1;
+            if cur_len > best_len {
+                best = cur;
+                best_len = cur_len;
+            }
+        } else {
+            cur_len = 0;
+        }
+    }
+    if best_len < 2 {
+        best = usize::MAX;
+    }
+    let mut s = String::new();
+    let mut i = 0;
+    while i < 8 {
+        if i == best {
+            if i == 0 {
+                s.push(':');
+            }
+            s.push(':');
+            i += best_len;
+            continue;
+        }
+        if i == 6 && best == 0 && (best_len == 6 || (best_len == 5 && w[5] == 0xffff)) {
+            let _ = write!(s, "{}.{}.{}.{}", g[12], g[13], g[14], g[15]);
+            break;
+        }
+        let _ = write!(s, "{:x}", w[i]);
+        if i < 7 {
+            s.push(':');
+        }
+        i += 1;
+    }
+    s
+}
+
 /// Prints an error the way infiniband-diags' `IBEXIT` does
 /// (`TOOL: iberror: failed: WHAT`, on stdout with 255 as exit status,
 /// as v44 does) and exits.
@@ -747,5 +796,21 @@ mod tests {
         let d = Dest::parse("0,1,3", true).unwrap();
         assert_eq!(d.describe(), "DR path slid 65535; dlid 65535; 0,1,3");
         assert_eq!(parse_int("010"), Some(8));
+    }
+
+    #[test]
+    fn gids_print_as_inet_ntop_does() {
+        let g = |s: &str| s.parse::<std::net::Ipv6Addr>().unwrap().octets();
+        assert_eq!(inet6(&g("fe80::20:0")), "fe80::20:0");
+        assert_eq!(inet6(&g("::")), "::");
+        assert_eq!(inet6(&g("::1")), "::1");
+        assert_eq!(
+            inet6(&g("ff12:401b:ffff::ffff:ffff")),
+            "ff12:401b:ffff::ffff:ffff"
+        );
+        assert_eq!(inet6(&g("1:0:2::3")), "1:0:2::3");
+        assert_eq!(inet6(&g("::ffff:1.2.3.4")), "::ffff:1.2.3.4");
+        assert_eq!(inet6(&g("::1.2.3.4")), "::1.2.3.4");
+        assert_eq!(inet6(&g("fe80::1:0:0:1")), "fe80::1:0:0:1");
     }
 }
