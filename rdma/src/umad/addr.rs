@@ -85,6 +85,16 @@ impl Address {
         }
     }
 
+    /// The SMI (QP0, Q_Key 0) of the node with `lid`: the address of a
+    /// LID-routed subnet management packet (class 0x01; InfiniBand only).
+    pub fn smi_lid(lid: u16) -> Address {
+        Address {
+            qpn: 0,
+            qkey: 0,
+            ..Address::gsi_lid(lid)
+        }
+    }
+
     /// The address to answer a MAD that came from `self`: the same, with the
     /// GSI Q_Key when it came from QP1 (the kernel reports Q_Key 0).
     pub fn reply(&self) -> Address {
@@ -195,6 +205,19 @@ mod tests {
         lid.write(&mut b);
         assert_eq!(b[12], 0);
         assert_eq!(Address::read(&b), lid);
+    }
+
+    #[test]
+    fn smi_addresses_are_qp0_without_a_qkey() {
+        let a = Address::smi_lid(0x1234);
+        let mut b = [0u8; ADDR_SIZE];
+        a.write(&mut b);
+        assert_eq!(&b[0..8], &[0; 8]); // qpn 0, qkey 0
+        assert_eq!(&b[8..10], &[0x12, 0x34]); // lid, big-endian
+        assert_eq!(b[12], 0); // no GRH
+        assert_eq!(Address::read(&b), a);
+        // The reply to an SMP stays on QP0.
+        assert_eq!(a.reply(), a);
     }
 
     #[test]

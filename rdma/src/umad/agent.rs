@@ -251,7 +251,8 @@ impl AgentView {
 
     fn write(&self, mad: &Mad, addr: &Address, timeout_ms: u32, retries: u32) -> Result<()> {
         self.check_addr(addr)?;
-        let bytes = mad.as_bytes();
+        let long = rmpp_send(mad.as_bytes(), &self.reg)?;
+        let bytes = long.as_deref().unwrap_or(mad.as_bytes());
         let hdr = send_header(self.id, timeout_ms, retries, bytes.len(), addr);
         let tracked = timeout_ms > 0 && mad.method().expects_response();
         // Recorded before the write, so that a response another thread
@@ -280,6 +281,47 @@ impl AgentView {
     pub fn respond(&self, req: &Received, resp: &Mad) -> Result<()> {
         self.send(resp, &req.reply_address())
     }
+}
+
+/// Whether the kernel segments MADs of `class` with RMPP
+/// (`ib_is_mad_class_rmpp`): SA, BM, device management and administration,
+/// vendor range 2.
+fn is_rmpp_class(c: u8) -> bool {
+    matches!(c, class::SUBN_ADM | class::BM | class::DEV_MGT | 0x10) || class::is_vendor_range2(c)
+}
+
+/// The RMPP flags byte (RRespTime and RMPPFlags) of a MAD, and its Active
+/// bit: the kernel sends a MAD as an RMPP transfer only with it set.
+const RMPP_FLAGS_BYTE: usize = 26;
+const RMPP_FLAG_ACTIVE: u8 = 0x01;
+
+/// What to write for a MAD longer than 256 bytes (`None`: the MAD as it
+/// is): an RMPP transfer, which the kernel segments, for an agent that
+/// registered with RMPP on a class that has it; the copy returned has the
+/// RMPP header's Active flag set, without which the kernel refuses
+/// (EINVAL) a MAD that does not fit one. Anything else is
+/// [`Error::MadTooLong`], with the reason.
+fn rmpp_send(bytes: &[u8], reg: &Registration) -> Result<Option<Vec<u8>>> {
+    let len = bytes.len();
+    if len <= Mad::SIZE {
+        return Ok(None);
+    }
+    let class = bytes.get(1).copied().unwrap_or(0);
+    if !is_rmpp_class(class) {
+        return Err(Error::MadTooLong {
+            len,
+            reason: "its class has no RMPP (only SA, BM, device management and vendor range 2 classes do)",
+        });
+    }
+    if reg.rmpp_version == 0 {
+        return Err(Error::MadTooLong {
+            len,
+            reason: "the agent did not register with RMPP (Registration::rmpp(1))",
+        });
+    }
+    let mut v = bytes.to_vec();
+    v[RMPP_FLAGS_BYTE] |= RMPP_FLAG_ACTIVE;
+    Ok(Some(v))
 }
 
 /// Turns the kernel's status of a response into an error.
@@ -336,6 +378,98 @@ mod tests {
         );
         assert_eq!(wait_limit(Duration::MAX, u32::MAX), Duration::MAX);
     }
+
+    fn long_mad(class: u8, len: usize) -> Vec<u8> {
+        let mut b = Mad::new(&crate::mad::MadHeader::request(
+            class,
+            2,
+            Method::GET,
+            9,
+            0x11,
+        ))
+        .as_bytes()
+        .to_vec();
+        b.resize(len, 0xee);
+        b
+    }
+
+    #[test]
+    fn mads_longer_than_256_bytes_go_as_rmpp_transfers_of_rmpp_agents() {
+        let rmpp = Registration::new(class::SUBN_ADM, 2).rmpp(1);
+        // One MAD goes as it is, RMPP agent or not.
+        let one = long_mad(class::SUBN_ADM, Mad::SIZE);
+        assert_eq!(rmpp_send(&one, &rmpp).unwrap(), None);
+        assert_eq!(
+            rmpp_send(&one, &Registration::new(class::SUBN_ADM, 2)).unwrap(),
+            None
+        );
+        // A longer one gets the Active flag, the rest untouched.
+        let long = long_mad(class::SUBN_ADM, 1000);
+        let sent = rmpp_send(&long, &rmpp).unwrap().unwrap();
+        assert_eq!(sent.len(), 1000);
+        assert_eq!(
+            sent[RMPP_FLAGS_BYTE],
+            long[RMPP_FLAGS_BYTE] | RMPP_FLAG_ACTIVE
+        );
+        let mut rest = sent.clone();
+        rest[RMPP_FLAGS_BYTE] = long[RMPP_FLAGS_BYTE];
+        assert_eq!(rest, long);
+        // Vendor range 2 has RMPP too.
+        let vendor = Registration::new(0x32, 1).oui(Oui::OPENIB).rmpp(1);
+        assert!(rmpp_send(&long_mad(0x32, 300), &vendor).unwrap().is_some());
+        // Refused: no RMPP registration, or a class without RMPP.
+        for (b, reg) in [
+            (long.clone(), Registration::new(class::SUBN_ADM, 2)),
+            (
+                long_mad(class::PERF_MGT, 300),
+                Registration::new(class::PERF_MGT, 1).rmpp(1),
+            ),
+            (
+                long_mad(class::SUBN_LID_ROUTED, 257),
+                Registration::new(class::SUBN_LID_ROUTED, 1),
+            ),
+        ] {
+            match rmpp_send(&b, &reg) {
+                Err(Error::MadTooLong { len, .. }) => assert_eq!(len, b.len()),
+                other => panic!("{reg:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair
+    fn a_long_mad_is_written_whole_with_its_header() {
+        let (port, r) = crate::umad::port::tests::fake_port();
+        let agent = AgentView {
+            port,
+            id: 5,
+            reg: Registration::new(class::SUBN_ADM, 2).rmpp(1),
+            next_tid: AtomicU32::new(1),
+        };
+        let mad = Mad::decode(&long_mad(class::SUBN_ADM, 2000)).unwrap();
+        agent.send(&mad, &Address::gsi_lid(1)).unwrap();
+        let mut buf = vec![0u8; 4096];
+        use std::os::fd::AsRawFd;
+        // SAFETY: `buf` is writable for its length; the fd is open.
+        let n = unsafe { libc::read(r.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        assert_eq!(n, (HDR + 2000) as isize);
+        assert_eq!(u32::from_ne_bytes(buf[16..20].try_into().unwrap()), 2000);
+        assert_eq!(buf[HDR + RMPP_FLAGS_BYTE] & RMPP_FLAG_ACTIVE, 1);
+        assert_eq!(&buf[HDR + 300..HDR + 2000], &mad.as_bytes()[300..]);
+        // Without RMPP: refused before the write.
+        let plain = AgentView {
+            reg: Registration::new(class::SUBN_ADM, 2),
+            port: agent.port.clone(),
+            id: 6,
+            next_tid: AtomicU32::new(1),
+        };
+        assert!(matches!(
+            plain.send(&mad, &Address::gsi_lid(1)),
+            Err(Error::MadTooLong { len: 2000, .. })
+        ));
+    }
+
+    const HDR: usize = crate::umad::wire::HDR_SIZE;
 
     #[test]
     fn refusals_say_why() {

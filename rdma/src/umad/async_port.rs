@@ -129,7 +129,9 @@ pub struct AsyncPort {
 }
 
 impl AsyncPort {
-    /// Takes over `port` and spawns its reader on the current runtime.
+    /// Takes over `port` and spawns its reader on the current runtime (for
+    /// a port under ibsim's umad2sim, whose fd no event loop can wait on, a
+    /// thread that waits in the shim's poll instead).
     ///
     /// A port with agents still registered is refused (`EBUSY`): their
     /// blocking receives would race the reader task for MADs. Register the
@@ -145,11 +147,28 @@ impl AsyncPort {
             ));
         }
         let fd = port.as_raw_fd();
+        let simulated = port.inner.simulated;
         let shared = Arc::new(Shared {
             port,
             waiters: Mutex::default(),
             servers: Mutex::default(),
         });
+        let (stop_tx, stop_rx) = oneshot::channel();
+        if simulated {
+            // umad2sim's fd is not the kernel's: epoll cannot wait on it.
+            let s = shared.clone();
+            std::thread::Builder::new()
+                .name("umad2sim reader".into())
+                .spawn(move || sim_reader(s, stop_rx))
+                .map_err(|e| Error::Io {
+                    op: "spawn (the reader thread of a umad2sim port)",
+                    source: e,
+                })?;
+            return Ok(AsyncPort {
+                shared,
+                stop: Arc::new(Stop(stop_tx)),
+            });
+        }
         let afd = {
             let _enter = rt.enter();
             // SAFETY: the fd stays open for the AsyncFd's whole life: the
@@ -162,7 +181,6 @@ impl AsyncPort {
                 source: e.into(),
             })?
         };
-        let (stop_tx, stop_rx) = oneshot::channel();
         rt.spawn(reader(
             Reader {
                 afd,
@@ -249,6 +267,31 @@ async fn reader(r: Reader, mut stop: oneshot::Receiver<()>) {
                     shared.fail(e.errno().unwrap_or(libc::EIO));
                     return;
                 }
+            }
+        }
+    }
+}
+
+/// How long the reader thread of a umad2sim port waits in one poll: at most
+/// how long it outlives the last handle (and keeps the port open).
+const SIM_POLL: Duration = Duration::from_millis(100);
+
+/// The reader of a port under ibsim's umad2sim, on a thread of its own: its
+/// fd is the shim's, which only the shim's poll(2) understands (an event
+/// loop's epoll refuses it), so the thread waits in poll, a bounded time at
+/// once, and hands each MAD over as the reader task does. It stops when
+/// every handle is gone (the stop channel closed) or the fd fails.
+fn sim_reader(shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
+    loop {
+        if !matches!(stop.try_recv(), Err(oneshot::error::TryRecvError::Empty)) {
+            return;
+        }
+        match shared.port.inner.recv_matching(Some(SIM_POLL), |_| true) {
+            Ok(r) => shared.dispatch(r),
+            Err(Error::RecvTimeout(_)) => {}
+            Err(e) => {
+                shared.fail(e.errno().unwrap_or(libc::EIO));
+                return;
             }
         }
     }

@@ -21,6 +21,10 @@ pub struct Ca {
     pub node_guid: u64,
     /// The system image GUID.
     pub system_guid: u64,
+    /// The highest port number (libibumad's `numports`, what `ibstat`
+    /// prints as "Number of ports"): 0 for a switch, whose only umad port
+    /// is its management port 0.
+    pub num_ports: u32,
     /// The ports, in port-number order.
     pub ports: Vec<CaPort>,
 }
@@ -59,6 +63,25 @@ pub struct CaPort {
 }
 
 impl CaPort {
+    /// The port's rate as sysfs words it (`40 Gb/sec (4X QDR)`, `40 Gb/sec
+    /// (4X FDR10)`), read as libibumad reads sysfs: through the C library's
+    /// `open` and `read`, which ibsim's umad2sim replaces with its fake
+    /// sysfs (a file opened by Rust's std goes through `open64`, which the
+    /// shim does not see). `None` when it cannot be read.
+    pub fn rate_text(&self) -> Option<String> {
+        let path = format!(
+            "/sys/class/infiniband/{}/ports/{}/rate",
+            self.ca_name, self.port_num
+        );
+        read_sysfs_with_libc_open(&path)
+    }
+
+    /// Whether the rate is FDR10 (`ibstat` prints `Rate: 40 (FDR10)`): the
+    /// sysfs rate ends in `FDR10)`.
+    pub fn is_fdr10(&self) -> bool {
+        self.rate_text().is_some_and(|r| rate_is_fdr10(&r))
+    }
+
     /// Whether the link layer is Ethernet: RoCE, where every MAD needs a GRH
     /// and only GSI (QP1) exists.
     pub fn is_ethernet(&self) -> bool {
@@ -66,21 +89,23 @@ impl CaPort {
     }
 }
 
-/// The name of a logical port state, as ibstat prints it.
+/// The name of a logical port state, as ibstat prints it (`???` for 0,
+/// NOP, and anything past Active, as its table has no more).
 pub fn port_state_name(state: u32) -> &'static str {
     match state {
         1 => "Down",
         2 => "Initializing",
         3 => "Armed",
         4 => "Active",
-        5 => "ActiveDefer",
-        _ => "Unknown",
+        _ => "???",
     }
 }
 
-/// The name of a physical port state, as ibstat prints it.
+/// The name of a physical port state, as ibstat prints it (`???` past
+/// PhyTest).
 pub fn phys_state_name(state: u32) -> &'static str {
     match state {
+        0 => "No state change",
         1 => "Sleep",
         2 => "Polling",
         3 => "Disabled",
@@ -88,7 +113,18 @@ pub fn phys_state_name(state: u32) -> &'static str {
         5 => "LinkUp",
         6 => "LinkErrorRecovery",
         7 => "PhyTest",
-        _ => "Unknown",
+        _ => "???",
+    }
+}
+
+/// The name of a node type, as ibstat prints it (`???` for others).
+pub fn node_type_name(node_type: u32) -> &'static str {
+    match node_type {
+        1 => "CA",
+        2 => "Switch",
+        3 => "Router",
+        4 => "iWARP RNIC",
+        _ => "???",
     }
 }
 
@@ -162,6 +198,7 @@ impl Ca {
             hw_ver: c_string(&raw.hw_ver),
             node_guid: u64::from_be(raw.node_guid),
             system_guid: u64::from_be(raw.system_guid),
+            num_ports: raw.numports.max(0) as u32,
             ports,
         };
         // SAFETY: `raw` was filled by umad_get_ca and is released once.
@@ -227,6 +264,33 @@ impl CaPort {
     }
 }
 
+/// Whether a sysfs rate (`56 Gb/sec (4X FDR10)`) names FDR10: the five
+/// characters before its `)`, in any case, as ibstat checks.
+fn rate_is_fdr10(rate: &str) -> bool {
+    rate.find(')')
+        .and_then(|i| rate.get(i.checked_sub(5)?..i))
+        .is_some_and(|s| s.eq_ignore_ascii_case("fdr10"))
+}
+
+/// Reads a small sysfs file with libc's `open` and `read` (see
+/// [`CaPort::rate_text`]), up to its first newline.
+fn read_sysfs_with_libc_open(path: &str) -> Option<String> {
+    let c = CString::new(path).ok()?;
+    // SAFETY: `c` is NUL-terminated; the fd is closed below.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    let mut buf = [0u8; 128];
+    // SAFETY: `buf` is writable for its length.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    // SAFETY: `fd` was opened above and is closed once.
+    unsafe { libc::close(fd) };
+    let n = usize::try_from(n).ok()?;
+    let text = String::from_utf8_lossy(&buf[..n.min(buf.len())]);
+    Some(text.split('\n').next().unwrap_or_default().to_string())
+}
+
 /// The C string of a CA name, for functions that take one.
 pub(crate) fn ca_cstring(name: &str) -> Result<CString> {
     CString::new(name).map_err(|_| Error::NoDevice(name.to_string()))
@@ -253,9 +317,54 @@ mod tests {
 
     #[test]
     fn state_names_match_ibstat() {
-        assert_eq!(port_state_name(4), "Active");
-        assert_eq!(phys_state_name(5), "LinkUp");
-        assert_eq!(port_state_name(99), "Unknown");
+        // ibstat's tables (infiniband-diags' ibstat.c).
+        let ports = ["???", "Down", "Initializing", "Armed", "Active", "???"];
+        for (i, n) in ports.iter().enumerate() {
+            assert_eq!(port_state_name(i as u32), *n);
+        }
+        assert_eq!(port_state_name(99), "???");
+        let phys = [
+            "No state change",
+            "Sleep",
+            "Polling",
+            "Disabled",
+            "PortConfigurationTraining",
+            "LinkUp",
+            "LinkErrorRecovery",
+            "PhyTest",
+            "???",
+        ];
+        for (i, n) in phys.iter().enumerate() {
+            assert_eq!(phys_state_name(i as u32), *n);
+        }
+        let nodes = ["???", "CA", "Switch", "Router", "iWARP RNIC", "???"];
+        for (i, n) in nodes.iter().enumerate() {
+            assert_eq!(node_type_name(i as u32), *n);
+        }
+    }
+
+    #[test]
+    fn fdr10_is_told_by_the_words_before_the_parenthesis() {
+        assert!(rate_is_fdr10("40 Gb/sec (4X FDR10)"));
+        assert!(rate_is_fdr10("40 Gb/sec (4x fdr10)"));
+        assert!(!rate_is_fdr10("56 Gb/sec (4X FDR)"));
+        assert!(!rate_is_fdr10("10 Gb/sec (4X)"));
+        assert!(!rate_is_fdr10("(x)"));
+        assert!(!rate_is_fdr10("no parenthesis FDR10"));
+        assert!(!rate_is_fdr10(""));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // open(2)
+    fn sysfs_reads_stop_at_the_newline_and_missing_files_are_none() {
+        let dir = std::env::temp_dir().join(format!("umad-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("rate");
+        std::fs::write(&f, "40 Gb/sec (4X FDR10)\n").unwrap();
+        let got = read_sysfs_with_libc_open(f.to_str().unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(got.as_deref(), Some("40 Gb/sec (4X FDR10)"));
+        assert_eq!(read_sysfs_with_libc_open("/nonexistent/rate"), None);
     }
 
     #[test]

@@ -42,7 +42,9 @@ pub use addr::{Address, Grh, GSI_QKEY};
 pub use agent::{Agent, AgentView, Registration};
 #[cfg(feature = "tokio")]
 pub use async_port::{AsyncAgent, AsyncPort};
-pub use ca::{ca_names, cas, gid_index, phys_state_name, port_state_name, Ca, CaPort};
+pub use ca::{
+    ca_names, cas, gid_index, node_type_name, phys_state_name, port_state_name, Ca, CaPort,
+};
 pub use port::{Port, PortView};
 pub use wire::Received;
 
@@ -98,6 +100,14 @@ pub enum Error {
         /// The status.
         #[source]
         source: io::Error,
+    },
+    /// A MAD longer than 256 bytes that cannot go as one RMPP transfer.
+    #[error("a MAD of {len} bytes cannot be sent: {reason}")]
+    MadTooLong {
+        /// Its length.
+        len: usize,
+        /// Why, in words.
+        reason: &'static str,
     },
     /// A MAD to a RoCE port needs a GRH: MADs are routed by GID there.
     #[error("a MAD on an Ethernet (RoCE) port needs a GRH (GID and GID index)")]

@@ -17,6 +17,10 @@ pub(crate) struct PortInner {
     ca: String,
     port_num: u32,
     ethernet: bool,
+    /// Whether the fd is one of ibsim's umad2sim (an LD_PRELOAD shim whose
+    /// fds the kernel does not know): no event loop can wait on it, so an
+    /// `AsyncPort` reads it from a thread of its own.
+    pub(crate) simulated: bool,
     /// MADs read while waiting for another one, and who reads the fd.
     recv: Mutex<RecvState>,
     /// Signalled when a MAD is queued or the reading thread stops reading.
@@ -149,12 +153,19 @@ fn umad2sim_fcntl_failure(fd: RawFd, errno: i32) -> bool {
     errno == libc::EBADF && fd >= UMAD2SIM_FD_BASE
 }
 
+/// The longest wait of one poll(2), in milliseconds: umad2sim's poll
+/// multiplies its timeout by 1000 in an `int`, so a longer one would wrap
+/// (to a wait of microseconds, or of hours). A receive with more time left
+/// polls again.
+const MAX_POLL_MS: i32 = i32::MAX / 1000;
+
 /// `left` in whole milliseconds for poll(2), rounded up so that poll does
-/// not return just before the deadline; -1 (forever) for `None`.
+/// not return just before the deadline, at most [`MAX_POLL_MS`]; -1
+/// (forever) for `None`.
 fn poll_ms(left: Option<Duration>) -> i32 {
     match left {
         None => -1,
-        Some(l) => l.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32,
+        Some(l) => l.as_nanos().div_ceil(1_000_000).min(MAX_POLL_MS as u128) as i32,
     }
 }
 
@@ -286,7 +297,7 @@ impl Port {
             let e = if fd == -1 { errno() } else { -fd };
             return Err(Error::io("umad_open_port", e));
         }
-        let inner = PortInner::new(fd, ca.to_string(), port_num, info.is_ethernet());
+        let mut inner = PortInner::new(fd, ca.to_string(), port_num, info.is_ethernet());
         // SAFETY: umad_size reads a global that umad_open_port has set.
         if unsafe { umad_sys::umad_size() } != HDR_SIZE {
             return Err(Error::io("IB_USER_MAD_ENABLE_PKEY", libc::EPROTO));
@@ -295,6 +306,7 @@ impl Port {
             if !umad2sim_fcntl_failure(fd, e.errno()) {
                 return Err(Error::io("fcntl(O_NONBLOCK)", e.errno()));
             }
+            inner.simulated = true;
         }
         Ok(Port {
             view: PortView {
@@ -387,6 +399,7 @@ impl PortInner {
             ca,
             port_num,
             ethernet,
+            simulated: false,
             recv: Mutex::new(RecvState {
                 pending: Pending::new(Port::DEFAULT_PENDING_CAPACITY),
                 reading: false,
@@ -731,6 +744,7 @@ pub(crate) mod tests {
             agent_id: agent,
             status,
             addr: Address::gsi_lid(1),
+            len: Mad::SIZE,
             mad: Mad::new(&MadHeader::request(0x32, 1, method, tid, 0)),
         }
     }
@@ -915,7 +929,13 @@ pub(crate) mod tests {
         assert_eq!(poll_ms(Some(Duration::ZERO)), 0);
         assert_eq!(poll_ms(Some(Duration::from_micros(1))), 1);
         assert_eq!(poll_ms(Some(Duration::from_micros(1500))), 2);
-        assert_eq!(poll_ms(Some(Duration::MAX)), i32::MAX);
+        assert_eq!(poll_ms(Some(Duration::MAX)), MAX_POLL_MS);
+        // What umad2sim makes of it (microseconds in an int) does not wrap.
+        assert!(MAX_POLL_MS.checked_mul(1000).is_some());
+        assert_eq!(
+            poll_ms(Some(Duration::from_millis(MAX_POLL_MS as u64 + 1))),
+            MAX_POLL_MS
+        );
     }
 
     #[test]
