@@ -1,86 +1,166 @@
-//! Lists the CAs that have umad devices and their ports, like `ibstat`.
+//! Lists the CAs that have umad devices and their ports, printing what
+//! `ibstat` (infiniband-diags) prints, line for line: switches (a switch's
+//! only port is its management port 0), one CA, one port of it, `-l`, `-s`,
+//! `-p`, ibstat's rates (`2.5` for 1x SDR, the `(FDR10)` suffix) and state
+//! names.
 //!
-//! Usage: `umad_info [CA]`
+//! Usage: `umad_info [-l] [-s] [-p] [CA [PORT]]`
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use rdma::umad::{self, Ca};
+use rdma::umad::{self, Ca, CaPort};
 
-/// List the CAs that have umad devices and their ports (like ibstat).
+/// List the CAs that have umad devices and their ports (as ibstat does).
 #[derive(Parser, Debug)]
 #[command(name = "umad_info")]
 struct Args {
+    /// List the CAs' names only.
+    #[arg(short = 'l', long = "list_of_cas")]
+    list: bool,
+    /// Short output: the CAs without their ports.
+    #[arg(short = 's', long = "short")]
+    short: bool,
+    /// List the port GUIDs only.
+    #[arg(short = 'p', long = "port_list")]
+    port_list: bool,
     /// Show only the CA of this name (default: every CA with a umad device).
     #[arg(value_name = "CA")]
     ca: Option<String>,
+    /// Show only this port of the CA (decimal, or 0x hexadecimal).
+    #[arg(value_name = "PORT", value_parser = parse_port)]
+    port: Option<u32>,
+}
+
+/// A port number as ibstat's `strtol(arg, NULL, 0)` reads it (decimal,
+/// 0x hexadecimal, 0 octal).
+fn parse_port(s: &str) -> Result<u32, String> {
+    let r = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u32::from_str_radix(h, 16)
+    } else if s.len() > 1 && s.starts_with('0') {
+        u32::from_str_radix(&s[1..], 8)
+    } else {
+        s.parse()
+    };
+    r.map_err(|e| format!("bad port number {s:?}: {e}"))
 }
 
 fn print_ca(ca: &Ca) {
-    println!("CA '{}'", ca.name);
-    println!("\tCA type: {}", ca.ca_type);
-    println!("\tNumber of ports: {}", ca.ports.len());
+    let kind = umad::node_type_name(ca.node_type);
+    println!("{kind} '{}'", ca.name);
+    println!("\t{kind} type: {}", ca.ca_type);
+    println!("\tNumber of ports: {}", ca.num_ports);
     println!("\tFirmware version: {}", ca.fw_ver);
     println!("\tHardware version: {}", ca.hw_ver);
     println!("\tNode GUID: {:#018x}", ca.node_guid);
     println!("\tSystem image GUID: {:#018x}", ca.system_guid);
-    for p in &ca.ports {
-        println!("\tPort {}:", p.port_num);
-        println!("\t\tState: {}", umad::port_state_name(p.state));
-        println!(
-            "\t\tPhysical state: {}",
-            umad::phys_state_name(p.phys_state)
-        );
-        println!("\t\tRate: {}", p.rate);
-        println!("\t\tBase lid: {}", p.base_lid);
-        println!("\t\tLMC: {}", p.lmc);
-        println!("\t\tSM lid: {}", p.sm_lid);
-        println!("\t\tCapability mask: {:#010x}", p.capability_mask);
-        println!("\t\tPort GUID: {:#018x}", p.port_guid);
-        println!("\t\tLink layer: {}", p.link_layer);
-        println!("\t\tGID prefix: {:#018x}", p.gid_prefix);
-        println!(
-            "\t\tP_Keys: {}",
-            p.pkeys.iter().filter(|&&k| k != 0).count()
-        );
+}
+
+/// ibstat's rate: the Gb/s of sysfs, `2.5` for 1x SDR (which libibumad
+/// reads as 2), and `(FDR10)` after an FDR10 rate.
+fn rate(p: &CaPort) -> String {
+    if p.is_fdr10() {
+        format!("{} (FDR10)", p.rate)
+    } else if p.rate == 2 {
+        "2.5".to_string()
+    } else {
+        p.rate.to_string()
     }
 }
 
+/// One port: indented under its CA, or alone (`umad_info CA PORT`).
+fn print_port(p: &CaPort, alone: bool) {
+    let (hdr, pre) = if alone { ("", "") } else { ("\t", "\t\t") };
+    println!("{hdr}Port {}:", p.port_num);
+    println!("{pre}State: {}", umad::port_state_name(p.state));
+    println!(
+        "{pre}Physical state: {}",
+        umad::phys_state_name(p.phys_state)
+    );
+    println!("{pre}Rate: {}", rate(p));
+    println!("{pre}Base lid: {}", p.base_lid);
+    println!("{pre}LMC: {}", p.lmc);
+    println!("{pre}SM lid: {}", p.sm_lid);
+    println!("{pre}Capability mask: {:#010x}", p.capability_mask);
+    println!("{pre}Port GUID: {:#018x}", p.port_guid);
+    println!("{pre}Link layer: {}", p.link_layer);
+}
+
 fn main() -> ExitCode {
-    let only = Args::parse().ca;
-    let names = match umad::ca_names() {
+    let args = Args::parse();
+    let mut names = match umad::ca_names() {
         Ok(n) => n,
         Err(e) => {
-            eprintln!("umad_info: {e}");
+            eprintln!("umad_info: can't list IB device names: {e}");
             return ExitCode::FAILURE;
         }
     };
-    if names.is_empty() {
-        eprintln!("umad_info: no CA has a umad device (is ib_umad loaded?)");
-        return ExitCode::FAILURE;
+    names.sort();
+    if let Some(only) = &args.ca {
+        if !names.contains(only) {
+            eprintln!("umad_info: '{only}' IB device can't be found");
+            return ExitCode::FAILURE;
+        }
+        names.retain(|n| n == only);
     }
-    let mut shown = 0;
-    for name in names
-        .iter()
-        .filter(|n| only.as_ref().is_none_or(|o| o == *n))
-    {
-        match Ca::get(name) {
-            Ok(ca) => {
-                print_ca(&ca);
-                shown += 1;
-            }
+    for name in &names {
+        if args.list && !args.port_list {
+            println!("{name}");
+            continue;
+        }
+        let ca = match Ca::get(name) {
+            Ok(ca) => ca,
             Err(e) => {
-                eprintln!("umad_info: {name}: {e}");
+                eprintln!("umad_info: stat of IB device '{name}' failed: {e}");
                 return ExitCode::FAILURE;
+            }
+        };
+        if args.port_list {
+            // Ports 0 to the highest, those with a GUID.
+            for p in &ca.ports {
+                if p.port_guid != 0 {
+                    println!("{:#018x}", p.port_guid);
+                }
+            }
+            continue;
+        }
+        // A node type of 0 is not a device ibstat shows.
+        if ca.node_type == 0 {
+            continue;
+        }
+        if let (Some(n), false) = (args.port, args.short) {
+            let Some(p) = ca.port(n) else {
+                eprintln!(
+                    "umad_info: {}: '{name}' has no port number {n} - max ({})",
+                    umad::node_type_name(ca.node_type),
+                    ca.num_ports
+                );
+                return ExitCode::FAILURE;
+            };
+            println!("{}: '{}'", umad::node_type_name(ca.node_type), ca.name);
+            print_port(p, true);
+            continue;
+        }
+        print_ca(&ca);
+        if !args.short {
+            for p in &ca.ports {
+                print_port(p, false);
             }
         }
     }
-    if shown == 0 {
-        eprintln!(
-            "umad_info: no CA named {:?} among {names:?}",
-            only.unwrap_or_default()
-        );
-        return ExitCode::FAILURE;
-    }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_numbers_read_as_strtol_with_base_0() {
+        assert_eq!(parse_port("2"), Ok(2));
+        assert_eq!(parse_port("0x1f"), Ok(31));
+        assert_eq!(parse_port("010"), Ok(8));
+        assert_eq!(parse_port("0"), Ok(0));
+        assert!(parse_port("x").is_err());
+    }
 }
