@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 pub mod defer;
+pub mod fabric;
 #[cfg(has_libibmad)]
 pub mod libibmad;
 pub mod scratch;
