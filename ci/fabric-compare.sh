@@ -99,6 +99,14 @@ path_tail() {
         { print }' "$1" >"$1.norm" && mv "$1.norm" "$1"
 }
 
+# The same for LinkRecords (8 bytes each): the 24th and 25th of a full MAD lie in
+# those last 16 bytes.
+link_tail() {
+    awk '/^LinkRecord dump:/ { n++ }
+        n >= 24 && /^\t\t[A-Za-z]+\./ { sub(/\.[0-9]+$/, ".X") }
+        { print }' "$1" >"$1.norm" && mv "$1.norm" "$1"
+}
+
 # The NodeDescription of LID 1 (for the queries by node name).
 saquery_name() {
     (cd "$SCRATCH" && smpquery nodedesc 1 2>/dev/null) | sed -n 's/^Node Description:\.*//p'
@@ -142,7 +150,7 @@ comparisons() {
         compare "saquery-lid-$lid" "" saquery "$lid"
         compare "saquery-PIR-$lid" "" saquery PortInfoRecord "$lid"
         compare "saquery-PIR-$lid-1" "" saquery PIR "$lid/1"
-        compare "saquery-LR-$lid" "" saquery LinkRecord "$lid"
+        compare "saquery-LR-$lid" @link_tail saquery LinkRecord "$lid"
     done
     compare saquery-PIR "" saquery PortInfoRecord
     compare saquery-p @path_tail saquery -p
@@ -154,8 +162,8 @@ comparisons() {
     compare saquery-m "" saquery -m
     compare saquery-m-mlid "" saquery -m 0xc000
     compare saquery-MCMR "" saquery MCMemberRecord
-    compare saquery-LR "" saquery LinkRecord
-    compare saquery-x "" saquery -x
+    compare saquery-LR @link_tail saquery LinkRecord
+    compare saquery-x @link_tail saquery -x
     compare saquery-SR "" saquery SR
     compare saquery-S "" saquery -S
     compare saquery-c "" saquery -c
