@@ -2,8 +2,10 @@
 # ci/test.sh: the project's test command (CI: `bash ci/test.sh`; developer: `sudo ci/test.sh`).
 #
 # Steps: ci/setup.sh; cargo build; host tests; clippy -D warnings; rustdoc -D warnings;
-# build the device test binary (package rdma-tests, test `device`); one VM boot that
-# sets up rxe0 and siw0 and runs the device binary once per provider (rxe, then siw);
+# the fabric tests (ci/fabric.sh --suite: rdma::umad and umad_info on a simulated InfiniBand
+# fabric, ibsim and OpenSM on the host, three topologies); build the device test binary
+# (package rdma-tests, test `device`); one VM boot that sets up rxe0 and siw0 and runs the
+# device binary once per provider (rxe, then siw);
 # the cross-host suite (ci/twohost.sh --suite: two VMs over one link); ci/perf.sh --short;
 # ci/memcheck.sh (device tests under valgrind memcheck, own VM boot); the version matrix
 # (ci/matrix.sh trixie: the workspace built against Debian 13's rdma-core 56 and its device
@@ -30,6 +32,9 @@
 #                            with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
 #   RDMA_CI_SKIP_PERF=1      skip ci/perf.sh --short (ours vs perftest, after the device tests;
 #                            also skipped with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
+#   RDMA_CI_SKIP_FABRIC=1    skip ci/fabric.sh --suite (the fabric tests on a simulated InfiniBand
+#                            fabric: ibsim and OpenSM on the host, no VM; after the host steps;
+#                            also skipped with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
 #   RDMA_CI_SKIP_MEMCHECK=1  skip ci/memcheck.sh (a subset of the device tests under valgrind
 #                            memcheck, own VM boot; also skipped with RDMA_TEST_FILTER or
 #                            RDMA_TEST_DEVICE_BIN)
@@ -43,6 +48,9 @@ for p in "${PROVIDERS[@]}"; do
     case "$p" in rxe | siw) ;; *) die "unknown provider '$p' in RDMA_TEST_PROVIDERS (rxe|siw)" ;; esac
 done
 TIMINGS=()
+# Failures and summary lines of every stage, printed at the end.
+FAIL=()
+SUMMARIES=()
 timed() { # timed NAME CMD...: run and record the duration
     local name=$1 t0
     shift
@@ -93,6 +101,18 @@ if [ "${RDMA_CI_SKIP_HOST:-0}" != 1 ]; then
     fi
 fi
 
+# The fabric tests on a simulated InfiniBand fabric (ibsim and OpenSM under umad2sim, on the
+# host): rdma::umad's SMPs, SA and PerfMgt queries, umad_info against ibstat, on three topologies.
+if [ "${RDMA_CI_SKIP_FABRIC:-0}" != 1 ] && [ -z "${RDMA_TEST_FILTER:-}" ] && [ -z "${RDMA_TEST_DEVICE_BIN:-}" ]; then
+    step "fabric tests: ci/fabric.sh --suite (ibsim + OpenSM, no VM)"
+    T_FAB=$(now)
+    rm -f "$CI_WORK/fabric.summary"
+    bash "$CI_DIR/fabric.sh" --suite || FAIL+=("ci/fabric.sh --suite: the fabric tests failed")
+    TIMINGS+=("fabric $(elapsed "$T_FAB")s")
+    mapfile -t FAB < <(cat "$CI_WORK/fabric.summary" 2>/dev/null || echo "fabric: no summary")
+    SUMMARIES+=("${FAB[@]}")
+fi
+
 step "device test binary"
 if [ -n "${RDMA_TEST_DEVICE_BIN:-}" ]; then
     DEVICE_BIN=$(realpath "$RDMA_TEST_DEVICE_BIN")
@@ -130,14 +150,12 @@ vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
 TIMINGS+=("vm ${VM_SECONDS}s")
 
 step "results"
-FAIL=()
 [ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after ${RDMA_VM_TIMEOUT:-900} s (RDMA_VM_TIMEOUT)")
 if [ -f "$RUN_DIR/setup-failed" ]; then
     FAIL+=("device setup in the VM failed (see the guest-setup messages above)")
 elif [ -z "$VM_STATUS" ] && [ "$VM_TIMED_OUT" = 0 ]; then
     FAIL+=("the VM gave no status (vng exit $VM_RC; see $RUN_DIR/console.log)")
 fi
-SUMMARIES=()
 tp=0 tf=0 ts=0
 provider_results "$RUN_DIR" "${PROVIDERS[@]}"
 # The cross-host suite: two VMs, two kernels, rxe (and siw) over one link.
