@@ -95,6 +95,19 @@ foreign_ibsim() {
 
 IBSIM_PID= OPENSM_PID= RUN_DIR=
 stop_fabric() {
+    local i p
+    # A command still running (the script was interrupted): SIGTERM to its
+    # `timeout`, which passes it on and kills the command 10 s later.
+    if [ -n "$RUN_DIR" ] && [ -f "$RUN_DIR/cmd.pid" ]; then
+        p=$(tr -dc '0-9' <"$RUN_DIR/cmd.pid")
+        rm -f "$RUN_DIR/cmd.pid"
+        if [ -n "$p" ] && kill -TERM "$p" 2>/dev/null; then
+            for i in $(seq 130); do
+                kill -0 "$p" 2>/dev/null || break
+                sleep 0.1
+            done
+        fi
+    fi
     # OpenSM under umad2sim ignores SIGTERM: SIGKILL, by the recorded pid.
     if [ -n "$OPENSM_PID" ]; then
         kill -KILL "$OPENSM_PID" 2>/dev/null || true
@@ -103,7 +116,6 @@ stop_fabric() {
     fi
     if [ -n "$IBSIM_PID" ]; then
         kill -TERM "$IBSIM_PID" 2>/dev/null || true
-        local i
         for i in $(seq 50); do
             kill -0 "$IBSIM_PID" 2>/dev/null || break
             sleep 0.1
@@ -114,6 +126,12 @@ stop_fabric() {
     fi
     # The fake sysfs of processes that did not exit normally (OpenSM, killed).
     [ -z "$RUN_DIR" ] || rm -rf "$RUN_DIR"/sys-[0-9]*
+}
+
+on_exit() {
+    stop_fabric
+    # Under sudo, what root wrote goes back to the invoking user.
+    chown_to_invoker "$FABRIC_WORK" "$CI_WORK/fabric.lock" "$CI_WORK/fabric.summary"
 }
 
 # start_fabric NAME NETFILE: ibsim and OpenSM in a fresh run folder; returns 125 (after
@@ -189,7 +207,17 @@ run_on() {
         "RDMA_FABRIC_DIR=$RUN_DIR" "RDMA_FABRIC_UMAD2SIM=$UMAD2SIM"
         "RDMA_FABRIC_SWITCHES=$SWITCHES" "RDMA_FABRIC_HCAS=$HCAS" "RDMA_FABRIC_SM_LID=$SM_LID")
     [ "$preload" = 0 ] || env+=("LD_PRELOAD=$UMAD2SIM")
-    env "${env[@]}" timeout -k 10 "${RDMA_FABRIC_TIMEOUT:-300}" "$@" || rc=$?
+    # In the background, with the script's stdin, so that a signal to the
+    # script is handled at once (bash defers traps while a foreground
+    # command runs); stop_fabric ends it by its recorded pid.
+    local in pid
+    exec {in}<&0
+    env "${env[@]}" timeout -k 10 "${RDMA_FABRIC_TIMEOUT:-300}" "$@" <&"$in" &
+    pid=$!
+    echo "$pid" >"$RUN_DIR/cmd.pid"
+    wait "$pid" || rc=$?
+    rm -f "$RUN_DIR/cmd.pid"
+    exec {in}<&-
     [ "$rc" != 124 ] || echo "!! fabric.sh: '$*' ran past ${RDMA_FABRIC_TIMEOUT:-300} s (RDMA_FABRIC_TIMEOUT)" >&2
     return "$rc"
 }
@@ -235,9 +263,11 @@ suite() {
         start_fabric "$name" "$NET" || rc=$?
         if [ "$rc" = 0 ]; then
             # The binary runs in the run folder: umad2sim's fake sysfs goes there.
+            # In the background, for the same reason as in run_on.
             { (cd "$RUN_DIR" && run_on "$name" 1 "$bin" "${args[@]}") 2>&1 &&
                 echo 0 >"$RUN_DIR/tests.status" || echo $? >"$RUN_DIR/tests.status"; } |
-                tee "$RUN_DIR/tests.log"
+                tee "$RUN_DIR/tests.log" &
+            wait $! || true
             rc=$(tr -dc '0-9' <"$RUN_DIR/tests.status" 2>/dev/null || true)
             rc=${rc:-none}
         else
@@ -302,14 +332,13 @@ done
 
 ensure_target_dir
 check_tools
-trap stop_fabric EXIT
+trap on_exit EXIT
 trap 'exit 130' INT TERM
 lock_fabric
 mkdir -p "$FABRIC_WORK"
 if [ "$MODE" = suite ]; then
     [ $# = 0 ] || usage
     suite
-    chown_to_invoker "$FABRIC_WORK" "$CI_WORK/fabric.summary"
     exit 0
 fi
 [ $# -gt 0 ] || usage
