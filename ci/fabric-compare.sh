@@ -20,6 +20,14 @@
 # --speed: the directed-route sweep (ibnetdiscover) by the C tool and by ours, 5
 # runs each alternating, and the ratio of the medians (ours / C's), instead of the
 # comparisons. --only REGEX: only the comparisons whose names match.
+#
+#   ci/fabric-compare.sh --roundtrip NAME   # NOT inside a fabric: it starts two
+#
+# --roundtrip: our ibnetdiscover on topology NAME (a fabric of its own), its output
+# fed to ibsim as the net file of a second fabric, discovered again by ours and by
+# the C tool; the graphs (nodes by GUID with type and port count, links between
+# GUID/port pairs) must be the same. NodeDescriptions are not part of the graph:
+# ibsim names a node after its id in the net file ("S-<guid>").
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,15 +41,78 @@ keep() {
     rm -rf "$SCRATCH"
 }
 trap keep EXIT
-MODE=compare ONLY=
+MODE=compare ONLY= RT_NET=
 while [ $# -gt 0 ]; do
     case "$1" in
     --speed) MODE=speed; shift ;;
+    --roundtrip) MODE=roundtrip; RT_NET=$2; shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set -u/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "fabric-compare.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
+GENERATED='s/^# Topology file: generated on .*/# Topology file: generated on DATE/'
+
+# graph FILE: the graph of a topology file, one canonical line per node and link.
+graph() {
+    python3 - "$1" <<'PY'
+import re, sys
+nodes, links, cur = set(), set(), None
+for line in open(sys.argv[1]):
+    m = re.match(r'^(Switch|Ca|Rt)\s+(\d+)\s+"([SHR])-([0-9a-f]+)"', line)
+    if m:
+        cur = int(m.group(4), 16)
+        nodes.add("node %s %016x ports %s" % (m.group(1), cur, m.group(2)))
+        continue
+    m = re.match(r'^\[(\d+)\](?:\([0-9a-f]+\))?\s+"[SHR]-([0-9a-f]+)"\[(\d+)\]', line)
+    if m and cur is not None:
+        a = (cur, int(m.group(1)))
+        b = (int(m.group(2), 16), int(m.group(3)))
+        links.add("link %016x/%d %016x/%d" % (min(a, b) + max(a, b)))
+for l in sorted(nodes) + sorted(links):
+    print(l)
+PY
+}
+
+roundtrip() {
+    local fabric="$ROOT/ci/fabric.sh" first="$SCRATCH/first.net" rc=0
+    (cd "$SCRATCH" && bash "$fabric" --net "$RT_NET" -- "$BIN/ibnetdiscover") >"$first" 2>"$first.err" || rc=$?
+    if [ "$rc" != 0 ] || ! grep -q '^Switch\|^Ca' "$first"; then
+        echo "compare roundtrip-$RT_NET: FAILED (the first discovery, exit status $rc)"
+        tail -n 5 "$first.err"
+        return 1
+    fi
+    (cd "$SCRATCH" && bash "$fabric" --net "$first" -- bash -c '"$1/ibnetdiscover" >second.rust 2>second.rust.err; ibnetdiscover >second.c 2>second.c.err' _ "$BIN") >"$SCRATCH/second.log" 2>&1 || rc=$?
+    graph "$first" >"$SCRATCH/first.graph"
+    local ok=0 which
+    for which in rust c; do
+        graph "$SCRATCH/second.$which" >"$SCRATCH/second.$which.graph"
+        if [ -s "$SCRATCH/first.graph" ] && diff -u --label "first discovery (ours) of $RT_NET" --label "second discovery ($which) of that output" "$SCRATCH/first.graph" "$SCRATCH/second.$which.graph" >"$SCRATCH/rt.diff"; then
+            echo "compare roundtrip-$RT_NET-$which: ok ($(grep -c '^node' "$SCRATCH/first.graph") nodes, $(grep -c '^link' "$SCRATCH/first.graph") links)"
+        else
+            echo "compare roundtrip-$RT_NET-$which: FAILED"
+            head -n 40 "$SCRATCH/rt.diff"
+            tail -n 5 "$SCRATCH/second.log"
+            ok=1
+        fi
+    done
+    # On the second fabric, our output and the C tool's, line by line.
+    sed -i -E "$GENERATED" "$SCRATCH/second.rust" "$SCRATCH/second.c"
+    if diff -u --label "C ibnetdiscover on the round-tripped $RT_NET" --label "ours" "$SCRATCH/second.c" "$SCRATCH/second.rust" >"$SCRATCH/rt.diff"; then
+        echo "compare roundtrip-$RT_NET-text: ok"
+    else
+        echo "compare roundtrip-$RT_NET-text: FAILED"
+        head -n 40 "$SCRATCH/rt.diff"
+        ok=1
+    fi
+    return "$ok"
+}
+
+if [ "$MODE" = roundtrip ]; then
+    roundtrip
+    exit $?
+fi
+
 [ -n "${RDMA_FABRIC:-}" ] || { echo "fabric-compare.sh: run me inside ci/fabric.sh (RDMA_FABRIC is not set)" >&2; exit 2; }
 for t in perfquery smpquery sminfo saquery ibnetdiscover; do
     [ -x "$BIN/$t" ] || echo "fabric-compare.sh: $BIN/$t is missing (cargo build -p rdma-examples): its comparisons fail" >&2
@@ -87,7 +158,6 @@ compare() {
 # Traffic counters that the queries increment.
 TRAFFIC='s/^((Port(Unicast|Multicast)?(Xmit|Rcv)(Data|Pkts)):\.*)[0-9]+$/\1N/'
 ACTIVITY='s/activity count [0-9]+/activity count N/'
-GENERATED='s/^# Topology file: generated on .*/# Topology file: generated on DATE/'
 
 # The third PathRecord of a GetTable answer that filled the MAD: umad2sim hands
 # over 256 bytes of which the last 16 (from byte 240: that record's PacketLifeTime,
