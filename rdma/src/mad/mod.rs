@@ -374,11 +374,13 @@ impl Mad {
             ..h
         });
         let off = self.data_offset().min(Self::SIZE);
-        let mut keep = vec![MadHeader::SIZE..off];
-        if dr {
-            keep.push(SMP_DATA_OFFSET + SMP_DATA_SIZE..Self::SIZE);
-        }
-        for range in keep {
+        // The initial and return paths of a directed-route SMP.
+        let paths = if dr {
+            SMP_DATA_OFFSET + SMP_DATA_SIZE..Self::SIZE
+        } else {
+            0..0
+        };
+        for range in [MadHeader::SIZE..off, paths] {
             if let (Some(dst), Some(src)) = (r.bytes.get_mut(range.clone()), self.bytes.get(range))
             {
                 dst.copy_from_slice(src);

@@ -492,7 +492,19 @@ mod tests {
         assert_eq!(PortCountersExtended::decode(&want).unwrap(), pce);
         assert!(PortCountersExtended::decode(&want[..183]).is_err());
         // It fits PerfMgt data (192 bytes from offset 64).
-        assert!(PERF_DATA_OFFSET + PortCountersExtended::SIZE <= 256);
+        let mut m = crate::mad::Mad::new(&crate::mad::MadHeader::request(
+            class::PERF_MGT,
+            1,
+            crate::mad::Method::GET,
+            1,
+            id::PORT_COUNTERS_EXTENDED,
+        ));
+        m.set_attribute(&pce).unwrap();
+        assert_eq!(m.attribute::<PortCountersExtended>().unwrap(), pce);
+        assert_eq!(
+            &m.as_bytes()[PERF_DATA_OFFSET..PERF_DATA_OFFSET + 184],
+            &want
+        );
     }
 
     #[test]
