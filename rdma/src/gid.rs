@@ -12,6 +12,15 @@ use crate::sys;
 pub struct Gid(pub [u8; 16]);
 
 impl Gid {
+    /// The GID of subnet prefix `prefix` and interface ID `interface_id`
+    /// (host byte order): an InfiniBand port's GID from its subnet prefix
+    /// and port GUID.
+    pub fn from_parts(prefix: u64, interface_id: u64) -> Gid {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&prefix.to_be_bytes());
+        b[8..].copy_from_slice(&interface_id.to_be_bytes());
+        Gid(b)
+    }
     /// The GID as an IPv6 address.
     pub fn to_ipv6(self) -> Ipv6Addr {
         Ipv6Addr::from(self.0)

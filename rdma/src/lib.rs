@@ -150,6 +150,8 @@ mod mw;
 mod os;
 mod pd;
 mod qp;
+#[cfg(feature = "tokio")]
+pub mod sa;
 mod srq;
 pub mod umad;
 mod wc;

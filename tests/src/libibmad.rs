@@ -7,7 +7,12 @@
 //! field belongs to (the MAD for `IB_MAD_*`, the attribute data for SMP and
 //! PerfMgt attributes, the record for SA records).
 
-#![allow(non_camel_case_types, non_upper_case_globals, dead_code)]
+#![allow(
+    non_camel_case_types,
+    non_snake_case,
+    non_upper_case_globals,
+    dead_code
+)]
 
 /// The bindings (`MAD_FIELDS::*` and the accessors).
 #[allow(missing_docs, clippy::all)]

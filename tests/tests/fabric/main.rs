@@ -6,9 +6,11 @@
 //! every test as skipped. Each module lists its tests in a `TESTS` table.
 
 mod mads;
+mod sa_client;
 mod tools;
 
 fn main() -> std::process::ExitCode {
-    let all: Vec<rdma_tests::fabric::FabricTest> = [mads::TESTS, tools::TESTS].concat();
+    let all: Vec<rdma_tests::fabric::FabricTest> =
+        [mads::TESTS, sa_client::TESTS, tools::TESTS].concat();
     rdma_tests::fabric::run(&all)
 }

@@ -1,0 +1,346 @@
+//! An asynchronous client of the subnet administrator (SA) on a tokio
+//! [`AsyncPort`] (feature `tokio`): PathRecord queries, multicast joins and
+//! leaves (MCMemberRecord Set and Delete, as IPoIB joins its broadcast
+//! group), any record by Get or GetTable, and subscriptions to the SA's
+//! reports (InformInfo Set; Notices such as a GID going in or out of
+//! service).
+//!
+//! The records and their component masks are [`crate::mad::sa`]'s. Each
+//! request has a TID of its own, so many may be in flight at once, from as
+//! many tasks; each waits at most its timeout per attempt and is sent again
+//! (same TID) up to its retries when no answer came or the SA said it was
+//! busy. The SA's address is the port's SM LID and SL, read again after a
+//! request that got no answer (the SM may have moved).
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), rdma::sa::Error> {
+//! use rdma::umad::{AsyncPort, Port};
+//! use rdma::sa::SaClient;
+//! let port = AsyncPort::new(Port::open("mlx5_0", 1)?)?;
+//! let sa = SaClient::new(&port)?;
+//! let info = port.port().info()?;
+//! let me = rdma::Gid::from_parts(info.gid_prefix, info.port_guid);
+//! for path in sa.paths_between_gids(me, me).await? {
+//!     println!("DLID {} SL {} MTU code {}", path.dlid, path.sl, path.mtu);
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::mad::sa::{
+    self as records, InformInfo, McMemberRecord, McMemberRecordMask, PathRecord, PathRecordMask,
+    SaError, SaRecord, SaRequest, SaStatusCode, SaTable,
+};
+use crate::mad::{class, Mad, Method, Notice};
+use crate::umad::{self, Address, AsyncAgent, AsyncPort, Received, Registration};
+use crate::Gid;
+
+/// Why an SA request did not give its answer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The port or the agent failed, or no answer came within the timeout
+    /// and retries ([`umad::Error::Timeout`]).
+    #[error(transparent)]
+    Umad(#[from] umad::Error),
+    /// The SA answered with an error status (no records, a request it
+    /// refused, ...), or an answer that does not decode.
+    #[error(transparent)]
+    Sa(#[from] SaError),
+    /// The port has no subnet manager (its SM LID is 0): the subnet is not
+    /// up, or this is not InfiniBand.
+    #[error("port {ca}/{port} knows no subnet manager (SM LID 0)")]
+    NoSubnetManager {
+        /// The CA.
+        ca: String,
+        /// The port.
+        port: u32,
+    },
+    /// A Get answered with a record that does not decode, or another
+    /// record than the one asked for.
+    #[error("the SA answered a {expected} request with {found}")]
+    Unexpected {
+        /// What was asked for.
+        expected: &'static str,
+        /// What came.
+        found: String,
+    },
+}
+
+impl Error {
+    /// The SA status code of an error status, if that is what this is.
+    pub fn sa_status(&self) -> Option<SaStatusCode> {
+        match self {
+            Error::Sa(e) => e.code(),
+            _ => None,
+        }
+    }
+
+    /// Whether the SA answered that no record matched.
+    pub fn is_no_records(&self) -> bool {
+        self.sa_status() == Some(SaStatusCode::NoRecords)
+    }
+}
+
+/// The result type of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The QP of every SA client: the GSI.
+const GSI_QPN: u32 = 1;
+
+/// The default time an attempt waits for its answer.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(1000);
+/// The default number of resends after the first attempt.
+pub const DEFAULT_RETRIES: u32 = 3;
+
+/// A client of the SA on one port. Its methods take `&self`: share it
+/// (an `Arc`) between tasks to have many requests in flight.
+pub struct SaClient {
+    agent: AsyncAgent,
+    ca: String,
+    port_num: u32,
+    sm: Mutex<Address>,
+    timeout: Duration,
+    retries: u32,
+}
+
+impl std::fmt::Debug for SaClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaClient")
+            .field("agent", &self.agent.agent().id())
+            .field("sm", &self.sm_address())
+            .field("timeout", &self.timeout)
+            .field("retries", &self.retries)
+            .finish()
+    }
+}
+
+impl SaClient {
+    /// Registers an SA agent on `port` (class 0x03 version 2, with the
+    /// kernel's RMPP for GetTable answers longer than one MAD, and as the
+    /// receiver of the SA's Reports) and reads the SM's address from the
+    /// port.
+    pub fn new(port: &AsyncPort) -> Result<SaClient> {
+        let reg = Registration::new(class::SUBN_ADM, records::CLASS_VERSION)
+            .rmpp(1)
+            .method(Method::REPORT);
+        let agent = port.register(&reg)?;
+        let (ca, port_num) = (port.port().ca_name().to_string(), port.port().port_num());
+        let sm = sm_address(&ca, port_num)?;
+        Ok(SaClient {
+            agent,
+            ca,
+            port_num,
+            sm: Mutex::new(sm),
+            timeout: DEFAULT_TIMEOUT,
+            retries: DEFAULT_RETRIES,
+        })
+    }
+
+    /// The same client with this timeout per attempt.
+    pub fn with_timeout(mut self, timeout: Duration) -> SaClient {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The same client with this many resends after the first attempt.
+    pub fn with_retries(mut self, retries: u32) -> SaClient {
+        self.retries = retries;
+        self
+    }
+
+    /// Where requests go: the SM's LID and SL as the port last said.
+    pub fn sm_address(&self) -> Address {
+        *crate::os::lock(&self.sm)
+    }
+
+    /// The agent underneath (its ID and TIDs).
+    pub fn agent(&self) -> &AsyncAgent {
+        &self.agent
+    }
+
+    /// Sends `mad` (its TID replaced by a fresh one) and waits for the
+    /// answer, resending on a timeout or a busy status.
+    async fn exchange(&self, mut mad: Mad) -> Result<Received> {
+        mad.set_tid(self.agent.agent().next_tid());
+        let mut attempt = 0;
+        loop {
+            let addr = self.sm_address();
+            match self.agent.request(&mad, &addr, self.timeout, 0).await {
+                Ok(r) if r.mad.status().busy() && attempt < self.retries => {}
+                Ok(r) => return Ok(r),
+                Err(umad::Error::Timeout { .. }) if attempt < self.retries => {
+                    if let Ok(a) = sm_address(&self.ca, self.port_num) {
+                        *crate::os::lock(&self.sm) = a;
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+            attempt += 1;
+        }
+    }
+
+    /// SubnAdmGet: the one record matching the fields of `mask` in
+    /// `record`.
+    pub async fn get<R: SaRecord>(&self, record: &R, mask: R::Mask) -> Result<R> {
+        let mad = SaRequest::get(0)
+            .record(record, mask)
+            .map_err(SaError::from)?;
+        let r = self.exchange(mad).await?;
+        Ok(records::response::<R>(r.received_bytes())?)
+    }
+
+    /// SubnAdmGetTable: every record matching the fields of `mask` in
+    /// `record` (none is an empty table, not an error).
+    pub async fn get_table<R: SaRecord>(&self, record: &R, mask: R::Mask) -> Result<Vec<R>> {
+        let mad = SaRequest::get_table(0)
+            .record(record, mask)
+            .map_err(SaError::from)?;
+        let r = self.exchange(mad).await?;
+        match SaTable::<R>::new(r.received_bytes()) {
+            Ok(t) => Ok(t.collect::<Result<Vec<R>, _>>().map_err(SaError::from)?),
+            Err(e) if e.code() == Some(SaStatusCode::NoRecords) => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The PathRecords matching `query` in the fields of `mask`
+    /// (GetTable).
+    pub async fn path_records(
+        &self,
+        query: &PathRecord,
+        mask: PathRecordMask,
+    ) -> Result<Vec<PathRecord>> {
+        self.get_table(query, mask).await
+    }
+
+    /// The paths from `sgid` to `dgid` (one, reversible, as IPoIB and the
+    /// CM ask: SGID, DGID, NumbPath 1).
+    pub async fn paths_between_gids(&self, sgid: Gid, dgid: Gid) -> Result<Vec<PathRecord>> {
+        let q = PathRecord {
+            sgid,
+            dgid,
+            numb_path: 1,
+            reversible: true,
+            ..PathRecord::default()
+        };
+        let mask = PathRecordMask::SGID
+            | PathRecordMask::DGID
+            | PathRecordMask::NUMB_PATH
+            | PathRecordMask::REVERSIBLE;
+        self.path_records(&q, mask).await
+    }
+
+    /// The paths from LID `slid` to LID `dlid`.
+    pub async fn paths_between_lids(&self, slid: u16, dlid: u16) -> Result<Vec<PathRecord>> {
+        let q = PathRecord {
+            slid,
+            dlid,
+            numb_path: 1,
+            reversible: true,
+            ..PathRecord::default()
+        };
+        let mask = PathRecordMask::SLID
+            | PathRecordMask::DLID
+            | PathRecordMask::NUMB_PATH
+            | PathRecordMask::REVERSIBLE;
+        self.path_records(&q, mask).await
+    }
+
+    /// Joins a multicast group (SubnAdmSet of an MCMemberRecord): `member`
+    /// names the group (MGID; a zero MGID asks the SA to assign one), the
+    /// port (PortGID) and the JoinState, and for a new group its Q_Key,
+    /// P_Key, SL, FlowLabel, TClass and the rest, each field in `mask`.
+    /// The answer is the group as the SA keeps it (its MLID, MTU, rate).
+    pub async fn join_multicast(
+        &self,
+        member: &McMemberRecord,
+        mask: McMemberRecordMask,
+    ) -> Result<McMemberRecord> {
+        let mad = SaRequest::set(0)
+            .record(member, mask)
+            .map_err(SaError::from)?;
+        let r = self.exchange(mad).await?;
+        Ok(records::response::<McMemberRecord>(r.received_bytes())?)
+    }
+
+    /// Leaves a multicast group (SubnAdmDelete of the MCMemberRecord with
+    /// the MGID, PortGID and JoinState of the join).
+    pub async fn leave_multicast(
+        &self,
+        member: &McMemberRecord,
+        mask: McMemberRecordMask,
+    ) -> Result<McMemberRecord> {
+        let mad = SaRequest::delete(0)
+            .record(member, mask)
+            .map_err(SaError::from)?;
+        let r = self.exchange(mad).await?;
+        Ok(records::response::<McMemberRecord>(r.received_bytes())?)
+    }
+
+    /// Subscribes to (or, with `subscribe` false, unsubscribes from) the
+    /// SA's Reports of `inform` (SubnAdmSet of InformInfo; its QPN is set to
+    /// this agent's QP, the GSI's 1). The answer is the InformInfo as the SA took it. The
+    /// Reports then come through [`SaClient::next_report`].
+    pub async fn subscribe(&self, inform: &InformInfo) -> Result<InformInfo> {
+        // The SA keeps the subscriber's QPN with the subscription, and an
+        // unsubscription must name the same.
+        let inform = InformInfo {
+            qpn: GSI_QPN,
+            ..*inform
+        };
+        let mad = SaRequest::set(0)
+            .attribute(&inform, 0)
+            .map_err(SaError::from)?;
+        let r = self.exchange(mad).await?;
+        Ok(records::response::<InformInfo>(r.received_bytes())?)
+    }
+
+    /// The next Report of a subscription, acknowledged to the SA
+    /// (ReportResp) before it is returned. MADs to this agent that are not
+    /// well-formed Reports are answered with nothing and skipped. `None`
+    /// when the port's reader stopped.
+    pub async fn next_report(&self) -> Option<Result<Notice>> {
+        loop {
+            let req = self.agent.next_request().await?;
+            let h = req.mad.header();
+            if h.mgmt_class != class::SUBN_ADM || h.method != Method::REPORT {
+                continue;
+            }
+            let notice = match req.mad.attribute::<Notice>() {
+                Ok(n) => n,
+                Err(e) => return Some(Err(Error::Sa(SaError::Codec(e)))),
+            };
+            let mut resp = req.mad.response();
+            resp.set_header(&crate::mad::MadHeader {
+                method: Method::REPORT_RESP,
+                ..resp.header()
+            });
+            if let Err(e) = resp.set_attribute(&notice) {
+                return Some(Err(Error::Sa(SaError::Codec(e))));
+            }
+            if let Err(e) = self.agent.respond(&req, &resp) {
+                return Some(Err(e.into()));
+            }
+            return Some(Ok(notice));
+        }
+    }
+}
+
+/// The SM's address as port `port_num` of `ca` tells it: its LID and SL,
+/// the GSI.
+fn sm_address(ca: &str, port_num: u32) -> Result<Address> {
+    let info = umad::CaPort::get(ca, port_num)?;
+    let lid = u16::try_from(info.sm_lid).unwrap_or(0);
+    if lid == 0 {
+        return Err(Error::NoSubnetManager {
+            ca: ca.to_string(),
+            port: port_num,
+        });
+    }
+    Ok(Address {
+        sl: (info.sm_sl & 0xf) as u8,
+        ..Address::gsi_lid(lid)
+    })
+}
