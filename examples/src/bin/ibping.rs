@@ -281,11 +281,7 @@ fn main() -> ExitCode {
         if lost != 0 { lost * 100 / st.sent } else { 0 },
         total_ms
     );
-    let avg = if st.replied != 0 {
-        st.total / st.replied
-    } else {
-        0
-    };
+    let avg = st.total.checked_div(st.replied).unwrap_or(0);
     println!(
         "rtt min/avg/max = {}/{}/{} ms",
         if st.min == u64::MAX {

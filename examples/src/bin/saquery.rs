@@ -152,10 +152,8 @@ impl Sa<'_> {
         let stride = usize::from(sa.attr_offset) * 8;
         let count = if method != Method::GET_TABLE {
             1
-        } else if stride == 0 {
-            0
         } else {
-            data.len() / stride
+            data.len().checked_div(stride).unwrap_or(0)
         };
         // A Get's record is read from the whole (padded) MAD.
         let data = if method != Method::GET_TABLE {
@@ -178,6 +176,7 @@ impl Sa<'_> {
     }
 }
 
+/// EIO, saquery's exit status for an SA error status.
 fn libc_eio() -> i32 {
     5
 }
