@@ -153,6 +153,7 @@ mod qp;
 #[cfg(feature = "tokio")]
 pub mod sa;
 mod srq;
+pub mod subnet;
 pub mod umad;
 mod wc;
 mod wr;
