@@ -857,6 +857,38 @@ mod tests {
     }
 
     #[test]
+    fn block_tables_match_the_spec_layout() {
+        let mut pk = PKeyTable::default();
+        pk.pkeys[0] = 0xffff;
+        pk.pkeys[1] = 0x7fff;
+        pk.pkeys[31] = 0x8001;
+        let b = pk.to_bytes().unwrap();
+        assert_eq!(&b[..4], &[0xff, 0xff, 0x7f, 0xff]);
+        assert_eq!(&b[62..], &[0x80, 0x01]);
+        assert_eq!(PKeyTable::decode(&b).unwrap(), pk);
+        assert_eq!(pk.pkeys[1] & PKeyTable::FULL_MEMBER, 0);
+
+        let mut gi = GuidInfo::default();
+        gi.guids[0] = 0x0002_c903_00a1_b2c3;
+        gi.guids[7] = 1;
+        let b = gi.to_bytes().unwrap();
+        assert_eq!(&b[..8], &[0, 2, 0xc9, 3, 0, 0xa1, 0xb2, 0xc3]);
+        assert_eq!(&b[56..], &[0, 0, 0, 0, 0, 0, 0, 1]);
+        assert_eq!(GuidInfo::decode(&b).unwrap(), gi);
+
+        let mut lft = LinearForwardingTable::default();
+        let (block, i) = LinearForwardingTable::block_of(0x41);
+        lft.ports[i] = 3;
+        lft.ports[63] = LinearForwardingTable::NO_ROUTE;
+        let b = lft.to_bytes().unwrap();
+        assert_eq!(
+            (LinearForwardingTable::attr_mod(block), b[1], b[63]),
+            (1, 3, 255)
+        );
+        assert_eq!(LinearForwardingTable::decode(&b).unwrap(), lft);
+    }
+
+    #[test]
     fn sm_info_matches_the_spec_layout() {
         let sm = SmInfo {
             guid: 0x0002_c903_0000_0001,
