@@ -107,7 +107,25 @@ impl AsRawFd for Fd {
 }
 
 /// Dropping the last handle (port or agent) stops the reader task.
-struct Stop(#[allow(dead_code)] oneshot::Sender<()>);
+struct Stop {
+    /// Dropped to stop the reader.
+    tx: Option<oneshot::Sender<()>>,
+    /// The reader thread of a umad2sim port, joined once told to stop: the
+    /// port is closed when the last handle is gone, not some time later
+    /// (and before a process's exit tears the shim down under it).
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(t) = self.thread.take() {
+            // Within one poll of the thread (SIM_POLL); a panic there has
+            // been reported already.
+            let _ = t.join();
+        }
+    }
+}
 
 /// A umad [`Port`] driven by tokio. Create it inside a runtime: it spawns the
 /// task that reads the port.
@@ -157,7 +175,7 @@ impl AsyncPort {
         if simulated {
             // umad2sim's fd is not the kernel's: epoll cannot wait on it.
             let s = shared.clone();
-            std::thread::Builder::new()
+            let thread = std::thread::Builder::new()
                 .name("umad2sim reader".into())
                 .spawn(move || sim_reader(s, stop_rx))
                 .map_err(|e| Error::Io {
@@ -166,7 +184,10 @@ impl AsyncPort {
                 })?;
             return Ok(AsyncPort {
                 shared,
-                stop: Arc::new(Stop(stop_tx)),
+                stop: Arc::new(Stop {
+                    tx: Some(stop_tx),
+                    thread: Some(thread),
+                }),
             });
         }
         let afd = {
@@ -190,7 +211,10 @@ impl AsyncPort {
         ));
         Ok(AsyncPort {
             shared,
-            stop: Arc::new(Stop(stop_tx)),
+            stop: Arc::new(Stop {
+                tx: Some(stop_tx),
+                thread: None,
+            }),
         })
     }
 

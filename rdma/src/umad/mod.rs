@@ -11,6 +11,13 @@
 //! IPv4-mapped). The kernel rewrites the upper 32 bits of a request's TID;
 //! this module matches responses on the lower 32.
 //!
+//! It also runs, with no change in the caller, under ibsim's umad2sim (the
+//! `LD_PRELOAD` shim of the InfiniBand fabric simulator, which
+//! `ci/fabric.sh` runs with OpenSM): its fds are fake (fcntl refuses them,
+//! epoll too, so an [`AsyncPort`] reads such a port from a thread of its
+//! own), its read of an empty queue fails without errno (ports read only
+//! after poll(2)), and MADs are at most 256 bytes there (no RMPP).
+//!
 //! ```no_run
 //! use rdma::mad::{Mad, MadHeader, Method, Oui, VendorHeader};
 //! use rdma::umad::{Address, Port, Registration};

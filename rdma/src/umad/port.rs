@@ -223,7 +223,8 @@ impl Drop for PortInner {
 /// Its fd is non-blocking (except under ibsim's umad2sim, whose fds fcntl
 /// cannot change; every read follows a poll(2) that found a MAD);
 /// [`Port::recv`] waits in poll(2) with a timeout, and [`AsFd`] lets an
-/// event loop wait on it. All agents registered on the
+/// event loop wait on it (not under umad2sim: the kernel does not know its
+/// fds, only the shim's poll does). All agents registered on the
 /// port share its receive queue: a receive that reads a MAD for another
 /// agent queues it for that agent, up to
 /// [`pending_capacity`](PortView::pending_capacity) unsolicited MADs (see
