@@ -59,12 +59,16 @@ fn print_ca(ca: &Ca) {
 /// ibstat's rate: the Gb/s of sysfs, `2.5` for 1x SDR (which libibumad
 /// reads as 2), and `(FDR10)` after an FDR10 rate.
 fn rate(p: &CaPort) -> String {
-    if p.is_fdr10() {
-        format!("{} (FDR10)", p.rate)
-    } else if p.rate == 2 {
+    rate_text(p.rate, p.is_fdr10())
+}
+
+fn rate_text(rate: u32, fdr10: bool) -> String {
+    if fdr10 {
+        format!("{rate} (FDR10)")
+    } else if rate == 2 {
         "2.5".to_string()
     } else {
-        p.rate.to_string()
+        rate.to_string()
     }
 }
 
@@ -154,6 +158,15 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rates_print_as_ibstat_prints_them() {
+        assert_eq!(rate_text(2, false), "2.5");
+        assert_eq!(rate_text(10, false), "10");
+        assert_eq!(rate_text(40, true), "40 (FDR10)");
+        // ibstat checks FDR10 first.
+        assert_eq!(rate_text(2, true), "2 (FDR10)");
+    }
 
     #[test]
     fn port_numbers_read_as_strtol_with_base_0() {
