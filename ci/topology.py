@@ -15,8 +15,9 @@ with a switch, so that the suite runs OpenSM both on an HCA and on a switch.
   spine switch and HCAs below it. Defaults: 4 spines, 8 leaves, 8 HCAs per leaf
   (12 switches + 64 HCAs = 76 nodes).
 - ring: switches in a ring (switch i port 1 to switch i+1 port 2: a loop, which a
-  routing engine must break), with HCAs on ports 3 and up. Defaults: 6 switches,
-  4 HCAs each (30 nodes).
+  routing engine must break), with HCAs on ports 3 and up, their links of mixed
+  widths and speeds (1xSDR, 4xDDR, 4xQDR, 12xSDR in turn: ibstat prints 1x SDR's
+  rate as 2.5). Defaults: 6 switches, 4 HCAs each (30 nodes).
 """
 
 import argparse
@@ -25,10 +26,17 @@ import sys
 
 
 def node(kind, ports, name, links):
-    """One node record: the header line, then `[local] "remote"[remote]` per link."""
+    """One node record: the header line, then `[local] "remote"[remote]` per link,
+    with the link's width and speed (`4xQDR`) in ibnetdiscover's comment where one
+    is given (ibsim reads it from the text after the last `lid`)."""
     out = [f'{kind}\t{ports} "{name}"']
-    for local, remote, rport in sorted(links):
-        out.append(f'[{local}]\t"{remote}"[{rport}]')
+    for local, remote, rport, speed in sorted(links):
+        line = f'[{local}]\t"{remote}"[{rport}]'
+        if speed and kind == "Hca":
+            line += f'\t\t# lid 0 lmc 0 "{remote}" lid 0 {speed}'
+        elif speed:
+            line += f'\t\t# "{remote}" lid 0 {speed}'
+        out.append(line)
     return "\n".join(out) + "\n"
 
 
@@ -44,12 +52,12 @@ class Net:
         self.order.append(name)
         self.links[name] = []
 
-    def link(self, a, pa, b, pb):
+    def link(self, a, pa, b, pb, speed=None):
         for n, p in ((a, pa), (b, pb)):
             assert 1 <= p <= self.kind[n][1], (n, p)
-            assert all(lp != p for lp, _, _ in self.links[n]), (n, p)
-        self.links[a].append((pa, b, pb))
-        self.links[b].append((pb, a, pa))
+            assert all(lp != p for lp, _, _, _ in self.links[n]), (n, p)
+        self.links[a].append((pa, b, pb, speed))
+        self.links[b].append((pb, a, pa, speed))
 
     def render(self, title, first):
         """The net file, `first` as the first record (the SM port)."""
@@ -88,6 +96,10 @@ def fattree(spines, leaves, hcas_per_leaf):
     return net.render(title, "hca-0-0")
 
 
+# The widths and speeds of the ring's HCA links, in turn.
+RING_SPEEDS = ["1xSDR", "4xDDR", "4xQDR", "12xSDR"]
+
+
 def ring(switches, hcas_per_switch):
     if switches < 3 or hcas_per_switch < 1:
         raise SystemExit("ring: at least 3 switches (a loop) and 1 HCA per switch")
@@ -99,7 +111,7 @@ def ring(switches, hcas_per_switch):
         for h in range(hcas_per_switch):
             name = f"hca-{s}-{h}"
             net.add("Hca", 1, name)
-            net.link(f"ring-{s}", h + 3, name, 1)
+            net.link(f"ring-{s}", h + 3, name, 1, RING_SPEEDS[h % len(RING_SPEEDS)])
     title = f"ring: {switches} switches in a loop, {hcas_per_switch} HCAs on each"
     return net.render(title, "ring-0")
 
