@@ -19,7 +19,10 @@
 #
 # --speed: the directed-route sweep (ibnetdiscover) by the C tool and by ours, 5
 # runs each alternating, and the ratio of the medians (ours / C's), instead of the
-# comparisons. --only REGEX: only the comparisons whose names match.
+# comparisons, and where our time goes (RDMA_IBNETDISCOVER_STATS: SMPs sent, time to
+# open the port, time of the sweep itself). --only REGEX: only the comparisons whose
+# names match. Our examples: RDMA_EXAMPLES_BIN, else $CARGO_TARGET_DIR/debug or
+# target/debug.
 #
 #   ci/fabric-compare.sh --roundtrip NAME   # NOT inside a fabric: it starts two
 #
@@ -31,7 +34,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BIN=$(realpath "${RDMA_EXAMPLES_BIN:-$ROOT/target/debug}")
+BIN=$(realpath "${RDMA_EXAMPLES_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug}")
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/fabric-compare.XXXXXX")
 # RDMA_COMPARE_KEEP=DIR keeps every output (NAME.c, NAME.rust, their .err) there.
 keep() {
@@ -306,6 +309,8 @@ speed() {
     mc=$(median "${c[@]}") mr=$(median "${r[@]}")
     echo "speed $NAME: ibnetdiscover $* C ms: ${c[*]}"
     echo "speed $NAME: ibnetdiscover $* ours ms: ${r[*]}"
+    echo "speed $NAME: ours: $(cd "$SCRATCH" && RDMA_IBNETDISCOVER_STATS=1 "$BIN/ibnetdiscover" "$@" 2>&1 >/dev/null | grep '^ibnetdiscover:')"
+    echo "speed $NAME: C: $(cd "$SCRATCH" && ibnetdiscover -m "$@" 2>/dev/null | grep 'Total MADs')"
     echo "speed $NAME: ibnetdiscover $* median C ${mc} ms, ours ${mr} ms, ratio ours/C $(awk -v a="$mr" -v b="$mc" 'BEGIN { printf "%.2f", a / b }')"
 }
 

@@ -119,12 +119,7 @@ impl Sweep<'_> {
             let mad = Mad::smp_directed(Method::GET, smp.attr, smp.modifier, tid, 0, &smp.path)
                 .map_err(|e| e.to_string())?;
             agent
-                .send_request(
-                    &mad,
-                    &smi_address(PERMISSIVE_LID),
-                    self.timeout,
-                    RETRIES,
-                )
+                .send_request(&mad, &smi_address(PERMISSIVE_LID), self.timeout, RETRIES)
                 .map_err(|e| e.to_string())?;
             self.wire.insert(tid as u32, smp);
             self.sent += 1;
@@ -226,7 +221,9 @@ impl Sweep<'_> {
             None => self.from = Some((n, p)),
             Some((rn, rp)) => {
                 if self.nodes[rn].ports[usize::from(rp)].is_none() {
-                    return Err(format!("internal error: node {rn} port {rp} was not created"));
+                    return Err(format!(
+                        "internal error: node {rn} port {rp} was not created"
+                    ));
                 }
                 self.link((n, p), (rn, rp));
             }
@@ -390,7 +387,11 @@ fn ctime_now() -> String {
 }
 
 fn out_ids(o: &mut String, n: &NodeRec) {
-    let _ = write!(o, "\nvendid=0x{:x}\ndevid=0x{:x}\n", n.info.vendor_id, n.info.device_id);
+    let _ = write!(
+        o,
+        "\nvendid=0x{:x}\ndevid=0x{:x}\n",
+        n.info.vendor_id, n.info.device_id
+    );
     if n.info.system_image_guid != 0 {
         let _ = writeln!(o, "sysimgguid=0x{:x}", n.info.system_image_guid);
     }
@@ -486,7 +487,14 @@ fn topology(s: &Sweep<'_>) -> String {
                 } else {
                     0
                 };
-                let _ = write!(o, "[{}]({:x}) \t{}[{}]", p.num, p.guid, node_name(rn), rp.num);
+                let _ = write!(
+                    o,
+                    "[{}]({:x}) \t{}[{}]",
+                    p.num,
+                    p.guid,
+                    node_name(rn),
+                    rp.num
+                );
                 if rn.info.node_type != SWITCH {
                     let _ = write!(o, " ({:x}) ", rp.guid);
                 }
@@ -529,8 +537,10 @@ fn list(s: &Sweep<'_>, types: &[u8]) -> String {
 }
 
 fn main() -> ExitCode {
+    let start = std::time::Instant::now();
     let a = Args::parse();
     let diag = Diag::open(&a.common).unwrap_or_else(|e| ibdiag::exit_error("ibnetdiscover", &e));
+    let opened = start.elapsed();
     let mut s = Sweep {
         diag: &diag,
         max_out: a.outstanding.max(1),
@@ -542,9 +552,11 @@ fn main() -> ExitCode {
         from: None,
         sent: 0,
     };
+    let t0 = std::time::Instant::now();
     if let Err(e) = s.run() {
         ibdiag::exit_error("ibnetdiscover", &format!("discover failed: {e}"));
     }
+    let swept = t0.elapsed();
     if s.from.is_none() {
         ibdiag::exit_error("ibnetdiscover", "discover failed");
     }
@@ -566,7 +578,13 @@ fn main() -> ExitCode {
         None => print!("{out}"),
     }
     if std::env::var_os("RDMA_IBNETDISCOVER_STATS").is_some() {
-        eprintln!("ibnetdiscover: {} nodes, {} SMPs", s.nodes.len(), s.sent);
+        eprintln!(
+            "ibnetdiscover: {} nodes, {} SMPs, port opened in {opened:?}, sweep {:?}, output {:?}",
+            s.nodes.len(),
+            s.sent,
+            swept,
+            start.elapsed() - opened - swept
+        );
     }
     ExitCode::SUCCESS
 }
