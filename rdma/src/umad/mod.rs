@@ -42,6 +42,7 @@ mod agent;
 #[cfg(feature = "tokio")]
 mod async_port;
 mod ca;
+mod issm;
 mod port;
 mod wire;
 
@@ -52,6 +53,7 @@ pub use async_port::{AsyncAgent, AsyncPort};
 pub use ca::{
     ca_names, cas, gid_index, node_type_name, phys_state_name, port_state_name, Ca, CaPort,
 };
+pub use issm::IsSm;
 pub use port::{Port, PortView};
 pub use wire::Received;
 

@@ -1,0 +1,163 @@
+//! A subnet manager and subnet administrator for an InfiniBand fabric, in
+//! the manner of OpenSM: it sweeps the fabric with directed-route SMPs,
+//! assigns LIDs, routes by minimum hops, programs every switch's linear
+//! forwarding table, brings the ports to Active, answers SMInfo as master,
+//! and answers SA queries (NodeRecord, PortInfoRecord, PathRecord,
+//! LinkRecord, MCMemberRecord with joins and leaves, ClassPortInfo).
+//!
+//! Usage: `sm [-C CA] [-P PORT] [--sweep SECONDS] [--once]`. It runs until
+//! SIGINT or SIGTERM (or, with `--once`, exits after the first sweep has
+//! brought the subnet up). It logs each sweep: what it found and changed,
+//! and `SUBNET UP` once the first sweep is done.
+
+mod sa;
+mod sweep;
+
+use std::process::ExitCode;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use clap::Parser;
+use rdma::mad::{class, Method, SmInfo};
+use rdma::umad::{AsyncPort, IsSm, Port, Registration};
+
+use sweep::{Sm, Subnet};
+
+/// Run a subnet manager and SA on a port.
+#[derive(Parser, Debug)]
+#[command(name = "sm")]
+struct Args {
+    /// The CA (default: the first).
+    #[arg(short = 'C', long = "Ca")]
+    ca: Option<String>,
+    /// The port (default: the CA's first; a switch's is 0).
+    #[arg(short = 'P', long = "Port")]
+    port: Option<u32>,
+    /// Seconds between light sweeps.
+    #[arg(long = "sweep", default_value_t = 10)]
+    sweep: u64,
+    /// Exit once the first sweep has brought the subnet up.
+    #[arg(long)]
+    once: bool,
+    /// The SM priority in SMInfo (0-15).
+    #[arg(short = 'p', long = "priority", default_value_t = 0)]
+    priority: u8,
+}
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sm: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sm: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Error> {
+    let ca = match args.ca {
+        Some(c) => c,
+        None => rdma::umad::ca_names()?
+            .into_iter()
+            .next()
+            .ok_or("sm: no CA")?,
+    };
+    let port_num = match args.port {
+        Some(p) => p,
+        None => rdma::umad::Ca::get(&ca)?
+            .ports
+            .first()
+            .map(|p| p.port_num)
+            .ok_or("sm: the CA has no port")?,
+    };
+    let port = AsyncPort::new(Port::open(&ca, port_num)?)?;
+    // Another SM holding the port's IsSM is an error, not a wait.
+    let _is_sm = IsSm::try_acquire(&ca, port_num)
+        .map_err(|e| format!("sm: another SM holds {ca}/{port_num}: {e}"))?;
+    let info = port.port().info()?;
+    // The SMI: directed-route sweeps (a client), and SMInfo queries from
+    // others, LID-routed or directed (a server).
+    let smi_dr = port.register(
+        &Registration::new(class::SUBN_DIRECTED_ROUTE, 1)
+            .method(Method::GET)
+            .method(Method::SET)
+            .method(Method::TRAP),
+    )?;
+    let smi_lid = port.register(
+        &Registration::new(class::SUBN_LID_ROUTED, 1)
+            .method(Method::GET)
+            .method(Method::SET)
+            .method(Method::TRAP),
+    )?;
+    let sa_agent = port.register(
+        &Registration::new(class::SUBN_ADM, 2)
+            .rmpp(1)
+            .method(Method::GET)
+            .method(Method::GET_TABLE)
+            .method(Method::SET)
+            .method(Method::DELETE),
+    )?;
+    let subnet = Arc::new(RwLock::new(Subnet::default()));
+    let sm_info = Arc::new(RwLock::new(SmInfo {
+        guid: info.port_guid,
+        sm_key: 0,
+        act_count: 0,
+        priority: args.priority & 0xf,
+        sm_state: SmInfo::DISCOVERING,
+    }));
+    let smi_dr = Arc::new(smi_dr);
+    let smi_lid = Arc::new(smi_lid);
+    let traps = Arc::new(tokio::sync::Notify::new());
+    tokio::spawn(sweep::serve_smi(
+        smi_dr.clone(),
+        sm_info.clone(),
+        traps.clone(),
+    ));
+    tokio::spawn(sweep::serve_smi(
+        smi_lid.clone(),
+        sm_info.clone(),
+        traps.clone(),
+    ));
+    tokio::spawn(sa::serve(sa_agent, subnet.clone()));
+    let mut sm = Sm::new(smi_dr, subnet, sm_info);
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut first = true;
+    loop {
+        let heavy = first;
+        match sm.sweep(heavy).await {
+            Ok(report) => {
+                println!("sm: sweep: {report}");
+                if first {
+                    println!("sm: SUBNET UP");
+                    first = false;
+                    if args.once {
+                        return Ok(());
+                    }
+                }
+            }
+            Err(e) => eprintln!("sm: sweep failed: {e}"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(args.sweep)) => {}
+            _ = traps.notified() => println!("sm: a trap arrived: sweeping"),
+            _ = tokio::signal::ctrl_c() => break,
+            _ = term.recv() => break,
+        }
+    }
+    println!("sm: stopped");
+    Ok(())
+}

@@ -1,0 +1,678 @@
+//! The subnet administrator: records of the swept subnet, matched by
+//! component mask, and multicast groups joined and left through it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use rdma::mad::sa::{
+    self as records, JoinState, LinkRecord, LinkRecordMask, McMemberRecord, McMemberRecordMask,
+    NodeRecord, NodeRecordMask, PathRecord, PathRecordMask, PortInfoRecord, PortInfoRecordMask,
+    SaRecord, SaStatusCode, Selector,
+};
+use rdma::mad::{
+    attr_id, ClassPortInfo, Mad, MadHeader, Method, NodeDescription, PortInfo, Status,
+};
+use rdma::subnet::{NodeId, NodeKind};
+use rdma::umad::{AsyncAgent, Received};
+use rdma::Gid;
+
+use crate::sweep::{lock_r, lock_w, Subnet, SUBNET_PREFIX};
+
+/// The IPoIB IPv4 broadcast group of the default partition, which the SM
+/// creates (as OpenSM does).
+pub const IPOIB_BROADCAST: [u8; 16] = [
+    0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+];
+/// The packet lifetime of the paths the SA gives (OpenSM's default).
+const PACKET_LIFE: u8 = 0x12;
+const DEFAULT_PKEY: u16 = 0xffff;
+
+/// A multicast group: its record and its members' join states.
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// The group (PortGID and JoinState unset).
+    pub rec: McMemberRecord,
+    /// Members by port GID.
+    pub members: BTreeMap<[u8; 16], JoinState>,
+    /// Kept when its last full member leaves.
+    pub permanent: bool,
+}
+
+/// The groups, by MGID.
+#[derive(Clone, Debug)]
+pub struct Groups {
+    /// By MGID.
+    pub by_mgid: BTreeMap<[u8; 16], Group>,
+    next_mlid: u16,
+}
+
+impl Default for Groups {
+    fn default() -> Groups {
+        let mut by_mgid = BTreeMap::new();
+        by_mgid.insert(
+            IPOIB_BROADCAST,
+            Group {
+                rec: McMemberRecord {
+                    mgid: Gid(IPOIB_BROADCAST),
+                    qkey: 0x0b1b,
+                    mlid: 0xc000,
+                    mtu_selector: Selector::Exactly,
+                    mtu: 4,
+                    pkey: DEFAULT_PKEY,
+                    rate_selector: Selector::Exactly,
+                    rate: 3,
+                    packet_life_time_selector: Selector::Exactly,
+                    packet_life_time: PACKET_LIFE,
+                    scope: 2,
+                    ..McMemberRecord::default()
+                },
+                members: BTreeMap::new(),
+                permanent: true,
+            },
+        );
+        Groups {
+            by_mgid,
+            next_mlid: 0xc001,
+        }
+    }
+}
+
+/// Answers the SA's requests from the state of the last sweep.
+pub async fn serve(agent: AsyncAgent, subnet: Arc<RwLock<Subnet>>) {
+    while let Some(req) = agent.next_request().await {
+        let resp = answer(&req, &subnet);
+        if let Some(resp) = resp {
+            if agent.respond(&req, &resp).is_err() {
+                // A table longer than the transport takes: what fits.
+                let _ = agent.respond(&req, &first_mad(&resp));
+            }
+        }
+    }
+}
+
+/// The first 256 bytes of a long GetTable answer, its RMPP header saying
+/// they are the whole of it.
+fn first_mad(resp: &Mad) -> Mad {
+    let Ok(mut sa) = resp.sa_header() else {
+        return resp.clone();
+    };
+    let stride = usize::from(sa.attr_offset) * 8;
+    let fit = (Mad::SIZE - 56).checked_div(stride).unwrap_or(0);
+    sa.rmpp.data2 = 20 + (fit * stride) as u32;
+    let mut m = Mad::decode(&resp.as_bytes()[..Mad::SIZE]).unwrap_or_else(|_| resp.clone());
+    let _ = m.set_sa_header(&sa);
+    let keep = 56 + fit * stride;
+    for b in &mut m.as_bytes_mut()[keep..] {
+        *b = 0;
+    }
+    m
+}
+
+fn error(req: &Mad, code: SaStatusCode) -> Mad {
+    let mut r = req.response();
+    let h = r.header();
+    r.set_header(&MadHeader {
+        status: code.status(),
+        ..h
+    });
+    r
+}
+
+fn general_error(req: &Mad, status: Status) -> Mad {
+    let mut r = req.response();
+    let h = r.header();
+    r.set_header(&MadHeader { status, ..h });
+    r
+}
+
+/// The answer to one request, if it is one the SA answers.
+fn answer(req: &Received, subnet: &RwLock<Subnet>) -> Option<Mad> {
+    let m = &req.mad;
+    let h = m.header();
+    if h.method.is_response() {
+        return None;
+    }
+    let sa = match m.sa_header() {
+        Ok(sa) => sa,
+        Err(_) => {
+            return Some(general_error(
+                m,
+                Status::new(false, false, rdma::mad::InvalidField::BadVersion, 0),
+            ))
+        }
+    };
+    let mask = sa.comp_mask;
+    let r = match (h.attr_id, h.method) {
+        (attr_id::CLASS_PORT_INFO, Method::GET) => {
+            let mut r = m.response();
+            let cpi = ClassPortInfo {
+                base_version: 1,
+                class_version: 2,
+                capability_mask: 0x0602,
+                resp_time_value: 18,
+                ..ClassPortInfo::default()
+            };
+            let _ = r.set_attribute(&cpi);
+            r
+        }
+        (records::attr_id::NODE_RECORD, Method::GET | Method::GET_TABLE) => {
+            let q = m.attribute::<NodeRecord>().ok()?;
+            let all = node_records(&lock_r(subnet));
+            let hits: Vec<_> = all
+                .into_iter()
+                .filter(|c| node_matches(&q, c, NodeRecordMask::from_bits_truncate(mask)))
+                .collect();
+            reply(m, h.method, hits)
+        }
+        (records::attr_id::PORT_INFO_RECORD, Method::GET | Method::GET_TABLE) => {
+            let q = m.attribute::<PortInfoRecord>().ok()?;
+            let mk = PortInfoRecordMask::from_bits_truncate(mask);
+            let hits: Vec<_> = port_info_records(&lock_r(subnet))
+                .into_iter()
+                .filter(|c| {
+                    (!mk.contains(PortInfoRecordMask::LID) || c.endport_lid == q.endport_lid)
+                        && (!mk.contains(PortInfoRecordMask::PORT_NUM) || c.port_num == q.port_num)
+                })
+                .collect();
+            reply(m, h.method, hits)
+        }
+        (records::attr_id::LINK_RECORD, Method::GET | Method::GET_TABLE) => {
+            let q = m.attribute::<LinkRecord>().ok()?;
+            let mk = LinkRecordMask::from_bits_truncate(mask);
+            let hits: Vec<_> = link_records(&lock_r(subnet))
+                .into_iter()
+                .filter(|c| {
+                    (!mk.contains(LinkRecordMask::FROM_LID) || c.from_lid == q.from_lid)
+                        && (!mk.contains(LinkRecordMask::FROM_PORT) || c.from_port == q.from_port)
+                        && (!mk.contains(LinkRecordMask::TO_PORT) || c.to_port == q.to_port)
+                        && (!mk.contains(LinkRecordMask::TO_LID) || c.to_lid == q.to_lid)
+                })
+                .collect();
+            reply(m, h.method, hits)
+        }
+        (records::attr_id::PATH_RECORD, Method::GET | Method::GET_TABLE) => {
+            let q = m.attribute::<PathRecord>().ok()?;
+            let hits = path_records(
+                &lock_r(subnet),
+                &q,
+                PathRecordMask::from_bits_truncate(mask),
+                req.addr.lid,
+            );
+            reply(m, h.method, hits)
+        }
+        (records::attr_id::MC_MEMBER_RECORD, Method::GET | Method::GET_TABLE) => {
+            let q = m.attribute::<McMemberRecord>().ok()?;
+            let hits = member_records(
+                &lock_r(subnet),
+                &q,
+                McMemberRecordMask::from_bits_truncate(mask),
+            );
+            reply(m, h.method, hits)
+        }
+        (records::attr_id::MC_MEMBER_RECORD, Method::SET | Method::DELETE) => {
+            let q = m.attribute::<McMemberRecord>().ok()?;
+            let mk = McMemberRecordMask::from_bits_truncate(mask);
+            let mut s = lock_w(subnet);
+            let r = if h.method == Method::SET {
+                join(&mut s, &q, mk)
+            } else {
+                leave(&mut s, &q, mk)
+            };
+            match r {
+                Ok(rec) => {
+                    let mut r = m.response();
+                    let _ = r.set_attribute(&rec);
+                    r
+                }
+                Err(code) => error(m, code),
+            }
+        }
+        _ => general_error(
+            m,
+            Status::new(
+                false,
+                false,
+                rdma::mad::InvalidField::MethodAttributeNotSupported,
+                0,
+            ),
+        ),
+    };
+    Some(r)
+}
+
+/// A Get's one record (none: ERR_NO_RECORDS; more: ERR_TOO_MANY_RECORDS)
+/// or a GetTable's records.
+fn reply<R: SaRecord>(req: &Mad, method: Method, hits: Vec<R>) -> Mad {
+    if method == Method::GET {
+        return match hits.as_slice() {
+            [one] => {
+                let mut r = req.response();
+                match r.set_attribute(one) {
+                    Ok(()) => r,
+                    Err(_) => error(req, SaStatusCode::NoResources),
+                }
+            }
+            [] => error(req, SaStatusCode::NoRecords),
+            _ => error(req, SaStatusCode::TooManyRecords),
+        };
+    }
+    records::table_response(req, &hits).unwrap_or_else(|_| error(req, SaStatusCode::NoResources))
+}
+
+/// The LID of the end port of `id` that `port` belongs to (a switch's
+/// port 0 LID for every port of it).
+fn base_lid(s: &Subnet, id: NodeId, port: u8) -> Option<u16> {
+    match s.topo.node(id).kind {
+        NodeKind::Switch => s.lids.of(&s.topo, id, 0),
+        _ => s.lids.of(&s.topo, id, port),
+    }
+}
+
+fn node_records(s: &Subnet) -> Vec<NodeRecord> {
+    let mut v = Vec::new();
+    for (id, n) in s.topo.nodes() {
+        let Some(ni) = s.node_info.get(&id) else {
+            continue;
+        };
+        for p in n.end_ports() {
+            let Some(lid) = s.lids.of(&s.topo, id, p) else {
+                continue;
+            };
+            let mut ni = *ni;
+            ni.port_guid = n.port_guid(p);
+            if n.kind != NodeKind::Switch {
+                ni.local_port_num = p;
+            }
+            v.push(NodeRecord {
+                lid,
+                node_info: ni,
+                node_description: NodeDescription::new(&n.description)
+                    .unwrap_or(NodeDescription([0; 64])),
+            });
+        }
+    }
+    v.sort_by_key(|r| r.lid);
+    v
+}
+
+fn node_matches(q: &NodeRecord, c: &NodeRecord, m: NodeRecordMask) -> bool {
+    let (a, b) = (&q.node_info, &c.node_info);
+    (!m.contains(NodeRecordMask::LID) || q.lid == c.lid)
+        && (!m.contains(NodeRecordMask::NODE_TYPE) || a.node_type == b.node_type)
+        && (!m.contains(NodeRecordMask::NUM_PORTS) || a.num_ports == b.num_ports)
+        && (!m.contains(NodeRecordMask::SYSTEM_IMAGE_GUID)
+            || a.system_image_guid == b.system_image_guid)
+        && (!m.contains(NodeRecordMask::NODE_GUID) || a.node_guid == b.node_guid)
+        && (!m.contains(NodeRecordMask::PORT_GUID) || a.port_guid == b.port_guid)
+        && (!m.contains(NodeRecordMask::LOCAL_PORT_NUM) || a.local_port_num == b.local_port_num)
+        && (!m.contains(NodeRecordMask::NODE_DESCRIPTION)
+            || q.node_description == c.node_description)
+}
+
+fn port_info_records(s: &Subnet) -> Vec<PortInfoRecord> {
+    let mut v: Vec<_> = s
+        .port_info
+        .iter()
+        .filter_map(|(&(id, p), pi)| {
+            Some(PortInfoRecord {
+                endport_lid: base_lid(s, id, p)?,
+                port_num: p,
+                options: 0,
+                port_info: *pi,
+            })
+        })
+        .collect();
+    v.sort_by_key(|r| (r.endport_lid, r.port_num));
+    v
+}
+
+fn link_records(s: &Subnet) -> Vec<LinkRecord> {
+    let mut v = Vec::new();
+    for (id, n) in s.topo.nodes() {
+        for p in 1..=n.num_ports {
+            let Some(peer) = s.topo.peer(id, p) else {
+                continue;
+            };
+            let (Some(from), Some(to)) = (base_lid(s, id, p), base_lid(s, peer.node, peer.port))
+            else {
+                continue;
+            };
+            v.push(LinkRecord {
+                from_lid: from,
+                from_port: p,
+                to_port: peer.port,
+                to_lid: to,
+            });
+        }
+    }
+    v.sort_by_key(|r| (r.from_lid, r.from_port));
+    v
+}
+
+/// The rate code (IBA table 205) of a link's active width and speed.
+fn rate_code(pi: &PortInfo) -> u8 {
+    let lanes = match pi.link_width_active {
+        1 => 1,
+        2 => 4,
+        4 => 8,
+        8 => 12,
+        _ => 1,
+    };
+    // Tenths of Gb/s per lane.
+    let lane = match pi.link_speed_active {
+        2 => 50,
+        4 => 100,
+        _ => 25,
+    };
+    match lanes * lane {
+        25 => 2,
+        50 => 5,
+        100 => 3,
+        200 => 6,
+        300 => 4,
+        400 => 7,
+        600 => 8,
+        800 => 9,
+        1200 => 10,
+        _ => 2,
+    }
+}
+
+/// Gb/s×10 of a rate code, for comparisons.
+fn rate_tenths(code: u8) -> u32 {
+    match code {
+        2 => 25,
+        5 => 50,
+        3 => 100,
+        6 => 200,
+        4 => 300,
+        7 => 400,
+        8 => 600,
+        9 => 800,
+        10 => 1200,
+        _ => 0,
+    }
+}
+
+/// The end port of `lid`.
+fn end_port(s: &Subnet, lid: u16) -> Option<(NodeId, u8, u64)> {
+    let (guid, _) = s.lids.iter().find(|&(_, l)| l == lid)?;
+    let (id, p) = s.topo.end_port_of(guid)?;
+    Some((id, p, guid))
+}
+
+fn end_port_by_gid(s: &Subnet, gid: Gid) -> Option<u16> {
+    if gid.subnet_prefix() != SUBNET_PREFIX {
+        return None;
+    }
+    s.lids.get(gid.interface_id())
+}
+
+/// The path from end port `slid` to `dlid`: its MTU and rate the least of
+/// the ports on the way, `None` if it is not routed.
+fn path(s: &Subnet, slid: u16, dlid: u16) -> Option<PathRecord> {
+    let (sn, sp, sguid) = end_port(s, slid)?;
+    let (_, _, dguid) = end_port(s, dlid)?;
+    let mut ports: Vec<&PortInfo> = Vec::new();
+    let mut at = match s.topo.node(sn).kind {
+        NodeKind::Switch => Some(sn),
+        _ => {
+            ports.push(s.port_info.get(&(sn, sp))?);
+            if slid == dlid {
+                None
+            } else {
+                let peer = s.topo.peer(sn, sp)?;
+                (s.topo.node(peer.node).kind == NodeKind::Switch).then_some(peer.node)
+            }
+        }
+    };
+    if let Some(sw) = at.take() {
+        for (node, p) in s.routes.trace(&s.topo, sw, dlid)? {
+            if p != 0 {
+                ports.push(s.port_info.get(&(node, p))?);
+            }
+        }
+    }
+    let links: Vec<&&PortInfo> = ports.iter().filter(|p| p.link_width_active != 0).collect();
+    let mtu = ports
+        .iter()
+        .map(|p| p.mtu_cap)
+        .filter(|&m| m != 0)
+        .min()
+        .unwrap_or(4);
+    let rate = links
+        .iter()
+        .map(|p| rate_code(p))
+        .min_by_key(|&c| rate_tenths(c))
+        .unwrap_or(3);
+    Some(PathRecord {
+        dgid: Gid::from_parts(SUBNET_PREFIX, dguid),
+        sgid: Gid::from_parts(SUBNET_PREFIX, sguid),
+        dlid,
+        slid,
+        reversible: true,
+        numb_path: 0,
+        pkey: DEFAULT_PKEY,
+        sl: 0,
+        mtu_selector: Selector::Exactly,
+        mtu,
+        rate_selector: Selector::Exactly,
+        rate,
+        packet_life_time_selector: Selector::Exactly,
+        packet_life_time: PACKET_LIFE,
+        ..PathRecord::default()
+    })
+}
+
+fn path_records(s: &Subnet, q: &PathRecord, m: PathRecordMask, requester: u16) -> Vec<PathRecord> {
+    let all_lids: Vec<u16> = {
+        let mut v: Vec<u16> = s.lids.iter().map(|(_, l)| l).collect();
+        v.sort_unstable();
+        v
+    };
+    let sources: Vec<u16> = if m.contains(PathRecordMask::SLID) {
+        vec![q.slid]
+    } else if m.contains(PathRecordMask::SGID) {
+        end_port_by_gid(s, q.sgid).into_iter().collect()
+    } else {
+        vec![requester]
+    };
+    let dests: Vec<u16> = if m.contains(PathRecordMask::DLID) {
+        vec![q.dlid]
+    } else if m.contains(PathRecordMask::DGID) {
+        end_port_by_gid(s, q.dgid).into_iter().collect()
+    } else {
+        all_lids
+    };
+    let mut v = Vec::new();
+    for &sl in &sources {
+        for &dl in &dests {
+            let Some(mut p) = path(s, sl, dl) else {
+                continue;
+            };
+            if m.contains(PathRecordMask::PKEY) && q.pkey & 0x7fff != DEFAULT_PKEY & 0x7fff {
+                continue;
+            }
+            if m.contains(PathRecordMask::SL) && q.sl != 0 {
+                continue;
+            }
+            if m.contains(PathRecordMask::SERVICE_ID) {
+                p.service_id = q.service_id;
+            }
+            v.push(p);
+        }
+    }
+    v
+}
+
+fn member_records(s: &Subnet, q: &McMemberRecord, m: McMemberRecordMask) -> Vec<McMemberRecord> {
+    let mut v = Vec::new();
+    for g in s.groups.by_mgid.values() {
+        if m.contains(McMemberRecordMask::MGID) && g.rec.mgid != q.mgid {
+            continue;
+        }
+        if m.contains(McMemberRecordMask::MLID) && g.rec.mlid != q.mlid {
+            continue;
+        }
+        let wants_port = m.contains(McMemberRecordMask::PORT_GID);
+        if g.members.is_empty() && !wants_port {
+            v.push(g.rec);
+        }
+        for (gid, js) in &g.members {
+            if wants_port && *gid != q.port_gid.0 {
+                continue;
+            }
+            v.push(McMemberRecord {
+                port_gid: Gid(*gid),
+                join_state: *js,
+                ..g.rec
+            });
+        }
+    }
+    v
+}
+
+/// The rate of the port with GID `gid`, in tenths of Gb/s.
+fn port_rate(s: &Subnet, gid: Gid) -> Option<u32> {
+    let lid = end_port_by_gid(s, gid)?;
+    let (id, p, _) = end_port(s, lid)?;
+    let pi = s.port_info.get(&(id, p))?;
+    Some(rate_tenths(rate_code(pi)))
+}
+
+fn join(
+    s: &mut Subnet,
+    q: &McMemberRecord,
+    m: McMemberRecordMask,
+) -> Result<McMemberRecord, SaStatusCode> {
+    let need =
+        McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE;
+    if !m.contains(McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE) {
+        return Err(SaStatusCode::ReqInsufficientComponents);
+    }
+    if q.join_state.is_empty() {
+        return Err(SaStatusCode::ReqInvalid);
+    }
+    let Some(rate) = port_rate(s, q.port_gid) else {
+        return Err(SaStatusCode::ReqInvalidGid);
+    };
+    let zero = q.mgid.0 == [0; 16] || !m.contains(McMemberRecordMask::MGID);
+    if !zero {
+        if let Some(g) = s.groups.by_mgid.get_mut(&q.mgid.0) {
+            if rate < rate_tenths(g.rec.rate) {
+                return Err(SaStatusCode::ReqInvalid);
+            }
+            let js = g.members.entry(q.port_gid.0).or_insert(JoinState::empty());
+            *js |= q.join_state;
+            return Ok(McMemberRecord {
+                port_gid: q.port_gid,
+                join_state: *js,
+                ..g.rec
+            });
+        }
+    }
+    // A new group: the creator names its parameters.
+    let create = McMemberRecordMask::QKEY
+        | McMemberRecordMask::PKEY
+        | McMemberRecordMask::SL
+        | McMemberRecordMask::FLOW_LABEL
+        | McMemberRecordMask::TCLASS;
+    if !m.contains(create) || !m.contains(need - McMemberRecordMask::MGID) {
+        return Err(SaStatusCode::ReqInsufficientComponents);
+    }
+    if !q.join_state.contains(JoinState::FULL_MEMBER) {
+        return Err(SaStatusCode::ReqInvalid);
+    }
+    let mgid = if zero {
+        let mut g = [
+            0xff, 0x12, 0xa0, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        g[14..].copy_from_slice(&s.groups.next_mlid.to_be_bytes());
+        g
+    } else {
+        q.mgid.0
+    };
+    let mlid = s.groups.next_mlid;
+    if mlid == 0xfffe {
+        return Err(SaStatusCode::NoResources);
+    }
+    s.groups.next_mlid += 1;
+    let rec = McMemberRecord {
+        mgid: Gid(mgid),
+        port_gid: Gid::default(),
+        mlid,
+        mtu_selector: Selector::Exactly,
+        mtu: if m.contains(McMemberRecordMask::MTU) {
+            q.mtu
+        } else {
+            4
+        },
+        rate_selector: Selector::Exactly,
+        rate: if m.contains(McMemberRecordMask::RATE) {
+            q.rate
+        } else {
+            3
+        },
+        packet_life_time_selector: Selector::Exactly,
+        packet_life_time: PACKET_LIFE,
+        join_state: JoinState::empty(),
+        proxy_join: false,
+        scope: if m.contains(McMemberRecordMask::SCOPE) {
+            q.scope
+        } else {
+            2
+        },
+        ..*q
+    };
+    let mut members = BTreeMap::new();
+    members.insert(q.port_gid.0, q.join_state);
+    s.groups.by_mgid.insert(
+        mgid,
+        Group {
+            rec,
+            members,
+            permanent: false,
+        },
+    );
+    Ok(McMemberRecord {
+        port_gid: q.port_gid,
+        join_state: q.join_state,
+        ..rec
+    })
+}
+
+fn leave(
+    s: &mut Subnet,
+    q: &McMemberRecord,
+    m: McMemberRecordMask,
+) -> Result<McMemberRecord, SaStatusCode> {
+    if !m.contains(
+        McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE,
+    ) {
+        return Err(SaStatusCode::ReqInsufficientComponents);
+    }
+    let Some(g) = s.groups.by_mgid.get_mut(&q.mgid.0) else {
+        return Err(SaStatusCode::ReqInvalid);
+    };
+    let Some(js) = g.members.get_mut(&q.port_gid.0) else {
+        return Err(SaStatusCode::ReqInvalid);
+    };
+    *js -= q.join_state;
+    let left = *js;
+    let rec = McMemberRecord {
+        port_gid: q.port_gid,
+        join_state: q.join_state,
+        ..g.rec
+    };
+    if left.is_empty() {
+        g.members.remove(&q.port_gid.0);
+    }
+    let full_left = g
+        .members
+        .values()
+        .any(|j| j.contains(JoinState::FULL_MEMBER));
+    if !full_left && !g.permanent {
+        s.groups.by_mgid.remove(&q.mgid.0);
+    }
+    Ok(rec)
+}

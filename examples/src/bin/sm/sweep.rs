@@ -1,0 +1,572 @@
+//! The sweep: directed-route discovery, LIDs, routes, the switches' tables
+//! and the ports' states; and the SMI server (SMInfo, traps).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rdma::mad::{
+    attr_id, Attribute, LinearForwardingTable, Mad, Method, NodeDescription, NodeInfo, PortInfo,
+    SmInfo, SwitchInfo,
+};
+use rdma::subnet::{Lids, NodeId, NodeKind, Routes, Topology};
+use rdma::umad::{Address, AsyncAgent};
+
+use crate::Error;
+
+/// Per attempt.
+const SMP_TIMEOUT: Duration = Duration::from_millis(200);
+const SMP_RETRIES: u32 = 3;
+/// Concurrent SMPs of one sweep step.
+const IN_FLIGHT: usize = 32;
+
+/// PortState values (IBA 14.2.5.6).
+pub const PORT_INIT: u8 = 2;
+pub const PORT_ARMED: u8 = 3;
+pub const PORT_ACTIVE: u8 = 4;
+/// PortPhysicalState LinkUp.
+const PHYS_LINK_UP: u8 = 5;
+
+/// The default subnet prefix.
+pub const SUBNET_PREFIX: u64 = 0xfe80_0000_0000_0000;
+
+/// What the SA serves: the subnet as the last sweep left it.
+#[derive(Default)]
+pub struct Subnet {
+    /// Nodes, ports and links.
+    pub topo: Topology,
+    /// LIDs, kept across sweeps.
+    pub lids: Lids,
+    /// Each switch's linear forwarding table.
+    pub routes: Routes,
+    /// NodeInfo of each node (as first reached).
+    pub node_info: HashMap<NodeId, NodeInfo>,
+    /// PortInfo of each port read in the sweep, as programmed.
+    pub port_info: HashMap<(NodeId, u8), PortInfo>,
+    /// The directed route to each node.
+    pub paths: HashMap<NodeId, Vec<u8>>,
+    /// The SM's own LID.
+    pub sm_lid: u16,
+    /// The node the SM runs on.
+    pub sm_node: Option<NodeId>,
+    /// Multicast groups (the SA's MCMemberRecords).
+    pub groups: crate::sa::Groups,
+    /// Whether the first sweep is done.
+    pub up: bool,
+}
+
+/// The sweeper.
+pub struct Sm {
+    smi: Arc<AsyncAgent>,
+    subnet: Arc<RwLock<Subnet>>,
+    sm_info: Arc<RwLock<SmInfo>>,
+    /// The LFTs as written, by node GUID.
+    written: HashMap<u64, Vec<u8>>,
+    /// LIDs kept across sweeps.
+    lids: Lids,
+}
+
+/// What one sweep found and did.
+#[derive(Default, Debug)]
+pub struct Report {
+    switches: usize,
+    cas: usize,
+    links: usize,
+    new_lids: usize,
+    port_infos_set: usize,
+    lft_blocks: usize,
+    armed: usize,
+    activated: usize,
+    failures: usize,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} switches, {} CAs, {} links; {} new LIDs; {} PortInfos set; {} LFT blocks \
+             written; {} ports armed, {} activated; {} SMPs failed",
+            self.switches,
+            self.cas,
+            self.links,
+            self.new_lids,
+            self.port_infos_set,
+            self.lft_blocks,
+            self.armed,
+            self.activated,
+            self.failures
+        )
+    }
+}
+
+/// A directed-route SMP Get or Set along `path`; the answer's attribute
+/// data (after a status check).
+async fn smp(
+    smi: &AsyncAgent,
+    method: Method,
+    attr: u16,
+    attr_mod: u32,
+    path: &[u8],
+    data: Option<&[u8]>,
+) -> Result<Mad, Error> {
+    let tid = smi.agent().next_tid();
+    let mut m = Mad::smp_directed(method, attr, attr_mod, tid, 0, path)?;
+    if let Some(d) = data {
+        let dst = m.data_mut();
+        let n = d.len().min(dst.len());
+        dst[..n].copy_from_slice(&d[..n]);
+    }
+    let r = smi
+        .request(&m, &Address::smi_lid(0xffff), SMP_TIMEOUT, SMP_RETRIES)
+        .await?;
+    let st = r.mad.status_without_direction();
+    if !st.is_ok() {
+        return Err(
+            format!("SMP {method:?} {attr:#06x}/{attr_mod} along {path:?}: status {st:?}").into(),
+        );
+    }
+    Ok(r.mad)
+}
+
+async fn get<A: Attribute>(smi: &AsyncAgent, attr_mod: u32, path: &[u8]) -> Result<A, Error> {
+    Ok(smp(smi, Method::GET, A::ID, attr_mod, path, None)
+        .await?
+        .attribute::<A>()?)
+}
+
+async fn set<A: Attribute>(
+    smi: &AsyncAgent,
+    attr_mod: u32,
+    path: &[u8],
+    value: &A,
+) -> Result<A, Error> {
+    let mut buf = vec![0u8; A::SIZE];
+    value.encode_into(&mut buf)?;
+    Ok(smp(smi, Method::SET, A::ID, attr_mod, path, Some(&buf))
+        .await?
+        .attribute::<A>()?)
+}
+
+/// Runs `jobs` (futures made by `make`), at most [`IN_FLIGHT`] at once,
+/// and returns their results in order.
+async fn all<T, F, Fut>(items: Vec<T>, make: F) -> Vec<Result<Fut::Output, Error>>
+where
+    T: Send + 'static,
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    let mut out = Vec::with_capacity(items.len());
+    let mut it = items.into_iter();
+    loop {
+        let mut set = tokio::task::JoinSet::new();
+        let mut idx = Vec::new();
+        for (i, item) in it.by_ref().take(IN_FLIGHT).enumerate() {
+            idx.push(i);
+            let fut = make(item);
+            set.spawn(async move { (i, fut.await) });
+        }
+        if idx.is_empty() {
+            return out;
+        }
+        let mut chunk: Vec<Option<Result<Fut::Output, Error>>> =
+            (0..idx.len()).map(|_| None).collect();
+        while let Some(r) = set.join_next().await {
+            match r {
+                Ok((i, v)) => chunk[i] = Some(Ok(v)),
+                Err(e) => {
+                    if let Some(slot) = chunk.iter_mut().find(|s| s.is_none()) {
+                        *slot = Some(Err(e.to_string().into()));
+                    }
+                }
+            }
+        }
+        out.extend(
+            chunk
+                .into_iter()
+                .map(|c| c.unwrap_or_else(|| Err("lost".into()))),
+        );
+    }
+}
+
+/// A node to reach: its path, and the port it is reached from.
+#[derive(Clone)]
+struct Probe {
+    path: Vec<u8>,
+    from: Option<(NodeId, u8)>,
+}
+
+impl Sm {
+    pub fn new(
+        smi: Arc<AsyncAgent>,
+        subnet: Arc<RwLock<Subnet>>,
+        sm_info: Arc<RwLock<SmInfo>>,
+    ) -> Sm {
+        Sm {
+            smi,
+            subnet,
+            sm_info,
+            written: HashMap::new(),
+            lids: Lids::new(),
+        }
+    }
+
+    /// One sweep: discover, assign LIDs, route, program, activate.
+    pub async fn sweep(&mut self, _heavy: bool) -> Result<Report, Error> {
+        let mut rep = Report::default();
+        let mut next = Subnet::default();
+        self.discover(&mut next, &mut rep).await?;
+        rep.new_lids = self.lids.assign(&next.topo);
+        next.lids = self.lids.clone();
+        next.routes = next.topo.min_hop_routes(&next.lids);
+        let sm_node = next.sm_node.ok_or("the sweep found no local node")?;
+        let sm_port = match next.topo.node(sm_node).kind {
+            NodeKind::Switch => 0,
+            _ => next.node_info[&sm_node].local_port_num,
+        };
+        next.sm_lid = next.lids.of(&next.topo, sm_node, sm_port).unwrap_or(0);
+        self.program(&mut next, &mut rep).await;
+        for (_, n) in next.topo.nodes() {
+            match n.kind {
+                NodeKind::Switch => rep.switches += 1,
+                _ => rep.cas += 1,
+            }
+            rep.links += n.links.iter().flatten().count();
+        }
+        rep.links /= 2;
+        {
+            let mut s = crate::sweep::lock_w(&self.subnet);
+            next.groups = std::mem::take(&mut s.groups);
+            next.up = true;
+            *s = next;
+        }
+        let mut info = self.sm_info.write().unwrap_or_else(|e| e.into_inner());
+        info.sm_state = SmInfo::MASTER;
+        info.act_count = info.act_count.wrapping_add(1);
+        Ok(rep)
+    }
+
+    async fn discover(&self, s: &mut Subnet, rep: &mut Report) -> Result<(), Error> {
+        let mut level = vec![Probe {
+            path: vec![0],
+            from: None,
+        }];
+        while !level.is_empty() {
+            let smi = self.smi.clone();
+            let infos = all(level.clone(), move |p: Probe| {
+                let smi = smi.clone();
+                async move { get::<NodeInfo>(&smi, 0, &p.path).await }
+            })
+            .await;
+            let mut fresh = Vec::new();
+            for (probe, r) in level.iter().zip(infos) {
+                let ni = match r.and_then(|x| x) {
+                    Ok(ni) => ni,
+                    Err(e) => {
+                        rep.failures += 1;
+                        eprintln!("sm: NodeInfo along {:?}: {e}", probe.path);
+                        continue;
+                    }
+                };
+                let Some(kind) = NodeKind::from_node_type(ni.node_type) else {
+                    continue;
+                };
+                let known = s.topo.find(ni.node_guid).is_some();
+                let id = s.topo.add_node(ni.node_guid, kind, ni.num_ports);
+                {
+                    let n = s.topo.node_mut(id);
+                    let slot = if kind == NodeKind::Switch {
+                        0
+                    } else {
+                        ni.local_port_num
+                    };
+                    if let Some(g) = n.port_guids.get_mut(usize::from(slot)) {
+                        *g = ni.port_guid;
+                    }
+                }
+                if let Some((pid, pport)) = probe.from {
+                    if let Err(e) = s.topo.link(pid, pport, id, ni.local_port_num) {
+                        eprintln!("sm: link along {:?}: {e}", probe.path);
+                    }
+                }
+                if probe.from.is_none() {
+                    s.sm_node = Some(id);
+                }
+                // New nodes, and new ports of a CA reached again.
+                let new_ca_port =
+                    kind != NodeKind::Switch && !s.port_info.contains_key(&(id, ni.local_port_num));
+                if !known || new_ca_port {
+                    fresh.push((id, probe.clone(), ni, known));
+                }
+            }
+            // The new nodes' descriptions and ports.
+            let mut next = Vec::new();
+            for (id, probe, ni, known) in fresh {
+                if !known {
+                    s.node_info.insert(id, ni);
+                    s.paths.insert(id, probe.path.clone());
+                    if let Ok(d) = get::<NodeDescription>(&self.smi, 0, &probe.path).await {
+                        s.topo.node_mut(id).description = d.text();
+                    }
+                }
+                let ports: Vec<u8> = match s.topo.node(id).kind {
+                    NodeKind::Switch => (0..=ni.num_ports).collect(),
+                    _ => vec![ni.local_port_num],
+                };
+                let smi = self.smi.clone();
+                let path = probe.path.clone();
+                let pis = all(ports.clone(), move |p: u8| {
+                    let smi = smi.clone();
+                    let path = path.clone();
+                    async move { get::<PortInfo>(&smi, PortInfo::attr_mod(p), &path).await }
+                })
+                .await;
+                for (p, r) in ports.iter().zip(pis) {
+                    match r.and_then(|x| x) {
+                        Ok(pi) => {
+                            let up = pi.port_physical_state == PHYS_LINK_UP;
+                            s.port_info.insert((id, *p), pi);
+                            let explore = match s.topo.node(id).kind {
+                                NodeKind::Switch => {
+                                    *p != 0 && (probe.from.is_none() || *p != ni.local_port_num)
+                                }
+                                // Only the local CA sends out of its port.
+                                _ => probe.from.is_none(),
+                            };
+                            if up && explore && probe.path.len() < 64 {
+                                let mut path = probe.path.clone();
+                                path.push(*p);
+                                next.push(Probe {
+                                    path,
+                                    from: Some((id, *p)),
+                                });
+                            }
+                        }
+                        Err(e) => {
+                            rep.failures += 1;
+                            eprintln!("sm: PortInfo {p} along {:?}: {e}", probe.path);
+                        }
+                    }
+                }
+            }
+            level = next;
+        }
+        Ok(())
+    }
+
+    /// Writes LIDs, the SM's LID and the subnet prefix into every end
+    /// port, the LFTs into every switch, then takes the ports to Armed and
+    /// Active.
+    async fn program(&mut self, s: &mut Subnet, rep: &mut Report) {
+        let sm_lid = s.sm_lid;
+        // End ports: LID, SM LID, prefix.
+        let mut jobs = Vec::new();
+        for (id, n) in s.topo.nodes() {
+            for p in n.end_ports() {
+                let Some(lid) = s.lids.of(&s.topo, id, p) else {
+                    continue;
+                };
+                let Some(pi) = s.port_info.get(&(id, p)) else {
+                    continue;
+                };
+                if pi.lid == lid && pi.master_sm_lid == sm_lid && pi.gid_prefix == SUBNET_PREFIX {
+                    continue;
+                }
+                let mut w = *pi;
+                w.lid = lid;
+                w.master_sm_lid = sm_lid;
+                w.gid_prefix = SUBNET_PREFIX;
+                w.lmc = 0;
+                w.port_state = 0;
+                w.port_physical_state = 0;
+                w.subnet_timeout = 18;
+                jobs.push((id, p, s.paths[&id].clone(), w));
+            }
+        }
+        let smi = self.smi.clone();
+        let results = all(
+            jobs.clone(),
+            move |(_, p, path, w): (NodeId, u8, Vec<u8>, PortInfo)| {
+                let smi = smi.clone();
+                async move { set(&smi, PortInfo::attr_mod(p), &path, &w).await }
+            },
+        )
+        .await;
+        for ((id, p, _, _), r) in jobs.into_iter().zip(results) {
+            match r.and_then(|x| x) {
+                Ok(pi) => {
+                    rep.port_infos_set += 1;
+                    s.port_info.insert((id, p), pi);
+                }
+                Err(e) => {
+                    rep.failures += 1;
+                    eprintln!("sm: PortInfo Set {p} of {:#x}: {e}", s.topo.node(id).guid);
+                }
+            }
+        }
+        // Switches: LinearFDBTop, then the LFT blocks that changed.
+        let top = s.lids.max_lid();
+        let switches: Vec<NodeId> = s
+            .topo
+            .nodes()
+            .filter(|(_, n)| n.kind == NodeKind::Switch)
+            .map(|(id, _)| id)
+            .collect();
+        for &sw in &switches {
+            let path = s.paths[&sw].clone();
+            match get::<SwitchInfo>(&self.smi, 0, &path).await {
+                Ok(si) if si.linear_fdb_top != top => {
+                    let w = SwitchInfo {
+                        linear_fdb_top: top,
+                        life_time_value: si.life_time_value,
+                        ..si
+                    };
+                    if let Err(e) = set(&self.smi, 0, &path, &w).await {
+                        rep.failures += 1;
+                        eprintln!("sm: SwitchInfo Set along {path:?}: {e}");
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    rep.failures += 1;
+                    eprintln!("sm: SwitchInfo along {path:?}: {e}");
+                }
+            }
+            let guid = s.topo.node(sw).guid;
+            let table = s.routes.table(sw).unwrap_or(&[]).to_vec();
+            let old = self.written.get(&guid).cloned().unwrap_or_default();
+            let mut blocks = Vec::new();
+            for (b, entries) in s.routes.blocks(sw) {
+                let lo = b as usize * 64;
+                let hi = (lo + 64).min(table.len());
+                if old.get(lo..hi) == table.get(lo..hi) && old.len() >= hi {
+                    continue;
+                }
+                blocks.push((b, entries));
+            }
+            let smi = self.smi.clone();
+            let p2 = path.clone();
+            let res = all(blocks.clone(), move |(b, entries): (u32, [u8; 64])| {
+                let smi = smi.clone();
+                let path = p2.clone();
+                async move {
+                    set(
+                        &smi,
+                        LinearForwardingTable::attr_mod(b),
+                        &path,
+                        &LinearForwardingTable { ports: entries },
+                    )
+                    .await
+                }
+            })
+            .await;
+            let mut ok = true;
+            for r in res {
+                match r.and_then(|x| x) {
+                    Ok(_) => rep.lft_blocks += 1,
+                    Err(e) => {
+                        ok = false;
+                        rep.failures += 1;
+                        eprintln!("sm: LFT Set along {path:?}: {e}");
+                    }
+                }
+            }
+            if ok {
+                self.written.insert(guid, table);
+            }
+        }
+        // Port states: Init to Armed, then Armed to Active.
+        for (from, to) in [(PORT_INIT, PORT_ARMED), (PORT_ARMED, PORT_ACTIVE)] {
+            let mut jobs = Vec::new();
+            for (&(id, p), pi) in &s.port_info {
+                let node = s.topo.node(id);
+                let linked = p != 0 && s.topo.peer(id, p).is_some();
+                let is_port0 = node.kind == NodeKind::Switch && p == 0;
+                if pi.port_state == from && (linked || is_port0) {
+                    let mut w = *pi;
+                    w.port_state = to;
+                    w.port_physical_state = 0;
+                    jobs.push((id, p, s.paths[&id].clone(), w));
+                }
+            }
+            jobs.sort_by_key(|j| (j.0, j.1));
+            let smi = self.smi.clone();
+            let results = all(
+                jobs.clone(),
+                move |(_, p, path, w): (NodeId, u8, Vec<u8>, PortInfo)| {
+                    let smi = smi.clone();
+                    async move { set(&smi, PortInfo::attr_mod(p), &path, &w).await }
+                },
+            )
+            .await;
+            for ((id, p, _, _), r) in jobs.into_iter().zip(results) {
+                match r.and_then(|x| x) {
+                    Ok(pi) => {
+                        if to == PORT_ARMED {
+                            rep.armed += 1;
+                        } else {
+                            rep.activated += 1;
+                        }
+                        let mut pi = pi;
+                        // A Set answers with the state it asked for once
+                        // the port takes it.
+                        if pi.port_state == 0 {
+                            pi.port_state = to;
+                        }
+                        s.port_info.insert((id, p), pi);
+                    }
+                    Err(e) => {
+                        rep.failures += 1;
+                        eprintln!(
+                            "sm: PortState {to} for port {p} of {:#x}: {e}",
+                            s.topo.node(id).guid
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The subnet for writing, whatever a panicking holder left.
+pub fn lock_w(s: &RwLock<Subnet>) -> std::sync::RwLockWriteGuard<'_, Subnet> {
+    s.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The subnet for reading.
+pub fn lock_r(s: &RwLock<Subnet>) -> std::sync::RwLockReadGuard<'_, Subnet> {
+    s.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Answers SMInfo (Get, Set) as the master, and takes traps (answering
+/// TrapRepress and waking the sweeper).
+pub async fn serve_smi(
+    agent: Arc<AsyncAgent>,
+    sm_info: Arc<RwLock<SmInfo>>,
+    traps: Arc<tokio::sync::Notify>,
+) {
+    while let Some(req) = agent.next_request().await {
+        let h = req.mad.header();
+        let mut resp = req.mad.response();
+        if h.method == Method::TRAP {
+            resp.set_header(&rdma::mad::MadHeader {
+                method: Method::TRAP_REPRESS,
+                ..resp.header()
+            });
+            let n = req.mad.data().len().min(resp.data_mut().len());
+            let data = req.mad.data()[..n].to_vec();
+            resp.data_mut()[..n].copy_from_slice(&data);
+            let _ = agent.respond(&req, &resp);
+            traps.notify_one();
+            continue;
+        }
+        if h.attr_id != attr_id::SM_INFO {
+            continue;
+        }
+        let info = *sm_info.read().unwrap_or_else(|e| e.into_inner());
+        if resp.set_attribute(&info).is_ok() {
+            let _ = agent.respond(&req, &resp);
+        }
+    }
+}
