@@ -577,13 +577,15 @@ fn main() -> ExitCode {
         }
         None => print!("{out}"),
     }
+    let (nodes, sent) = (s.nodes.len(), s.sent);
+    let written = start.elapsed();
+    drop(s);
+    drop(diag);
     if std::env::var_os("RDMA_IBNETDISCOVER_STATS").is_some() {
         eprintln!(
-            "ibnetdiscover: {} nodes, {} SMPs, port opened in {opened:?}, sweep {:?}, output {:?}",
-            s.nodes.len(),
-            s.sent,
-            swept,
-            start.elapsed() - opened - swept
+            "ibnetdiscover: {nodes} nodes, {sent} SMPs, port opened in {opened:?}, sweep {swept:?}, output {:?}, port closed in {:?}",
+            written - opened - swept,
+            start.elapsed() - written
         );
     }
     ExitCode::SUCCESS
