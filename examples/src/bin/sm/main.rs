@@ -8,7 +8,9 @@
 //! Usage: `sm [-C CA] [-P PORT] [--sweep SECONDS] [--once]`. It runs until
 //! SIGINT or SIGTERM (or, with `--once`, exits after the first sweep has
 //! brought the subnet up). It logs each sweep: what it found and changed,
-//! and `SUBNET UP` once the first sweep is done.
+//! and `SUBNET UP` once the first sweep is done. With `OSM_CACHE_DIR` set
+//! it writes the LIDs there as OpenSM does (`guid2lid`: port GUID, LID,
+//! LID).
 
 mod sa;
 mod sweep;
@@ -132,7 +134,8 @@ async fn run(args: Args) -> Result<(), Error> {
         sm_info.clone(),
         traps.clone(),
     ));
-    tokio::spawn(sa::serve(sa_agent, subnet.clone()));
+    let mcast = Arc::new(tokio::sync::Notify::new());
+    tokio::spawn(sa::serve(sa_agent, subnet.clone(), mcast.clone()));
     let mut sm = Sm::new(smi_dr, subnet, sm_info);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut first = true;
@@ -140,7 +143,14 @@ async fn run(args: Args) -> Result<(), Error> {
         let heavy = first;
         match sm.sweep(heavy).await {
             Ok(report) => {
-                println!("sm: sweep: {report}");
+                if let Some(dir) = std::env::var_os("OSM_CACHE_DIR") {
+                    let path = std::path::Path::new(&dir).join("guid2lid");
+                    if let Err(e) = std::fs::write(&path, sweep::guid2lid(&sm.subnet())) {
+                        eprintln!("sm: writing {}: {e}", path.display());
+                    }
+                }
+                let mfts = sm.program_multicast().await;
+                println!("sm: sweep: {report}; {mfts} MFT blocks written");
                 if first {
                     println!("sm: SUBNET UP");
                     first = false;
@@ -151,13 +161,27 @@ async fn run(args: Args) -> Result<(), Error> {
             }
             Err(e) => eprintln!("sm: sweep failed: {e}"),
         }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(args.sweep)) => {}
-            _ = traps.notified() => println!("sm: a trap arrived: sweeping"),
-            _ = tokio::signal::ctrl_c() => break,
-            _ = term.recv() => break,
+        let wake = tokio::time::Instant::now() + Duration::from_secs(args.sweep);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(wake) => break,
+                _ = mcast.notified() => {
+                    let n = sm.program_multicast().await;
+                    println!("sm: multicast groups changed: {n} MFT blocks written");
+                    continue;
+                }
+                _ = traps.notified() => {
+                    println!("sm: a trap arrived: sweeping");
+                    break;
+                }
+                _ = tokio::signal::ctrl_c() => return stopped(),
+                _ = term.recv() => return stopped(),
+            }
         }
     }
+}
+
+fn stopped() -> Result<(), Error> {
     println!("sm: stopped");
     Ok(())
 }

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use rdma::mad::sa::{
-    self as records, JoinState, LinkRecord, LinkRecordMask, McMemberRecord, McMemberRecordMask,
-    NodeRecord, NodeRecordMask, PathRecord, PathRecordMask, PortInfoRecord, PortInfoRecordMask,
-    SaRecord, SaStatusCode, Selector,
+    self as records, InformInfo, JoinState, LinkRecord, LinkRecordMask, McMemberRecord,
+    McMemberRecordMask, NodeRecord, NodeRecordMask, PathRecord, PathRecordMask, PortInfoRecord,
+    PortInfoRecordMask, SaRecord, SaStatusCode, Selector,
 };
 use rdma::mad::{
     attr_id, ClassPortInfo, Mad, MadHeader, Method, NodeDescription, PortInfo, Status,
@@ -44,6 +44,10 @@ pub struct Groups {
     /// By MGID.
     pub by_mgid: BTreeMap<[u8; 16], Group>,
     next_mlid: u16,
+    /// InformInfo subscriptions: (subscriber LID, trap number, generic).
+    /// Kept and answered; Reports are not sent (under ibsim only the SM's
+    /// own process could receive them).
+    pub subscriptions: Vec<(u16, u16, bool)>,
 }
 
 impl Default for Groups {
@@ -73,14 +77,26 @@ impl Default for Groups {
         Groups {
             by_mgid,
             next_mlid: 0xc001,
+            subscriptions: Vec::new(),
         }
     }
 }
 
 /// Answers the SA's requests from the state of the last sweep.
-pub async fn serve(agent: AsyncAgent, subnet: Arc<RwLock<Subnet>>) {
+pub async fn serve(
+    agent: AsyncAgent,
+    subnet: Arc<RwLock<Subnet>>,
+    mcast: Arc<tokio::sync::Notify>,
+) {
     while let Some(req) = agent.next_request().await {
         let resp = answer(&req, &subnet);
+        let h = req.mad.header();
+        if h.attr_id == records::attr_id::MC_MEMBER_RECORD
+            && matches!(h.method, Method::SET | Method::DELETE)
+            && resp.as_ref().is_some_and(|r| r.status().is_ok())
+        {
+            mcast.notify_one();
+        }
         if let Some(resp) = resp {
             if agent.respond(&req, &resp).is_err() {
                 // A table longer than the transport takes: what fits.
@@ -208,6 +224,24 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>) -> Option<Mad> {
                 McMemberRecordMask::from_bits_truncate(mask),
             );
             reply(m, h.method, hits)
+        }
+        (records::attr_id::INFORM_INFO, Method::SET) => {
+            let q = m.attribute::<InformInfo>().ok()?;
+            let key = (req.addr.lid, q.trap_number, q.is_generic);
+            let mut s = lock_w(subnet);
+            let subs = &mut s.groups.subscriptions;
+            let known = subs.iter().position(|k| *k == key);
+            match (q.subscribe, known) {
+                (true, None) => subs.push(key),
+                (true, Some(_)) => {}
+                (false, Some(i)) => {
+                    subs.remove(i);
+                }
+                (false, None) => return Some(error(m, SaStatusCode::ReqInvalid)),
+            }
+            let mut r = m.response();
+            let _ = r.set_attribute(&q);
+            r
         }
         (records::attr_id::MC_MEMBER_RECORD, Method::SET | Method::DELETE) => {
             let q = m.attribute::<McMemberRecord>().ok()?;

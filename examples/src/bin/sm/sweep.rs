@@ -7,8 +7,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rdma::mad::{
-    attr_id, Attribute, LinearForwardingTable, Mad, Method, NodeDescription, NodeInfo, PortInfo,
-    SmInfo, SwitchInfo,
+    attr_id, Attribute, LinearForwardingTable, Mad, Method, MulticastForwardingTable,
+    NodeDescription, NodeInfo, PortInfo, SmInfo, SwitchInfo,
 };
 use rdma::subnet::{Lids, NodeId, NodeKind, Routes, Topology};
 use rdma::umad::{Address, AsyncAgent};
@@ -63,6 +63,8 @@ pub struct Sm {
     sm_info: Arc<RwLock<SmInfo>>,
     /// The LFTs as written, by node GUID.
     written: HashMap<u64, Vec<u8>>,
+    /// The MFT blocks as written: (node GUID, block, position) to masks.
+    mft_written: HashMap<(u64, u16, u8), [u16; 32]>,
     /// LIDs kept across sweeps.
     lids: Lids,
 }
@@ -208,6 +210,7 @@ impl Sm {
             subnet,
             sm_info,
             written: HashMap::new(),
+            mft_written: HashMap::new(),
             lids: Lids::new(),
         }
     }
@@ -245,6 +248,85 @@ impl Sm {
         info.sm_state = SmInfo::MASTER;
         info.act_count = info.act_count.wrapping_add(1);
         Ok(rep)
+    }
+
+    /// The subnet the SA serves.
+    pub fn subnet(&self) -> Arc<RwLock<Subnet>> {
+        self.subnet.clone()
+    }
+
+    /// Programs every switch's multicast forwarding table for the groups
+    /// of the SA: per group, a tree over the switches (breadth first from
+    /// the switch of its first member, lowest ports first) pruned to the
+    /// branches that lead to members; each switch forwards the MLID to its
+    /// member CAs, to the tree children with members below, and to its
+    /// parent when members are elsewhere. Writes only the blocks that
+    /// changed; returns how many it wrote.
+    pub async fn program_multicast(&mut self) -> usize {
+        let (jobs, paths) = {
+            let s = lock_r(&self.subnet);
+            let masks = multicast_masks(&s);
+            let mut jobs: Vec<(u64, u16, u8, [u16; 32])> = Vec::new();
+            let mut paths = HashMap::new();
+            for (id, n) in s.topo.nodes() {
+                if n.kind != NodeKind::Switch {
+                    continue;
+                }
+                paths.insert(n.guid, s.paths.get(&id).cloned().unwrap_or_default());
+                let positions = usize::from(n.num_ports) / 16 + 1;
+                // Every block that has a group now or had one before.
+                let mut blocks: Vec<u16> = masks
+                    .keys()
+                    .filter(|(sw, _)| *sw == id)
+                    .filter_map(|(_, mlid)| MulticastForwardingTable::block_of(*mlid).map(|b| b.0))
+                    .chain(
+                        self.mft_written
+                            .keys()
+                            .filter(|(g, _, _)| *g == n.guid)
+                            .map(|(_, b, _)| *b),
+                    )
+                    .collect();
+                blocks.sort_unstable();
+                blocks.dedup();
+                for b in blocks {
+                    for pos in 0..positions as u8 {
+                        let mut t = [0u16; 32];
+                        for (i, slot) in t.iter_mut().enumerate() {
+                            let mlid = MulticastForwardingTable::MLID_BASE + b * 32 + i as u16;
+                            let ports = masks.get(&(id, mlid)).copied().unwrap_or(0);
+                            *slot = (ports >> (16 * u32::from(pos))) as u16;
+                        }
+                        let old = self.mft_written.get(&(n.guid, b, pos));
+                        if old != Some(&t) && (old.is_some() || t.iter().any(|&m| m != 0)) {
+                            jobs.push((n.guid, b, pos, t));
+                        }
+                    }
+                }
+            }
+            (jobs, paths)
+        };
+        let mut written = 0;
+        for (guid, b, pos, t) in jobs {
+            let Ok(am) = MulticastForwardingTable::attr_mod(b, pos) else {
+                continue;
+            };
+            let path = &paths[&guid];
+            match set(
+                &self.smi,
+                am,
+                path,
+                &MulticastForwardingTable { port_masks: t },
+            )
+            .await
+            {
+                Ok(_) => {
+                    written += 1;
+                    self.mft_written.insert((guid, b, pos), t);
+                }
+                Err(e) => eprintln!("sm: MFT Set along {path:?}: {e}"),
+            }
+        }
+        written
     }
 
     async fn discover(&self, s: &mut Subnet, rep: &mut Report) -> Result<(), Error> {
@@ -527,6 +609,83 @@ impl Sm {
             }
         }
     }
+}
+
+/// The LIDs in OpenSM's `guid2lid` format: `0x<port GUID> <LID> <LID>` a
+/// line, by LID.
+pub fn guid2lid(s: &RwLock<Subnet>) -> String {
+    let s = lock_r(s);
+    let mut v: Vec<(u64, u16)> = s.lids.iter().collect();
+    v.sort_by_key(|&(_, l)| l);
+    v.iter()
+        .map(|(g, l)| format!("0x{g:016x} 0x{l:04x} 0x{l:04x}\n"))
+        .collect()
+}
+
+/// Each switch's port mask (bit `p`: port `p`) for each MLID with members.
+fn multicast_masks(s: &Subnet) -> HashMap<(NodeId, u16), u64> {
+    let mut out = HashMap::new();
+    for g in s.groups.by_mgid.values() {
+        // The members' switches and the member CA ports on each.
+        let mut at: HashMap<NodeId, u64> = HashMap::new();
+        let mut order: Vec<NodeId> = Vec::new();
+        for gid in g.members.keys() {
+            let guid = u64::from_be_bytes(gid[8..].try_into().expect("8 bytes"));
+            let Some((id, p)) = s.topo.end_port_of(guid) else {
+                continue;
+            };
+            let (sw, bit) = match s.topo.node(id).kind {
+                NodeKind::Switch => (id, 1u64),
+                _ => match s.topo.peer(id, p) {
+                    Some(peer) if s.topo.node(peer.node).kind == NodeKind::Switch => {
+                        (peer.node, 1u64 << peer.port)
+                    }
+                    _ => continue,
+                },
+            };
+            if !at.contains_key(&sw) {
+                order.push(sw);
+            }
+            *at.entry(sw).or_default() |= bit;
+        }
+        let Some(&root) = order.first() else { continue };
+        // A breadth-first tree over the switches from the root.
+        let mut parent: HashMap<NodeId, (NodeId, u8, u8)> = HashMap::new();
+        let mut seen = vec![root];
+        let mut queue = std::collections::VecDeque::from([root]);
+        while let Some(sw) = queue.pop_front() {
+            for p in 1..=s.topo.node(sw).num_ports {
+                let Some(peer) = s.topo.peer(sw, p) else {
+                    continue;
+                };
+                if s.topo.node(peer.node).kind != NodeKind::Switch || seen.contains(&peer.node) {
+                    continue;
+                }
+                seen.push(peer.node);
+                parent.insert(peer.node, (sw, p, peer.port));
+                queue.push_back(peer.node);
+            }
+        }
+        // Mark the tree edges on the way from each member switch to the root.
+        let mut masks: HashMap<NodeId, u64> = at.clone();
+        for &sw in &order {
+            let mut cur = sw;
+            while let Some(&(up, up_port, my_port)) = parent.get(&cur) {
+                *masks.entry(cur).or_default() |= 1u64 << my_port;
+                let e = masks.entry(up).or_default();
+                let already = *e & (1u64 << up_port) != 0;
+                *e |= 1u64 << up_port;
+                if already {
+                    break;
+                }
+                cur = up;
+            }
+        }
+        for (sw, m) in masks {
+            out.insert((sw, g.rec.mlid), m);
+        }
+    }
+    out
 }
 
 /// The subnet for writing, whatever a panicking holder left.
