@@ -415,6 +415,11 @@ pub fn decode_all(bytes: &[u8]) -> Result<Mad> {
     }
     if c == class::SUBN_ADM {
         mad.sa_header()?;
+        // The SA's records (a Get's one, a GetTable's each): only what
+        // does not decode is an error here, not an SA error status.
+        if let Err(sa::SaError::Codec(e)) = sa::decode_all(bytes) {
+            return Err(e);
+        }
     }
     if class::is_smi(c) {
         mad.m_key()?;
