@@ -230,10 +230,16 @@ comparisons() {
     compare perfquery-l "$TRAFFIC" perfquery -l "$sm"
     compare perfquery-r "$TRAFFIC" perfquery -r "$sm" 1
     compare perfquery-R "" perfquery -R "$sm" 1
+    compare perfquery-x-a "$TRAFFIC" perfquery -x -a "$sm"
+    compare perfquery-x-l "$TRAFFIC" perfquery -x -l "$sm"
+    compare perfquery-x-r "$TRAFFIC" perfquery -x -r "$sm" 1
+    compare perfquery-ports "$TRAFFIC" perfquery "$sm" 1,2
+    compare perfquery-range-a "$TRAFFIC" perfquery -a "$sm" 1-2
 
     compare sminfo "$ACTIVITY" sminfo
     compare sminfo-lid "$ACTIVITY" sminfo "$sm"
     compare sminfo-dr "$ACTIVITY" sminfo -D 0
+    compare sminfo-dr-1 "$ACTIVITY" sminfo -D 0,1
 
     local lid op
     for lid in 1 2 3; do
@@ -241,6 +247,8 @@ comparisons() {
             compare "smpquery-$op-$lid" "" smpquery "$op" "$lid"
         done
         compare "smpquery-portinfo-$lid-1" "" smpquery portinfo "$lid" 1
+        compare "smpquery-portinfo-x-$lid-1" "" smpquery -x portinfo "$lid" 1
+        compare "smpquery-NI-$lid" "" smpquery NI "$lid"
         compare "smpquery-pkeys-$lid-1" "" smpquery pkeys "$lid" 1
         compare "smpquery-vlarb-$lid-1" "" smpquery vlarb "$lid" 1
     done
