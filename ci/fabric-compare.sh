@@ -191,6 +191,7 @@ PINGTIME='s/time [0-9]+\.[0-9]{3} ms/time T ms/; s/time [0-9]+ ms$/time T ms/; s
 # on the first SMP that OpenSM sends it, for which it has no agent.)
 ping_comparisons() {
     local node lid srv
+    if [ -n "$ONLY" ] && ! [[ ibping =~ $ONLY ]]; then return 0; fi
     node=$(sed -nE 's/^(Ca|Hca)[ \t]+[0-9]+[ \t]+"([^"]+)".*/\2/p' "$RDMA_FABRIC_NET" | tail -n 1)
     lid=$(cd "$SCRATCH" && SIM_HOST=$node smpquery -D portinfo 0 2>/dev/null | sed -nE 's/^Lid:\.*([0-9]+)$/\1/p')
     if [ -z "$node" ] || [ -z "$lid" ]; then
