@@ -301,12 +301,32 @@ const RMPP_FLAG_ACTIVE: u8 = 0x01;
 /// RMPP header's Active flag set, without which the kernel refuses
 /// (EINVAL) a MAD that does not fit one. Anything else is
 /// [`Error::MadTooLong`], with the reason.
+///
+/// A whole transfer in one buffer (RMPP Active, type DATA, FIRST and
+/// LAST) from such an agent is written up to the end its PayloadLength
+/// gives (the 36 bytes of MAD and RMPP headers, then PayloadLength bytes),
+/// not with the padding after it: the kernel takes the write's length for
+/// the transfer's (it computes PayloadLength from it), and a receiver
+/// counts records by the length it gets, so padding would read as records
+/// (an SA GetTable answer of one PathRecord padded to 256 bytes is three
+/// records to `saquery`).
 fn rmpp_send(bytes: &[u8], reg: &Registration) -> Result<Option<Vec<u8>>> {
     let len = bytes.len();
+    let class = bytes.get(1).copied().unwrap_or(0);
+    if reg.rmpp_version != 0 && is_rmpp_class(class) {
+        if let Some(end) = rmpp_payload_end(bytes) {
+            if end < len {
+                let mut v = bytes[..end].to_vec();
+                if end > Mad::SIZE {
+                    v[RMPP_FLAGS_BYTE] |= RMPP_FLAG_ACTIVE;
+                }
+                return Ok(Some(v));
+            }
+        }
+    }
     if len <= Mad::SIZE {
         return Ok(None);
     }
-    let class = bytes.get(1).copied().unwrap_or(0);
     if !is_rmpp_class(class) {
         return Err(Error::MadTooLong {
             len,
@@ -322,6 +342,22 @@ fn rmpp_send(bytes: &[u8], reg: &Registration) -> Result<Option<Vec<u8>>> {
     let mut v = bytes.to_vec();
     v[RMPP_FLAGS_BYTE] |= RMPP_FLAG_ACTIVE;
     Ok(Some(v))
+}
+
+/// Where the payload of a whole RMPP transfer in `bytes` ends: 36 +
+/// PayloadLength, for an Active DATA segment flagged FIRST and LAST whose
+/// PayloadLength is not 0; `None` for anything else (no RMPP, a segment of
+/// a longer transfer, no length given).
+fn rmpp_payload_end(bytes: &[u8]) -> Option<usize> {
+    let h = crate::mad::RmppHeader::decode(bytes.get(crate::mad::MadHeader::SIZE..)?).ok()?;
+    let whole =
+        crate::mad::RmppFlags::ACTIVE | crate::mad::RmppFlags::FIRST | crate::mad::RmppFlags::LAST;
+    if h.rmpp_type != crate::mad::RmppType::Data || !h.flags.contains(whole) || h.data2 == 0 {
+        return None;
+    }
+    let end = (crate::mad::MadHeader::SIZE + crate::mad::RmppHeader::SIZE)
+        .checked_add(h.data2 as usize)?;
+    (end <= bytes.len()).then_some(end)
 }
 
 /// Turns the kernel's status of a response into an error.
@@ -391,6 +427,43 @@ mod tests {
         .to_vec();
         b.resize(len, 0xee);
         b
+    }
+
+    #[test]
+    fn a_whole_rmpp_transfer_is_written_up_to_its_payload_length() {
+        use crate::mad::sa::{table_response, PathRecord, PathRecordMask, SaRequest};
+        let rmpp = Registration::new(class::SUBN_ADM, 2).rmpp(1);
+        let req = SaRequest::get_table(5)
+            .record(&PathRecord::default(), PathRecordMask::DLID)
+            .unwrap();
+        // One PathRecord: 56 bytes of headers and 64 of record, not 256.
+        let one = table_response(&req, &[PathRecord::default()]).unwrap();
+        assert_eq!(one.len(), Mad::SIZE);
+        let sent = rmpp_send(one.as_bytes(), &rmpp).unwrap().unwrap();
+        assert_eq!(sent.len(), 56 + 64);
+        assert_eq!(sent[..], one.as_bytes()[..120]);
+        // Five: longer than a MAD, the Active flag set.
+        let five = table_response(&req, &[PathRecord::default(); 5]).unwrap();
+        assert_eq!(five.len(), 56 + 5 * 64);
+        assert_eq!(
+            rmpp_send(five.as_bytes(), &rmpp).unwrap().unwrap().len(),
+            376
+        );
+        // None: an empty table is its 56 bytes of headers.
+        let none = table_response::<PathRecord>(&req, &[]).unwrap();
+        assert_eq!(
+            rmpp_send(none.as_bytes(), &rmpp).unwrap().unwrap().len(),
+            56
+        );
+        // Not trimmed: an agent without RMPP, a PayloadLength past the end.
+        assert_eq!(
+            rmpp_send(one.as_bytes(), &Registration::new(class::SUBN_ADM, 2)).unwrap(),
+            None
+        );
+        let mut lying = one.as_bytes().to_vec();
+        lying[32..36].copy_from_slice(&1000u32.to_be_bytes());
+        assert_eq!(rmpp_send(&lying, &rmpp).unwrap(), None);
+        assert_eq!(rmpp_payload_end(&lying[..30]), None);
     }
 
     #[test]
