@@ -7,10 +7,11 @@
 
 mod mads;
 mod sa_client;
+mod sm;
 mod tools;
 
 fn main() -> std::process::ExitCode {
     let all: Vec<rdma_tests::fabric::FabricTest> =
-        [mads::TESTS, sa_client::TESTS, tools::TESTS].concat();
+        [mads::TESTS, sa_client::TESTS, sm::TESTS, tools::TESTS].concat();
     rdma_tests::fabric::run(&all)
 }

@@ -65,7 +65,7 @@ const IPOIB_BROADCAST: [u8; 16] = [
     0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
 ];
 
-fn runtime() -> Res<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Res<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -73,7 +73,7 @@ fn runtime() -> Res<tokio::runtime::Runtime> {
 }
 
 /// The simulated CA's port as an `AsyncPort` (call inside the runtime).
-fn async_port() -> Res<AsyncPort> {
+pub(crate) fn async_port() -> Res<AsyncPort> {
     let ca = umad::Ca::get("ibsim0")?;
     let Some(p) = ca.ports.first() else {
         fail!("ibsim0 has no port: {ca:?}");
@@ -82,7 +82,7 @@ fn async_port() -> Res<AsyncPort> {
 }
 
 /// This port's GID (subnet prefix and port GUID) and LID.
-fn local_gid_and_lid(port: &AsyncPort) -> Res<(Gid, u16)> {
+pub(crate) fn local_gid_and_lid(port: &AsyncPort) -> Res<(Gid, u16)> {
     let info = port.port().info()?;
     Ok((
         Gid::from_parts(info.gid_prefix, info.port_guid),
@@ -182,7 +182,7 @@ async fn members_with(sa: &SaClient, gid: Gid) -> Res<usize> {
 /// at the fabric's first two HCAs (`SIM_HOST`), unless this process is
 /// attached at an HCA already (then `None`: run the test here). Each child
 /// inherits the fabric's environment and runs only that test.
-fn at_hcas(f: &Fabric, name: &str) -> Option<TestResult> {
+pub(crate) fn at_hcas(f: &Fabric, name: &str) -> Option<TestResult> {
     if f.attached().kind == NodeKind::Hca {
         return None;
     }

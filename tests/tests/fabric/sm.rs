@@ -1,0 +1,290 @@
+//! The subnet manager of the fabric, as its C clients see it: the same
+//! checks pass under OpenSM and under ours (`examples/src/bin/sm`, which
+//! `ci/fabric.sh --sm ours` starts instead of OpenSM; `RDMA_FABRIC_SM` names
+//! the one running).
+//!
+//! - `sminfo` reports a master at the SM's LID;
+//! - `ibnetdiscover` lists every node with a LID, and every HCA port is
+//!   Active with the SM's LID as its SMLid (`smpquery portinfo`);
+//! - `ibroute` shows every LID routed on every switch, and `ibtracert`
+//!   finds the route between sampled pairs of HCAs;
+//! - `saquery` gets a NodeRecord for every LID and a PathRecord between the
+//!   sampled pairs;
+//! - `saquery -g` sees a group joined by our async SA client, and not after
+//!   it left.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use rdma::mad::sa::{JoinState, McMemberRecord, McMemberRecordMask};
+use rdma::sa::SaClient;
+use rdma::Gid;
+use rdma_tests::fabric::{output_within, Fabric, FabricTest, NodeKind};
+use rdma_tests::{check, fail, Outcome, TestResult};
+
+use crate::sa_client::{async_port, at_hcas, local_gid_and_lid, runtime};
+
+pub const TESTS: &[FabricTest] = &[
+    FabricTest {
+        name: "sm::sminfo_reports_a_master_at_the_sm_lid",
+        run: sminfo_reports_a_master,
+    },
+    FabricTest {
+        name: "sm::every_node_has_a_lid_and_every_hca_port_is_active",
+        run: every_node_has_a_lid_and_every_hca_port_is_active,
+    },
+    FabricTest {
+        name: "sm::ibroute_routes_every_lid_on_every_switch",
+        run: ibroute_routes_every_lid_on_every_switch,
+    },
+    FabricTest {
+        name: "sm::ibtracert_finds_routes_between_sampled_hcas",
+        run: ibtracert_finds_routes_between_sampled_hcas,
+    },
+    FabricTest {
+        name: "sm::saquery_gets_node_records_and_paths",
+        run: saquery_gets_node_records_and_paths,
+    },
+    FabricTest {
+        name: "sm::saquery_sees_a_group_our_client_joined",
+        run: saquery_sees_a_group_our_client_joined,
+    },
+];
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// The SM running, for messages.
+fn sm_name() -> String {
+    std::env::var("RDMA_FABRIC_SM").unwrap_or_else(|_| "opensm".into())
+}
+
+/// stdout of a C tool run against the fabric (attached at the first node),
+/// failing with its stderr when it fails.
+fn tool(f: &Fabric, args: &[&str]) -> Res<String> {
+    let mut c = f.command(args[0], None);
+    c.args(&args[1..]);
+    let out = output_within(c, LIMIT)?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        fail!(
+            "`{}` under {}: {}\n{text}{}",
+            args.join(" "),
+            sm_name(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(text)
+}
+
+/// The LIDs of the subnet by node kind: (switch LIDs, HCA port LIDs), from
+/// the SM's guid2lid and the net file's order (switch GUIDs are those
+/// `ibnetdiscover` names with `switchguid=`).
+fn lids_by_kind(f: &Fabric) -> Res<(Vec<u16>, Vec<u16>)> {
+    let text = tool(f, &["ibnetdiscover"])?;
+    let mut switch_guids = BTreeSet::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("switchguid=0x") {
+            let hex: String = rest.chars().take_while(|c| c.is_ascii_hexdigit()).collect();
+            switch_guids.insert(u64::from_str_radix(&hex, 16)?);
+        }
+    }
+    let (mut sw, mut ca) = (Vec::new(), Vec::new());
+    for (guid, lid) in f.lids()? {
+        if switch_guids.contains(&guid) {
+            sw.push(lid);
+        } else {
+            ca.push(lid);
+        }
+    }
+    if sw.len() != f.switches() || ca.len() < f.hcas() {
+        fail!(
+            "{} switch LIDs and {} CA LIDs, for {} switches and {} HCAs",
+            sw.len(),
+            ca.len(),
+            f.switches(),
+            f.hcas()
+        );
+    }
+    Ok((sw, ca))
+}
+
+/// Up to `n` LIDs spread over `lids` (first, last and between).
+fn sample(lids: &[u16], n: usize) -> Vec<u16> {
+    if lids.len() <= n {
+        return lids.to_vec();
+    }
+    (0..n)
+        .map(|i| lids[i * (lids.len() - 1) / (n - 1)])
+        .collect()
+}
+
+fn sminfo_reports_a_master(f: &Fabric) -> TestResult {
+    let text = tool(f, &["sminfo"])?;
+    let want = format!("sminfo: sm lid {} ", f.sm_lid);
+    check!(
+        text.starts_with(&want) && text.contains("SMINFO_MASTER"),
+        "sminfo under {}: {text}",
+        sm_name()
+    );
+    Ok(Outcome::Passed)
+}
+
+fn every_node_has_a_lid_and_every_hca_port_is_active(f: &Fabric) -> TestResult {
+    let text = tool(f, &["ibnetdiscover"])?;
+    let headers: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("Switch\t") || l.starts_with("Ca\t"))
+        .collect();
+    check!(
+        headers.len() == f.nodes.len(),
+        "ibnetdiscover under {} lists {} nodes, the net file {}",
+        sm_name(),
+        headers.len(),
+        f.nodes.len()
+    );
+    if let Some(l) = text.lines().find(|l| l.contains(" lid 0 ")) {
+        fail!(
+            "ibnetdiscover under {} shows a port without LID: {l}",
+            sm_name()
+        );
+    }
+    let (_, cas) = lids_by_kind(f)?;
+    let sm = format!("SMLid:...........................{}\n", f.sm_lid);
+    for lid in cas {
+        let pi = tool(f, &["smpquery", "portinfo", &lid.to_string()])?;
+        check!(
+            pi.contains("LinkState:.......................Active\n") && pi.contains(&sm),
+            "the port of LID {lid} under {}:\n{pi}",
+            sm_name()
+        );
+    }
+    Ok(Outcome::Passed)
+}
+
+fn ibroute_routes_every_lid_on_every_switch(f: &Fabric) -> TestResult {
+    let (switches, _) = lids_by_kind(f)?;
+    let all = f.lids()?.len();
+    for lid in switches {
+        let text = tool(f, &["ibroute", &lid.to_string()])?;
+        let want = format!("{all} valid lids dumped");
+        check!(
+            text.contains(&want),
+            "ibroute {lid} under {}: not `{want}`:\n{text}",
+            sm_name()
+        );
+    }
+    Ok(Outcome::Passed)
+}
+
+fn ibtracert_finds_routes_between_sampled_hcas(f: &Fabric) -> TestResult {
+    let (_, cas) = lids_by_kind(f)?;
+    let s = sample(&cas, 5);
+    for &a in &s {
+        for &b in &s {
+            if a == b {
+                continue;
+            }
+            let text = tool(f, &["ibtracert", &a.to_string(), &b.to_string()])?;
+            let end = format!("lid {b}-{b} ");
+            check!(
+                text.lines()
+                    .last()
+                    .is_some_and(|l| l.starts_with("To ca") && l.contains(&end)),
+                "ibtracert {a} {b} under {}:\n{text}",
+                sm_name()
+            );
+        }
+    }
+    Ok(Outcome::Passed)
+}
+
+fn saquery_gets_node_records_and_paths(f: &Fabric) -> TestResult {
+    for (_, lid) in f.lids()? {
+        let text = tool(f, &["saquery", &lid.to_string()])?;
+        let want = format!("\t\tlid.....................{lid}\n");
+        check!(
+            text.matches("NodeRecord dump:").count() == 1 && text.contains(&want),
+            "saquery {lid} under {}:\n{text}",
+            sm_name()
+        );
+    }
+    let (_, cas) = lids_by_kind(f)?;
+    let s = sample(&cas, 4);
+    for &a in &s {
+        for &b in &s {
+            let text = tool(f, &["saquery", "-p", "--src-to-dst", &format!("{a}:{b}")])?;
+            let want = [
+                format!("\t\tdlid....................{b}\n"),
+                format!("\t\tslid....................{a}\n"),
+            ];
+            check!(
+                text.matches("PathRecord dump:").count() == 1
+                    && want.iter().all(|w| text.contains(w)),
+                "saquery -p --src-to-dst {a}:{b} under {}:\n{text}",
+                sm_name()
+            );
+        }
+    }
+    Ok(Outcome::Passed)
+}
+
+/// A group of our own (a full member creates it with its Q_Key, P_Key,
+/// SL, FlowLabel and TClass), from an HCA: `saquery -g` lists its MGID
+/// while we are a member and not after we leave.
+fn saquery_sees_a_group_our_client_joined(f: &Fabric) -> TestResult {
+    if let Some(r) = at_hcas(f, "sm::saquery_sees_a_group_our_client_joined") {
+        return r;
+    }
+    if f.attached().kind != NodeKind::Hca {
+        fail!("not at an HCA");
+    }
+    let rt = runtime()?;
+    rt.block_on(async {
+        let port = async_port()?;
+        let sa = SaClient::new(&port)?;
+        let (me, lid) = local_gid_and_lid(&port)?;
+        // A group per attachment point: the two HCAs' runs do not meet. Not
+        // an IPoIB MGID (signature 0x401b or 0x601b), whose Q_Key OpenSM
+        // holds to the broadcast group's.
+        let mut mgid = [0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        mgid[14..].copy_from_slice(&lid.to_be_bytes());
+        let member = McMemberRecord {
+            mgid: Gid(mgid),
+            port_gid: me,
+            qkey: 0x1234,
+            pkey: 0xffff,
+            sl: 0,
+            flow_label: 0,
+            tclass: 0,
+            rate: 2,
+            mtu: 4,
+            join_state: JoinState::FULL_MEMBER,
+            ..McMemberRecord::default()
+        };
+        let mask = McMemberRecordMask::MGID
+            | McMemberRecordMask::PORT_GID
+            | McMemberRecordMask::QKEY
+            | McMemberRecordMask::PKEY
+            | McMemberRecordMask::SL
+            | McMemberRecordMask::FLOW_LABEL
+            | McMemberRecordMask::TCLASS
+            | McMemberRecordMask::JOIN_STATE;
+        let joined = sa.join_multicast(&member, mask).await?;
+        let shown = Gid(mgid).to_ipv6().to_string();
+        let during = tool(f, &["saquery", "-g"])?;
+        sa.leave_multicast(&member, McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE)
+            .await?;
+        let after = tool(f, &["saquery", "-g"])?;
+        let line = format!("MGID....................{shown}\n");
+        check!(
+            joined.mlid >= 0xc000 && during.contains(&line) && !after.contains(&line),
+            "group {shown} (MLID {:#x}) under {}: saquery -g while a member:\n{during}\nafter leaving:\n{after}",
+            joined.mlid,
+            sm_name()
+        );
+        Ok(Outcome::Passed)
+    })
+}
