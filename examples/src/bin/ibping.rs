@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rdma::mad::{Mad, MadHeader, Method, Oui, VendorHeader};
-use rdma::umad::{Address, Registration};
+use rdma::umad::{Address, IsSm, Registration};
 use rdma_examples::ibdiag::{self, Common, Dest, Diag};
 
 /// Ping a port by LID (like ibping).
@@ -72,65 +72,6 @@ fn host_and_domain() -> String {
     }
 }
 
-/// The port's SM role: `/dev/infiniband/issmN` held open.
-mod sm_role {
-    use std::ffi::{c_char, c_int, CString};
-
-    extern "C" {
-        // libibumad (linked through rdma's umad-sys).
-        fn umad_get_issm_path(
-            ca_name: *const c_char,
-            portnum: c_int,
-            path: *mut c_char,
-            max: c_int,
-        ) -> c_int;
-        // libc's open(2), called by name: ibsim's umad2sim, an LD_PRELOAD
-        // shim, intercepts `open` (not the `open64` that std uses).
-        fn open(path: *const c_char, flags: c_int, ...) -> c_int;
-        fn close(fd: c_int) -> c_int;
-    }
-
-    /// The open issm device; closing it gives the role up.
-    pub struct Claim(c_int);
-
-    impl Drop for Claim {
-        fn drop(&mut self) {
-            // SAFETY: self.0 is an fd this Claim opened and owns.
-            unsafe { close(self.0) };
-        }
-    }
-
-    /// Opens the issm device of `ca` port `port`.
-    pub fn claim(ca: &str, port: u32) -> Result<Claim, String> {
-        let ca_c = CString::new(ca).map_err(|_| "CA name with a NUL".to_string())?;
-        let mut path = [0 as c_char; 256];
-        // SAFETY: ca_c is NUL-terminated; path is writable for its length,
-        // which is what max says; libibumad writes a NUL-terminated path.
-        let rc = unsafe {
-            umad_get_issm_path(
-                ca_c.as_ptr(),
-                port as c_int,
-                path.as_mut_ptr(),
-                path.len() as c_int,
-            )
-        };
-        if rc < 0 {
-            return Err(format!("no issm device for {ca} port {port} ({rc})"));
-        }
-        // O_RDWR (2), as OpenSM opens it.
-        // SAFETY: path is NUL-terminated (above); open takes no third
-        // argument without O_CREAT.
-        let fd = unsafe { open(path.as_ptr(), 2) };
-        if fd < 0 {
-            return Err(format!(
-                "can't open the issm device of {ca} port {port}: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        Ok(Claim(fd))
-    }
-}
-
 fn serve(diag: &Diag, oui: Oui, sm: bool) -> ibdiag::Result<()> {
     let mut _claim = None;
     if sm {
@@ -151,7 +92,10 @@ fn serve(diag: &Diag, oui: Oui, sm: bool) -> ibdiag::Result<()> {
         .map_err(|_| format!("can't serve class {PING_CLASS} on this port"))?;
     if sm {
         let l = diag.local();
-        _claim = Some(sm_role::claim(&l.ca_name, l.port_num)?);
+        _claim = Some(
+            IsSm::try_acquire(&l.ca_name, l.port_num)
+                .map_err(|e| format!("can't claim the SM role of the port: {e}"))?,
+        );
     }
     let mut answer = host_and_domain().into_bytes();
     answer.truncate(DATA_SIZE - 1);
