@@ -253,11 +253,7 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>) -> Option<Mad> {
                 leave(&mut s, &q, mk)
             };
             match r {
-                Ok(rec) => {
-                    let mut r = m.response();
-                    let _ = r.set_attribute(&rec);
-                    r
-                }
+                Ok(rec) => record_response(m, &rec),
                 Err(code) => error(m, code),
             }
         }
@@ -274,18 +270,27 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>) -> Option<Mad> {
     Some(r)
 }
 
+/// The response to `req` carrying `rec`, with the SA header's
+/// AttributeOffset set as in a table (OpenSM's answers carry it too).
+fn record_response<R: SaRecord>(req: &Mad, rec: &R) -> Mad {
+    let mut r = req.response();
+    let sa = r.sa_header().map(|h| records::SaHeader {
+        attr_offset: R::ATTR_OFFSET,
+        sm_key: 0,
+        ..h
+    });
+    match sa.map(|h| r.set_sa_header(&h)) {
+        Ok(Ok(())) if r.set_attribute(rec).is_ok() => r,
+        _ => error(req, SaStatusCode::NoResources),
+    }
+}
+
 /// A Get's one record (none: ERR_NO_RECORDS; more: ERR_TOO_MANY_RECORDS)
 /// or a GetTable's records.
 fn reply<R: SaRecord>(req: &Mad, method: Method, hits: Vec<R>) -> Mad {
     if method == Method::GET {
         return match hits.as_slice() {
-            [one] => {
-                let mut r = req.response();
-                match r.set_attribute(one) {
-                    Ok(()) => r,
-                    Err(_) => error(req, SaStatusCode::NoResources),
-                }
-            }
+            [one] => record_response(req, one),
             [] => error(req, SaStatusCode::NoRecords),
             _ => error(req, SaStatusCode::TooManyRecords),
         };
