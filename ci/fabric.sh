@@ -23,7 +23,9 @@
 #   RDMA_FABRIC=1, RDMA_FABRIC_NAME (topology name), RDMA_FABRIC_NET (the net file),
 #   RDMA_FABRIC_DIR (the run folder: logs, OpenSM's files), RDMA_FABRIC_UMAD2SIM (the
 #   shim's path), RDMA_FABRIC_SWITCHES / RDMA_FABRIC_HCAS (node counts of the net file),
-#   RDMA_FABRIC_SM_LID (the master SM's LID), RDMA_FABRIC_SM (opensm or ours).
+#   RDMA_FABRIC_SM_LID (the master SM's LID), RDMA_FABRIC_SM (opensm or ours),
+#   RDMA_FABRIC_CONSOLE (a FIFO that ibsim's console reads: `Unlink "node"[port]`,
+#   `ReLink "node"[port]`, ...).
 # umad2sim writes a fake sysfs into ./sys-PID of each process that uses it (removed
 # when the process exits normally). SIM_HOST=NODE picks the node a process attaches to.
 #
@@ -99,7 +101,7 @@ foreign_ibsim() {
     return 0
 }
 
-IBSIM_PID= OPENSM_PID= RUN_DIR=
+IBSIM_PID= OPENSM_PID= RUN_DIR= CONSOLE_FD=
 stop_fabric() {
     local i p
     # A command still running (the script was interrupted): SIGTERM to its
@@ -137,6 +139,10 @@ stop_fabric() {
         wait "$IBSIM_PID" 2>/dev/null || true
         IBSIM_PID=
     fi
+    if [ -n "$CONSOLE_FD" ]; then
+        exec {CONSOLE_FD}>&-
+        CONSOLE_FD=
+    fi
     # The fake sysfs of processes that did not exit normally (OpenSM, killed).
     [ -z "$RUN_DIR" ] || rm -rf "$RUN_DIR"/sys-[0-9]*
 }
@@ -162,7 +168,13 @@ start_fabric() {
         return 125
     fi
     t0=$(now)
-    (cd "$RUN_DIR" && exec ibsim -s "$net" --no-console </dev/null >"$RUN_DIR/ibsim.log" 2>&1) &
+    # ibsim's console reads a FIFO that this script holds open (read-write, so
+    # that ibsim never sees its end): tests write console commands into it
+    # (RDMA_FABRIC_CONSOLE), such as `Unlink "node"[port]` and `ReLink`.
+    rm -f "$RUN_DIR/console"
+    mkfifo "$RUN_DIR/console"
+    exec {CONSOLE_FD}<>"$RUN_DIR/console"
+    (cd "$RUN_DIR" && exec ibsim -s "$net" <"$RUN_DIR/console" >"$RUN_DIR/ibsim.log" 2>&1) &
     IBSIM_PID=$!
     for i in $(seq 100); do
         grep -q 'Network simulator ready' "$RUN_DIR/ibsim.log" 2>/dev/null && break
@@ -226,7 +238,7 @@ run_on() {
     local env=(RDMA_FABRIC=1 "RDMA_FABRIC_NAME=$name" "RDMA_FABRIC_NET=$NET"
         "RDMA_FABRIC_DIR=$RUN_DIR" "RDMA_FABRIC_UMAD2SIM=$UMAD2SIM"
         "RDMA_FABRIC_SWITCHES=$SWITCHES" "RDMA_FABRIC_HCAS=$HCAS" "RDMA_FABRIC_SM_LID=$SM_LID"
-        "RDMA_FABRIC_SM=$SM")
+        "RDMA_FABRIC_SM=$SM" "RDMA_FABRIC_CONSOLE=$RUN_DIR/console")
     [ "$preload" = 0 ] || env+=("LD_PRELOAD=$UMAD2SIM")
     # In the background, with the script's stdin, so that a signal to the
     # script is handled at once (bash defers traps while a foreground

@@ -11,7 +11,9 @@
 //! - `saquery` gets a NodeRecord for every LID and a PathRecord between the
 //!   sampled pairs;
 //! - `saquery -g` sees a group joined by our async SA client, and not after
-//!   it left.
+//!   it left;
+//! - a link between switches taken down (ibsim's console) is swept and
+//!   routed around, and back up is swept and Active again.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -48,6 +50,10 @@ pub const TESTS: &[FabricTest] = &[
     FabricTest {
         name: "sm::saquery_sees_a_group_our_client_joined",
         run: saquery_sees_a_group_our_client_joined,
+    },
+    FabricTest {
+        name: "sm::a_link_taken_down_is_routed_around_and_back_up",
+        run: a_link_taken_down_is_routed_around_and_back_up,
     },
 ];
 
@@ -287,4 +293,117 @@ fn saquery_sees_a_group_our_client_joined(f: &Fabric) -> TestResult {
         );
         Ok(Outcome::Passed)
     })
+}
+
+/// The switch-to-switch hops of `ibtracert` output: (the switch sent
+/// from, by name; its egress port). A hop line reads
+/// `[3] -> switch port {0x...}[5] lid 4-4 "Switch2"`: out of port 3 of the
+/// node of the line before.
+fn switch_hops(trace: &str) -> Vec<(String, u8)> {
+    let mut hops = Vec::new();
+    let mut at_switch: Option<String> = None;
+    for l in trace.lines() {
+        let name = l
+            .rsplit_once(" \"")
+            .map(|(_, n)| n.trim_end_matches('"').to_string());
+        let egress: Option<u8> = l
+            .strip_prefix('[')
+            .and_then(|r| r.split(']').next())
+            .and_then(|n| n.parse().ok());
+        if l.contains("] -> switch port ") {
+            if let (Some(from), Some(p)) = (at_switch.take(), egress) {
+                hops.push((from, p));
+            }
+            at_switch = name;
+        } else {
+            at_switch = None;
+        }
+    }
+    hops
+}
+
+/// Polls `probe` every 250 ms for up to `limit`; the last detail on a
+/// timeout.
+fn wait_for(limit: Duration, mut probe: impl FnMut() -> Res<(bool, String)>) -> Res<()> {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        let (ok, detail) = probe()?;
+        if ok {
+            return Ok(());
+        }
+        if std::time::Instant::now() > end {
+            fail!("not within {limit:?}: {detail}");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn console(cmd: &str) -> Res<()> {
+    use std::io::Write;
+    let path = std::env::var("RDMA_FABRIC_CONSOLE").map_err(|_| "no RDMA_FABRIC_CONSOLE")?;
+    let mut f = std::fs::OpenOptions::new().write(true).open(&path)?;
+    writeln!(f, "{cmd}")?;
+    Ok(())
+}
+
+/// Takes down the first switch-to-switch link on the route between two
+/// HCAs (ibsim's `Unlink`), waits until `ibtracert` finds a route between
+/// them that avoids it, brings it back (`ReLink`) and waits until its port
+/// is Active again.
+fn a_link_taken_down_is_routed_around_and_back_up(f: &Fabric) -> TestResult {
+    let (_, cas) = lids_by_kind(f)?;
+    let s = sample(&cas, 6);
+    let mut chosen = None;
+    'pairs: for &a in &s {
+        for &b in &s {
+            if a == b {
+                continue;
+            }
+            let t = tool(f, &["ibtracert", &a.to_string(), &b.to_string()])?;
+            if let Some(hop) = switch_hops(&t).into_iter().next() {
+                chosen = Some((a, b, hop));
+                break 'pairs;
+            }
+        }
+    }
+    let Some((a, b, (node, port))) = chosen else {
+        return Ok(Outcome::Skipped(
+            "no route between sampled HCAs crosses two switches".into(),
+        ));
+    };
+    let limit = Duration::from_secs(45);
+    console(&format!("Unlink \"{node}\"[{port}]"))?;
+    let around = wait_for(limit, || {
+        let mut c = f.command("ibtracert", None);
+        c.args([a.to_string(), b.to_string()]);
+        let out = output_within(c, LIMIT)?;
+        let t = String::from_utf8_lossy(&out.stdout).into_owned();
+        let avoids = !switch_hops(&t).contains(&(node.clone(), port));
+        Ok((out.status.success() && avoids && t.contains("To ca"), t))
+    });
+    console(&format!("ReLink \"{node}\"[{port}]"))?;
+    if let Err(e) = around {
+        fail!(
+            "under {}, with {node}[{port}] down, LID {a} to {b}: {e}",
+            sm_name()
+        );
+    }
+    // The switch's LID, from its NodeRecord name.
+    let lid = f
+        .lids()?
+        .into_iter()
+        .find_map(|(_, l)| {
+            let t = tool(f, &["smpquery", "nodedesc", &l.to_string()]).ok()?;
+            t.trim_end().ends_with(&format!(".{node}")).then_some(l)
+        })
+        .ok_or_else(|| format!("no LID has the node description {node}"))?;
+    wait_for(limit, || {
+        let pi = tool(
+            f,
+            &["smpquery", "portinfo", &lid.to_string(), &port.to_string()],
+        )?;
+        Ok((pi.contains("LinkState:.......................Active\n"), pi))
+    })
+    .map_err(|e| format!("under {}, {node}[{port}] back up: {e}", sm_name()))?;
+    Ok(Outcome::Passed)
 }
