@@ -286,6 +286,10 @@ comparisons() {
     compare saquery-c "" saquery -c
     compare saquery-CPI "" saquery ClassPortInfo
     compare saquery-name "" saquery --src-to-dst "$(saquery_name)":2
+    compare saquery-N "" saquery -N
+    compare saquery-N-name "" saquery -N "$(saquery_name)"
+    compare saquery-D "" saquery -D
+    compare saquery-s "" saquery -s
 
     ping_comparisons
 

@@ -41,9 +41,16 @@ struct Args {
     /// LinkRecords.
     #[arg(short = 'x')]
     link: bool,
-    /// NodeRecords.
+    /// NodeRecords (all, or those of the node named by the argument).
     #[arg(short = 'N')]
     node: bool,
+    /// The LIDs and names of the CAs (NodeRecords).
+    #[arg(short = 'D')]
+    descs: bool,
+    /// The ports whose CapabilityMask has IsSM, then IsSMdisabled
+    /// (PortInfoRecords).
+    #[arg(short = 's')]
+    issm: bool,
     /// The multicast groups (MCMemberRecords).
     #[arg(short = 'g')]
     groups: bool,
@@ -499,7 +506,7 @@ fn run(a: &Args, sa: &Sa<'_>, out: &mut String) -> Result<(), Failure> {
     if a.link {
         query = Some(Query::Link);
     }
-    let command_set = a.cpi || a.groups || a.members || a.node;
+    let command_set = a.cpi || a.groups || a.members || a.node || a.descs || a.issm;
     if query.is_none() && !command_set {
         let named = args.first().and_then(|n| {
             QUERIES.iter().find(|(name, alias, _)| {
@@ -545,6 +552,70 @@ fn run(a: &Args, sa: &Sa<'_>, out: &mut String) -> Result<(), Failure> {
             .get::<ClassPortInfo>(0)
             .ok_or_else(|| Failure("Failed to query SA:ClassPortInfo".into(), 5))?;
         out.push_str(&dump_class_port_info(&c));
+        return Ok(());
+    }
+    if a.node || a.descs {
+        // saquery's print_node_records: every NodeRecord, then the filter.
+        let r = sa.table(&NodeRecord::default(), NodeRecordMask::empty())?;
+        if a.descs {
+            out.push_str("   LID \"name\"\n================\n");
+        }
+        let wanted = args.first();
+        for i in 0..r.count {
+            let Some(nr) = r.get::<NodeRecord>(i) else {
+                continue;
+            };
+            if a.descs {
+                if nr.node_info.node_type == 1 {
+                    let _ = writeln!(
+                        out,
+                        "{:6}  \"{}\"",
+                        nr.lid,
+                        clean(&nr.node_description.text())
+                    );
+                }
+            } else if wanted.is_none_or(|w| *w == nr.node_description.text()) {
+                dump_node_record(out, r.raw(i), &nr);
+            }
+        }
+        return Ok(());
+    }
+    if a.issm {
+        // saquery's print_issm_records: PortInfoRecords matched on their
+        // CapabilityMask (attribute modifier bit 31: any of the bits).
+        for (head, bit) in [
+            ("IsSM ports\n", 1u32 << 1),
+            ("\nIsSMdisabled ports\n", 1 << 10),
+        ] {
+            let mut q = PortInfoRecord::default();
+            q.port_info.capability_mask = bit;
+            let m = SaRequest {
+                attr_mod: 1 << 31,
+                ..SaRequest::get_table(0)
+            }
+            .record(&q, PortInfoRecordMask::CAPABILITY_MASK)
+            .map_err(|e| Failure(e.to_string(), 22))?;
+            let r = sa.query(m)?;
+            out.push_str(head);
+            for i in 0..r.count {
+                if let Some(p) = r.get::<PortInfoRecord>(i) {
+                    let _ = write!(
+                        out,
+                        "PortInfoRecord dump:\n\
+                         \t\tEndPortLid..............{}\n\
+                         \t\tPortNum.................{}\n\
+                         \t\tbase_lid................{}\n\
+                         \t\tmaster_sm_base_lid......{}\n\
+                         \t\tcapability_mask.........0x{:X}\n",
+                        p.endport_lid,
+                        p.port_num,
+                        p.port_info.lid,
+                        p.port_info.master_sm_lid,
+                        p.port_info.capability_mask
+                    );
+                }
+            }
+        }
         return Ok(());
     }
     if a.groups {
@@ -602,11 +673,7 @@ fn run(a: &Args, sa: &Sa<'_>, out: &mut String) -> Result<(), Failure> {
         }
         return Ok(());
     }
-    let query = if a.node {
-        Query::Node
-    } else {
-        query.unwrap_or(Query::Node)
-    };
+    let query = query.unwrap_or(Query::Node);
     // The LID (and ports) argument: LID/PORT/OPTIONS.
     let parts: Vec<String> = args
         .first()
