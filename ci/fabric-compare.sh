@@ -236,6 +236,8 @@ comparisons() {
     compare perfquery-x-r "$TRAFFIC" perfquery -x -r "$sm" 1
     compare perfquery-ports "$TRAFFIC" perfquery "$sm" 1,2
     compare perfquery-range-a "$TRAFFIC" perfquery -a "$sm" 1-2
+    compare perfquery-c "" perfquery -c
+    compare perfquery-c-lid "" perfquery -c "$sm" 1
 
     compare sminfo "$ACTIVITY" sminfo
     compare sminfo-lid "$ACTIVITY" sminfo "$sm"

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use rdma::mad::{
     attr_id, Attribute, ClassPortInfo, Method, NodeInfo, PortCounters, PortCountersExtended,
-    SwitchInfo,
+    PortSamplesControl, SwitchInfo,
 };
 use rdma_examples::ibdiag::{self, field, hex, Common, Dest, Diag};
 
@@ -35,6 +35,9 @@ struct Args {
     /// Only reset the counters.
     #[arg(short = 'R', long = "Reset_only")]
     reset_only: bool,
+    /// Show PortSamplesControl instead of the counters.
+    #[arg(short = 'c', long = "smplctl")]
+    samples_control: bool,
     /// The LID (default: the local port).
     lid: Option<String>,
     /// The port, a list (1,4,8) or a range (1-10).
@@ -102,6 +105,41 @@ fn dump_counters(pc: &PortCounters) -> String {
     field(&mut s, "PortXmitPkts", pc.port_xmit_pkts);
     field(&mut s, "PortRcvPkts", pc.port_rcv_pkts);
     field(&mut s, "PortXmitWait", pc.port_xmit_wait);
+    s
+}
+
+fn dump_samples_control(p: &PortSamplesControl) -> String {
+    let mut s = String::new();
+    field(&mut s, "OpCode", hex(p.op_code.into(), 1));
+    field(&mut s, "PortSelect", p.port_select);
+    field(&mut s, "Tick", hex(p.tick.into(), 1));
+    field(&mut s, "CounterWidth", p.counter_width);
+    field(&mut s, "CounterMask0", hex(p.counter_mask0.into(), 1));
+    field(
+        &mut s,
+        "CounterMasks1to9",
+        hex(p.counter_masks1to9.into(), 4),
+    );
+    field(
+        &mut s,
+        "CounterMasks10to14",
+        hex(p.counter_masks10to14.into(), 2),
+    );
+    field(&mut s, "SampleMechanisms", p.sample_mechanisms);
+    field(&mut s, "SampleStatus", p.sample_status);
+    field(&mut s, "OptionMask", hex(p.option_mask, 8));
+    field(&mut s, "VendorMask", hex(p.vendor_mask, 8));
+    field(&mut s, "SampleStart", p.sample_start);
+    field(&mut s, "SampleInterval", p.sample_interval);
+    field(&mut s, "Tag", hex(p.tag.into(), 2));
+    for (i, c) in p.counter_select.iter().enumerate() {
+        field(&mut s, &format!("CounterSelect{i}"), hex((*c).into(), 2));
+    }
+    field(
+        &mut s,
+        "SamplesOnlyOptionMask",
+        hex(p.samples_only_option_mask, 8),
+    );
     s
 }
 
@@ -410,6 +448,17 @@ fn main() -> ExitCode {
             all_ports_loop = true;
         }
     }
+    if a.samples_control {
+        let p = q
+            .get::<PortSamplesControl>(port)
+            .unwrap_or_else(|_| ibdiag::exit_error("perfquery", "sampctlquery"));
+        print!(
+            "# PortSamplesControl: {} port {port}\n{}",
+            q.dest.describe(),
+            dump_samples_control(&p)
+        );
+        return ExitCode::SUCCESS;
+    }
     let looping = all_ports_loop || (a.loop_ports && (a.all_ports || port == ALL_PORTS));
     let (mut start, mut num_ports) = (1u8, 0u8);
     if looping {
@@ -504,4 +553,50 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_control_dumps_with_libibmad_widths() {
+        let p = PortSamplesControl {
+            op_code: 1,
+            port_select: 2,
+            counter_masks1to9: 0x49,
+            tag: 0xbeef,
+            option_mask: 1,
+            ..Default::default()
+        };
+        let s = dump_samples_control(&p);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines.len(), 30);
+        assert_eq!(lines[0], "OpCode:..........................0x01");
+        assert_eq!(lines[1], "PortSelect:......................2");
+        assert_eq!(lines[5], "CounterMasks1to9:................0x00000049");
+        assert_eq!(lines[6], "CounterMasks10to14:..............0x0000");
+        assert_eq!(
+            lines[9],
+            "OptionMask:......................0x0000000000000001"
+        );
+        assert_eq!(lines[13], "Tag:.............................0xbeef");
+        assert_eq!(lines[28], "CounterSelect14:.................0x0000");
+    }
+
+    #[test]
+    fn counters_aggregate_saturating_at_their_width() {
+        let mut acc = PortCounters::default();
+        let p = PortCounters {
+            symbol_error_counter: 0xfff0,
+            local_link_integrity_errors: 9,
+            port_xmit_data: 5,
+            ..Default::default()
+        };
+        aggregate(&mut acc, &p);
+        aggregate(&mut acc, &p);
+        assert_eq!(acc.symbol_error_counter, 0xffff);
+        assert_eq!(acc.local_link_integrity_errors, 0xf);
+        assert_eq!(acc.port_xmit_data, 10);
+    }
 }
