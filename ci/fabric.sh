@@ -8,7 +8,7 @@
 #   ci/fabric.sh --suite        # the fabric test binary on every CI topology
 #   ci/fabric.sh --list         # the CI topologies
 #
-# --sm ours runs the project's subnet manager (examples/src/bin/sm, target/debug/sm, or
+# --sm none starts no SM (the command brings one). --sm ours runs the project's subnet manager (examples/src/bin/sm, target/debug/sm, or
 # RDMA_FABRIC_SM_BIN) instead of OpenSM; it is up when it has printed SUBNET UP and
 # sminfo reports it master. The suite runs every topology under each SM of
 # RDMA_FABRIC_SMS (default "opensm ours"); under ours a topology's results are named
@@ -41,7 +41,9 @@
 # for the SM to be master and the subnet up; default 60), RDMA_FABRIC_LOCK_TIMEOUT (s to
 # wait for another fabric run; default 300), RDMA_FABRIC_NETS (the suite's topologies,
 # default "2sw2path4hca fattree ring"), RDMA_FABRIC_TEST_BIN (the suite's test binary
-# instead of building it), RDMA_FABRIC_FILTER (first argument of the test binary).
+# instead of building it), RDMA_FABRIC_FILTER (first argument of the test binary),
+# RDMA_FABRIC_COMPARE=0 (the suite leaves out ci/fabric-compare.sh: the examples
+# against the C tools, and ibnetdiscover's round trip through ibsim).
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -193,6 +195,13 @@ start_fabric() {
     # -R minhop: OpenSM's default routing engine, named so that the logs say which;
     # it routes loops (shortest paths, no deadlock avoidance). -d 2 flushes the log
     # after every message, so that SUBNET UP is there when it happens.
+    if [ "$SM" = none ]; then
+        # No SM: the command brings its own (ci/sm-bench.sh times them).
+        SM_LID=0 OPENSM_PID=
+        read -r SWITCHES HCAS < <(python3 "$CI_DIR/topology.py" count "$net")
+        echo "fabric $name: ibsim up in $(elapsed "$t0") s ($SWITCHES switches, $HCAS HCAs; no SM; logs $RUN_DIR)"
+        return 0
+    fi
     local up_log=$RUN_DIR/osm.log sm_out=$RUN_DIR/opensm.out
     if [ "$SM" = ours ]; then
         up_log=$RUN_DIR/sm.out sm_out=$RUN_DIR/sm.out
@@ -257,6 +266,9 @@ run_on() {
 
 lock_fabric() {
     mkdir -p "$FABRIC_WORK"
+    # A fabric.sh that the suite itself starts (fabric-compare.sh --roundtrip, between
+    # two topologies, when no fabric is up) runs under the suite's lock.
+    [ -z "${RDMA_FABRIC_LOCK_HELD:-}" ] || return 0
     exec 9>"$CI_WORK/fabric.lock"
     if ! flock -w "${RDMA_FABRIC_LOCK_TIMEOUT:-300}" 9; then
         echo "!! fabric.sh: another fabric run held $CI_WORK/fabric.lock for ${RDMA_FABRIC_LOCK_TIMEOUT:-300} s" >&2
@@ -277,6 +289,25 @@ fabric_test_bin() {
     bin=$(cargo_executable fabric test <"$json")
     [ -n "$bin" ] || die "no executable for test target 'fabric' in cargo's JSON output ($json)"
     echo "$bin"
+}
+
+# compare_results NAME TOPO: the summary of fabric-compare.sh's run on the fabric
+# just stopped (compare.log), then, under OpenSM, the round trip of ibnetdiscover's
+# output through ibsim (two fabrics of its own, under this suite's lock).
+compare_results() {
+    local name=$1 topo=$2 cline
+    cline=$(grep -E '^compare: [0-9]+ ok, [0-9]+ failed' "$RUN_DIR/compare.log" 2>/dev/null | tail -n 1 || true)
+    if [ -n "$cline" ]; then
+        summaries+=("fabric $name: $cline")
+    else
+        fail+=("fabric $name: no summary line of fabric-compare.sh")
+    fi
+    [ "$(cat "$RUN_DIR/compare.status" 2>/dev/null)" = 0 ] ||
+        fail+=("fabric $name: the examples' output differs from the C tools' ($RUN_DIR/compare.log)")
+    if [ "$SM" = opensm ]; then
+        RDMA_FABRIC_LOCK_HELD=1 bash "$CI_DIR/fabric-compare.sh" --roundtrip "$topo" 2>&1 | tee "$RUN_DIR/roundtrip.log"
+        [ "${PIPESTATUS[0]}" = 0 ] || fail+=("fabric $name: ibnetdiscover's round trip through ibsim failed ($RUN_DIR/roundtrip.log)")
+    fi
 }
 
 suite() {
@@ -309,10 +340,18 @@ suite() {
             wait $! || true
             rc=$(tr -dc '0-9' <"$RUN_DIR/tests.status" 2>/dev/null || true)
             rc=${rc:-none}
+            # The examples against the C tools, in the run folder too
+            # (RDMA_FABRIC_COMPARE=0 leaves them out).
+            [ "${RDMA_FABRIC_COMPARE:-1}" = 0 ] ||
+            { (cd "$RUN_DIR" && run_on "$name" 1 bash "$CI_DIR/fabric-compare.sh") 2>&1 &&
+                echo 0 >"$RUN_DIR/compare.status" || echo $? >"$RUN_DIR/compare.status"; } |
+                tee "$RUN_DIR/compare.log" &
+            wait $! || true
         else
             echo "fabric $name did not come up" >"$RUN_DIR/tests.log"
         fi
         stop_fabric
+        [ "${RDMA_FABRIC_COMPARE:-1}" = 0 ] || compare_results "$name" "$topo"
         line=$(grep -E "^fabric $name: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped\$" "$RUN_DIR/tests.log" | tail -n 1 || true)
         if [ -z "$line" ]; then
             summaries+=("fabric $name: no summary line (exit status $rc)")
@@ -379,7 +418,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-case "$SM" in opensm | ours) ;; *) die "--sm $SM: opensm or ours" ;; esac
+case "$SM" in opensm | ours | none) ;; *) die "--sm $SM: opensm, ours or none" ;; esac
 ensure_target_dir
 check_tools
 SM_BIN=${RDMA_FABRIC_SM_BIN:-$REPO_ROOT/target/debug/sm}
