@@ -68,7 +68,7 @@ fn sm_name() -> String {
 
 /// stdout of a C tool run against the fabric (attached at the first node),
 /// failing with its stderr when it fails.
-fn tool(f: &Fabric, args: &[&str]) -> Res<String> {
+pub(crate) fn tool(f: &Fabric, args: &[&str]) -> Res<String> {
     let mut c = f.command(args[0], None);
     c.args(&args[1..]);
     let out = output_within(c, LIMIT)?;
@@ -88,7 +88,7 @@ fn tool(f: &Fabric, args: &[&str]) -> Res<String> {
 /// The LIDs of the subnet by node kind: (switch LIDs, HCA port LIDs), from
 /// the SM's guid2lid and the net file's order (switch GUIDs are those
 /// `ibnetdiscover` names with `switchguid=`).
-fn lids_by_kind(f: &Fabric) -> Res<(Vec<u16>, Vec<u16>)> {
+pub(crate) fn lids_by_kind(f: &Fabric) -> Res<(Vec<u16>, Vec<u16>)> {
     let text = tool(f, &["ibnetdiscover"])?;
     let mut switch_guids = BTreeSet::new();
     for l in text.lines() {
@@ -118,7 +118,7 @@ fn lids_by_kind(f: &Fabric) -> Res<(Vec<u16>, Vec<u16>)> {
 }
 
 /// Up to `n` LIDs spread over `lids` (first, last and between).
-fn sample(lids: &[u16], n: usize) -> Vec<u16> {
+pub(crate) fn sample(lids: &[u16], n: usize) -> Vec<u16> {
     if lids.len() <= n {
         return lids.to_vec();
     }
@@ -299,7 +299,7 @@ fn saquery_sees_a_group_our_client_joined(f: &Fabric) -> TestResult {
 /// from, by name; its egress port). A hop line reads
 /// `[3] -> switch port {0x...}[5] lid 4-4 "Switch2"`: out of port 3 of the
 /// node of the line before.
-fn switch_hops(trace: &str) -> Vec<(String, u8)> {
+pub(crate) fn switch_hops(trace: &str) -> Vec<(String, u8)> {
     let mut hops = Vec::new();
     let mut at_switch: Option<String> = None;
     for l in trace.lines() {
@@ -324,7 +324,7 @@ fn switch_hops(trace: &str) -> Vec<(String, u8)> {
 
 /// Polls `probe` every 250 ms for up to `limit`; the last detail on a
 /// timeout.
-fn wait_for(limit: Duration, mut probe: impl FnMut() -> Res<(bool, String)>) -> Res<()> {
+pub(crate) fn wait_for(limit: Duration, mut probe: impl FnMut() -> Res<(bool, String)>) -> Res<()> {
     let end = std::time::Instant::now() + limit;
     loop {
         let (ok, detail) = probe()?;
@@ -338,7 +338,7 @@ fn wait_for(limit: Duration, mut probe: impl FnMut() -> Res<(bool, String)>) -> 
     }
 }
 
-fn console(cmd: &str) -> Res<()> {
+pub(crate) fn console(cmd: &str) -> Res<()> {
     use std::io::Write;
     let path = std::env::var("RDMA_FABRIC_CONSOLE").map_err(|_| "no RDMA_FABRIC_CONSOLE")?;
     let mut f = std::fs::OpenOptions::new().write(true).open(&path)?;
