@@ -55,6 +55,10 @@ pub const TESTS: &[FabricTest] = &[
         name: "sm::a_link_taken_down_is_routed_around_and_back_up",
         run: a_link_taken_down_is_routed_around_and_back_up,
     },
+    FabricTest {
+        name: "sm::our_sa_answers_hostile_requests_with_error_statuses",
+        run: our_sa_answers_hostile_requests_with_error_statuses,
+    },
 ];
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -405,5 +409,157 @@ fn a_link_taken_down_is_routed_around_and_back_up(f: &Fabric) -> TestResult {
         Ok((pi.contains("LinkState:.......................Active\n"), pi))
     })
     .map_err(|e| format!("under {}, {node}[{port}] back up: {e}", sm_name()))?;
+    Ok(Outcome::Passed)
+}
+
+/// Malformed and hostile requests to our SA: each gets an error status
+/// (never a crash, never silence), and the SA answers a good query after
+/// them. (OpenSM drops some of these unanswered; the test is of ours.)
+fn our_sa_answers_hostile_requests_with_error_statuses(f: &Fabric) -> TestResult {
+    use rdma::mad::sa::{NodeRecord, NodeRecordMask, SaRequest, SaStatusCode};
+    use rdma::mad::{class, Mad, MadHeader, Method};
+    use rdma::umad::{Address, Port, Registration};
+    if sm_name() != "ours" {
+        return Ok(Outcome::Skipped(
+            "checks our SA (OpenSM leaves some of these unanswered)".into(),
+        ));
+    }
+    let ca = rdma::umad::Ca::get("ibsim0")?;
+    let port_num = ca.ports.first().map(|p| p.port_num).ok_or("no port")?;
+    let port = Port::open(&ca.name, port_num)?;
+    let agent = port.register(&Registration::new(class::SUBN_ADM, 2))?;
+    let sa = Address::gsi_lid(f.sm_lid);
+    let t = Duration::from_millis(500);
+    let ask = |m: &Mad| -> Res<rdma::mad::Status> { Ok(agent.request(m, &sa, t, 2)?.mad.status()) };
+    let tid = || agent.next_tid();
+    let mut cases: Vec<(&str, Mad, Option<SaStatusCode>)> = Vec::new();
+    // An attribute the SA does not have.
+    cases.push((
+        "Get of attribute 0x7777",
+        Mad::new(&MadHeader::request(
+            class::SUBN_ADM,
+            2,
+            Method::GET,
+            tid(),
+            0x7777,
+        )),
+        None,
+    ));
+    // A method the SA does not have, on a record it has.
+    cases.push((
+        "method 0x1f on NodeRecord",
+        Mad::new(&MadHeader::request(
+            class::SUBN_ADM,
+            2,
+            Method(0x1f),
+            tid(),
+            0x0011,
+        )),
+        None,
+    ));
+    // A Get that matches nothing, and one that matches many.
+    let none = SaRequest::get(tid()).record(
+        &NodeRecord {
+            lid: 0xbffe,
+            ..NodeRecord::default()
+        },
+        NodeRecordMask::LID,
+    )?;
+    cases.push((
+        "Get of a LID that is not there",
+        none,
+        Some(SaStatusCode::NoRecords),
+    ));
+    let many = SaRequest::get(tid()).record(&NodeRecord::default(), NodeRecordMask::empty())?;
+    cases.push((
+        "Get that matches every NodeRecord",
+        many,
+        Some(SaStatusCode::TooManyRecords),
+    ));
+    // Multicast: a join without a JoinState, a leave of a group never joined.
+    let (gid, _) = {
+        let info = port.info()?;
+        (
+            Gid::from_parts(info.gid_prefix, info.port_guid),
+            info.base_lid,
+        )
+    };
+    let no_state = SaRequest::set(tid()).record(
+        &McMemberRecord {
+            mgid: Gid([0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]),
+            port_gid: gid,
+            ..McMemberRecord::default()
+        },
+        McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE,
+    )?;
+    cases.push((
+        "join with JoinState 0",
+        no_state,
+        Some(SaStatusCode::ReqInvalid),
+    ));
+    let stranger = SaRequest::delete(tid()).record(
+        &McMemberRecord {
+            mgid: Gid([0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8]),
+            port_gid: gid,
+            join_state: JoinState::FULL_MEMBER,
+            ..McMemberRecord::default()
+        },
+        McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE,
+    )?;
+    cases.push((
+        "leave of a group never joined",
+        stranger,
+        Some(SaStatusCode::ReqInvalid),
+    ));
+    let create_short = SaRequest::set(tid()).record(
+        &McMemberRecord {
+            mgid: Gid([0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7]),
+            port_gid: gid,
+            join_state: JoinState::FULL_MEMBER,
+            ..McMemberRecord::default()
+        },
+        McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE,
+    )?;
+    cases.push((
+        "a new group without its Q_Key, P_Key, SL, FlowLabel and TClass",
+        create_short,
+        Some(SaStatusCode::ReqInsufficientComponents),
+    ));
+    // Garbage after a good header: a random NodeRecord query.
+    let mut junk =
+        SaRequest::get_table(tid()).record(&NodeRecord::default(), NodeRecordMask::LID)?;
+    for (i, b) in junk.as_bytes_mut()[56..].iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(151).wrapping_add(7);
+    }
+    let junk_status = ask(&junk)?;
+    let mut failures = Vec::new();
+    for (what, m, want) in &cases {
+        match ask(m) {
+            Ok(st) if st.is_ok() => failures.push(format!("{what}: answered OK")),
+            Ok(st) => {
+                if let Some(code) = want {
+                    if SaStatusCode::of(st) != Some(*code) {
+                        failures.push(format!("{what}: {st:?}, not {code:?}"));
+                    }
+                }
+            }
+            Err(e) => failures.push(format!("{what}: {e}")),
+        }
+    }
+    // And the SA still answers.
+    let lid = f.lids()?[0].1;
+    let good = SaRequest::get(tid()).record(
+        &NodeRecord {
+            lid,
+            ..NodeRecord::default()
+        },
+        NodeRecordMask::LID,
+    )?;
+    let r = agent.request(&good, &sa, t, 2)?;
+    let rec = rdma::mad::sa::response::<NodeRecord>(r.received_bytes())?;
+    check!(
+        failures.is_empty() && rec.lid == lid,
+        "our SA: {failures:?}; the garbage GetTable got {junk_status:?}; the good Get after them: {rec:?}"
+    );
     Ok(Outcome::Passed)
 }
