@@ -8,12 +8,11 @@
 //! the CA absent) fails every test.
 
 use std::error::Error;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use crate::{Failure, Outcome, TestResult};
+use crate::{Failure, TestResult};
 
 /// The kind of a node of the net file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,33 +262,10 @@ pub fn run(tests: &[FabricTest]) -> ExitCode {
     );
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for t in &selected {
-        print!("test {} ... ", t.name);
-        let _ = std::io::stdout().flush();
-        let start = Instant::now();
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (t.run)(&fabric)));
-        let ms = start.elapsed().as_millis();
-        match result {
-            Ok(Ok(Outcome::Passed)) => {
-                passed += 1;
-                println!("ok ({ms} ms)");
-            }
-            Ok(Ok(Outcome::Skipped(why))) => {
-                skipped += 1;
-                println!("SKIPPED ({why})");
-            }
-            Ok(Err(e)) => {
-                failed += 1;
-                println!("FAILED ({ms} ms): {e}");
-            }
-            Err(panic) => {
-                failed += 1;
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "panic".into());
-                println!("FAILED ({ms} ms): panicked: {msg}");
-            }
+        match crate::run_one(t.name, || (t.run)(&fabric)) {
+            crate::Ran::Passed => passed += 1,
+            crate::Ran::Skipped(_) => skipped += 1,
+            crate::Ran::Failed => failed += 1,
         }
     }
     println!(

@@ -148,6 +148,50 @@ fn test_env() -> Result<TestEnv, NoEnv> {
     Ok(env)
 }
 
+/// How one test ended, as [`run_one`] printed it.
+pub enum Ran {
+    /// It passed.
+    Passed,
+    /// It was skipped, for this reason.
+    Skipped(String),
+    /// It failed or panicked.
+    Failed,
+}
+
+/// Runs one test body and prints its line: `test NAME ... ok (N ms)`,
+/// `SKIPPED (why)` or `FAILED (N ms): the error` (a panic is a failure,
+/// with its message).
+pub fn run_one(name: &str, body: impl FnOnce() -> TestResult) -> Ran {
+    print!("test {name} ... ");
+    let _ = std::io::stdout().flush();
+    let start = Instant::now();
+    let result = catch_unwind(AssertUnwindSafe(body));
+    let ms = start.elapsed().as_millis();
+    match result {
+        Ok(Ok(Outcome::Passed)) => {
+            println!("ok ({ms} ms)");
+            Ran::Passed
+        }
+        Ok(Ok(Outcome::Skipped(why))) => {
+            println!("SKIPPED ({why})");
+            Ran::Skipped(why)
+        }
+        Ok(Err(e)) => {
+            println!("FAILED ({ms} ms): {e}");
+            Ran::Failed
+        }
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panic".into());
+            println!("FAILED ({ms} ms): panicked: {msg}");
+            Ran::Failed
+        }
+    }
+}
+
 /// One device test.
 #[derive(Clone, Copy)]
 pub struct Test {
@@ -213,34 +257,13 @@ pub fn run(tests: &[Test]) -> ExitCode {
     // counts the resources after the child has exited.
     let check_resources = child.is_none();
     for t in &selected {
-        print!("test {} ... ", t.name);
-        let _ = std::io::stdout().flush();
-        let start = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| (t.run)(&env)));
-        let ms = start.elapsed().as_millis();
-        match result {
-            Ok(Ok(Outcome::Passed)) => {
-                passed += 1;
-                println!("ok ({ms} ms)");
-            }
-            Ok(Ok(Outcome::Skipped(why))) => {
+        match run_one(t.name, || (t.run)(&env)) {
+            Ran::Passed => passed += 1,
+            Ran::Skipped(why) => {
                 skipped += 1;
-                println!("SKIPPED ({why})");
                 skips.push((t.name, why));
             }
-            Ok(Err(e)) => {
-                failed += 1;
-                println!("FAILED ({ms} ms): {e}");
-            }
-            Err(panic) => {
-                failed += 1;
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "panic".into());
-                println!("FAILED ({ms} ms): panicked: {msg}");
-            }
+            Ran::Failed => failed += 1,
         }
     }
     match (baseline, resource_counts(&env.device)) {
