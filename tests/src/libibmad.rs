@@ -143,6 +143,111 @@ pub fn layout(field: MAD_FIELDS::Type) -> Layout {
     }
 }
 
+/// A field's value: a number (fields of up to 64 bits) or bytes (wider
+/// fields, read with `mad_get_array`).
+#[derive(Debug, PartialEq, Eq, Clone)]
+pub enum V {
+    /// Up to 64 bits.
+    N(u64),
+    /// Whole bytes.
+    B(Vec<u8>),
+}
+
+/// A number as a [`V`].
+pub fn n(v: impl Into<u64>) -> V {
+    V::N(v.into())
+}
+
+/// Bytes as a [`V`].
+pub fn b(v: &[u8]) -> V {
+    V::B(v.to_vec())
+}
+
+/// A libibmad field and the Rust value that holds it.
+pub struct Field<T> {
+    /// The libibmad field.
+    pub id: MAD_FIELDS::Type,
+    /// The Rust side's value of it.
+    pub get: fn(&T) -> V,
+}
+
+/// `fields!(Type: IB_FIELD_F => |x| n(x.field), ...)`: a list of [`Field`]s.
+#[macro_export]
+macro_rules! libibmad_fields {
+    ($t:ty: $($id:ident => $get:expr),* $(,)?) => {
+        vec![$($crate::libibmad::Field::<$t> {
+            id: $crate::libibmad::MAD_FIELDS::$id,
+            get: $get,
+        }),*]
+    };
+}
+
+/// xorshift64*: reproducible pseudo-random bytes.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// `len` bytes.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next_u64() as u8).collect()
+    }
+}
+
+/// Rounds of random content per layout check.
+pub const ROUNDS: u64 = 64;
+
+/// [`layout`], probed once per field.
+pub fn cached_layout(id: MAD_FIELDS::Type) -> Layout {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static CACHE: Mutex<Option<HashMap<MAD_FIELDS::Type, Layout>>> = Mutex::new(None);
+    let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    *c.get_or_insert_with(HashMap::new)
+        .entry(id)
+        .or_insert_with(|| layout(id))
+}
+
+/// What libibmad reads for `id` from `buf` (at least [`PROBE_LEN`] bytes).
+pub fn value(buf: &[u8], id: MAD_FIELDS::Type) -> V {
+    let l = cached_layout(id);
+    if l.bits <= 32 {
+        V::N(get(buf, id).into())
+    } else if l.bits == 64 {
+        V::N(get64(buf, id))
+    } else {
+        V::B(get_array(buf, id, l.bits / 8))
+    }
+}
+
+/// Writes a random value into field `id` of `buf` through libibmad (wide
+/// fields: random bytes at the bits libibmad's layout gives them).
+pub fn set_random(buf: &mut [u8], id: MAD_FIELDS::Type, rng: &mut Rng) {
+    let l = cached_layout(id);
+    if l.bits < 32 {
+        set(buf, id, (rng.next_u64() as u32) & ((1u32 << l.bits) - 1));
+    } else if l.bits == 32 {
+        set(buf, id, rng.next_u64() as u32);
+    } else if l.bits == 64 {
+        set64(buf, id, rng.next_u64());
+    } else {
+        assert_eq!(l.bit_offset % 8, 0, "{} is not byte aligned", name(id));
+        let start = l.bit_offset / 8;
+        let bytes = rng.bytes(l.bits / 8);
+        buf[start..start + bytes.len()].copy_from_slice(&bytes);
+    }
+}
+
+/// The field's name and number, for messages.
+pub fn field_name(id: MAD_FIELDS::Type) -> String {
+    format!("{} ({id})", name(id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

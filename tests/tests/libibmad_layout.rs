@@ -27,94 +27,16 @@ use rdma::mad::{
     SmInfo, SwitchInfo, VendorHeader, VlArbitrationTable, PERF_DATA_OFFSET, SMP_DATA_OFFSET,
     SMP_DATA_SIZE,
 };
-use rdma_tests::libibmad::{self, MAD_FIELDS as F, PROBE_LEN};
-
-/// A field's value: a number (fields of up to 64 bits) or bytes (wider
-/// fields, read with `mad_get_array`).
-#[derive(Debug, PartialEq, Eq, Clone)]
-enum V {
-    N(u64),
-    B(Vec<u8>),
-}
-
-fn n(v: impl Into<u64>) -> V {
-    V::N(v.into())
-}
-fn b(v: &[u8]) -> V {
-    V::B(v.to_vec())
-}
-
-/// A libibmad field and the Rust value that holds it.
-struct Field<T> {
-    id: F::Type,
-    get: fn(&T) -> V,
-}
-
-macro_rules! fields {
-    ($t:ty: $($id:ident => $get:expr),* $(,)?) => {
-        vec![$(Field::<$t> { id: F::$id, get: $get }),*]
-    };
-}
-
-/// xorshift64*: reproducible pseudo-random bytes.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-}
-
-const ROUNDS: u64 = 64;
+use rdma_tests::libibmad::{
+    self, b, field_name, n, set_random as c_set_random, value as c_value, Field, Rng,
+    MAD_FIELDS as F, PROBE_LEN, ROUNDS, V,
+};
+use rdma_tests::libibmad_fields as fields;
 
 fn padded(b: &[u8]) -> Vec<u8> {
     let mut v = b.to_vec();
     v.resize(PROBE_LEN.max(b.len()), 0);
     v
-}
-
-/// What libibmad reads for `id` from `buf` (at least PROBE_LEN bytes).
-fn c_value(buf: &[u8], id: F::Type) -> V {
-    let l = libibmad::layout(id);
-    if l.bits <= 32 {
-        V::N(libibmad::get(buf, id).into())
-    } else if l.bits == 64 {
-        V::N(libibmad::get64(buf, id))
-    } else {
-        V::B(libibmad::get_array(buf, id, l.bits / 8))
-    }
-}
-
-/// Writes a random value into field `id` of `buf` through libibmad (wide
-/// fields: random bytes at the bits libibmad's layout gives them).
-fn c_set_random(buf: &mut [u8], id: F::Type, rng: &mut Rng) {
-    let l = libibmad::layout(id);
-    if l.bits < 32 {
-        libibmad::set(buf, id, (rng.next() as u32) & ((1u32 << l.bits) - 1));
-    } else if l.bits == 32 {
-        libibmad::set(buf, id, rng.next() as u32);
-    } else if l.bits == 64 {
-        libibmad::set64(buf, id, rng.next());
-    } else {
-        assert_eq!(
-            l.bit_offset % 8,
-            0,
-            "{} is not byte aligned",
-            libibmad::name(id)
-        );
-        let start = l.bit_offset / 8;
-        let bytes = rng.bytes(l.bits / 8);
-        buf[start..start + bytes.len()].copy_from_slice(&bytes);
-    }
-}
-
-fn field_name(id: F::Type) -> String {
-    format!("{} ({id})", libibmad::name(id))
 }
 
 /// Checks that `fields` names every libibmad field from `first` up to (not
@@ -629,8 +551,8 @@ fn random_dr_smp(rng: &mut Rng) -> Vec<u8> {
     let mut raw = rng.bytes(Mad::SIZE);
     raw[0] = 1;
     raw[1] = class::SUBN_DIRECTED_ROUTE;
-    raw[7] = (rng.next() % 64) as u8;
-    raw[6] = (rng.next() % (u64::from(raw[7]) + 2)) as u8;
+    raw[7] = (rng.next_u64() % 64) as u8;
+    raw[6] = (rng.next_u64() % (u64::from(raw[7]) + 2)) as u8;
     raw
 }
 

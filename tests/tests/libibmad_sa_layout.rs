@@ -29,106 +29,17 @@ use rdma::mad::sa::{
     PortInfoRecord, SaError, SaRecord, SaRequest, SaStatusCode, SaTable, ServiceRecord,
 };
 use rdma::mad::{class, Attribute, MadHeader, Method, SaHeader};
-use rdma_tests::libibmad::{self, MAD_FIELDS as F, PROBE_LEN};
-
-/// A field's value: a number (fields of up to 64 bits) or bytes (wider
-/// fields, read with `mad_get_array`).
-#[derive(Debug, PartialEq, Eq, Clone)]
-enum V {
-    N(u64),
-    B(Vec<u8>),
-}
-
-fn n(v: impl Into<u64>) -> V {
-    V::N(v.into())
-}
-fn b(v: &[u8]) -> V {
-    V::B(v.to_vec())
-}
-
-/// A libibmad field and the Rust value that holds it.
-struct Field<T> {
-    id: F::Type,
-    get: fn(&T) -> V,
-}
-
-macro_rules! fields {
-    ($t:ty: $($id:ident => $get:expr),* $(,)?) => {
-        vec![$(Field::<$t> { id: F::$id, get: $get }),*]
-    };
-}
-
-/// xorshift64*: reproducible pseudo-random bytes.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-}
-
-const ROUNDS: u64 = 64;
+use rdma_tests::libibmad::{
+    self, b, field_name, n, set_random as c_set_random, value as c_value, Field, Rng,
+    MAD_FIELDS as F, PROBE_LEN, ROUNDS, V,
+};
+use rdma_tests::libibmad_fields as fields;
 
 /// `b` from byte `from`, zero-padded to a libibmad probe buffer.
 fn probe_at(b: &[u8], from: usize) -> Vec<u8> {
     let mut v = b.get(from..).unwrap_or(&[]).to_vec();
     v.resize(PROBE_LEN.max(v.len()), 0);
     v
-}
-
-/// `libibmad::layout`, probed once per field.
-fn layout(id: F::Type) -> libibmad::Layout {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-    static CACHE: Mutex<Option<HashMap<F::Type, libibmad::Layout>>> = Mutex::new(None);
-    let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    *c.get_or_insert_with(HashMap::new)
-        .entry(id)
-        .or_insert_with(|| libibmad::layout(id))
-}
-
-/// What libibmad reads for `id` from `buf` (at least PROBE_LEN bytes).
-fn c_value(buf: &[u8], id: F::Type) -> V {
-    let l = layout(id);
-    if l.bits <= 32 {
-        V::N(libibmad::get(buf, id).into())
-    } else if l.bits == 64 {
-        V::N(libibmad::get64(buf, id))
-    } else {
-        V::B(libibmad::get_array(buf, id, l.bits / 8))
-    }
-}
-
-/// Writes a random value into field `id` of `buf` through libibmad (wide
-/// fields: random bytes at the bits libibmad's layout gives them).
-fn c_set_random(buf: &mut [u8], id: F::Type, rng: &mut Rng) {
-    let l = layout(id);
-    if l.bits < 32 {
-        libibmad::set(buf, id, (rng.next() as u32) & ((1u32 << l.bits) - 1));
-    } else if l.bits == 32 {
-        libibmad::set(buf, id, rng.next() as u32);
-    } else if l.bits == 64 {
-        libibmad::set64(buf, id, rng.next());
-    } else {
-        assert_eq!(
-            l.bit_offset % 8,
-            0,
-            "{} is not byte aligned",
-            libibmad::name(id)
-        );
-        let start = l.bit_offset / 8;
-        let bytes = rng.bytes(l.bits / 8);
-        buf[start..start + bytes.len()].copy_from_slice(&bytes);
-    }
-}
-
-fn field_name(id: F::Type) -> String {
-    format!("{} ({id})", libibmad::name(id))
 }
 
 /// Checks that `fields` names every libibmad field of `ids`.
@@ -392,9 +303,9 @@ fn c_mad(m: &[u8], id: F::Type) -> V {
 fn requests_carry_what_libibmad_reads() {
     let mut rng = Rng(0x5a);
     for round in 0..ROUNDS {
-        let tid = rng.next();
-        let sm_key = rng.next();
-        let mask = PathRecordMask::from_bits_retain(rng.next() & ((1 << 23) - 1));
+        let tid = rng.next_u64();
+        let sm_key = rng.next_u64();
+        let mask = PathRecordMask::from_bits_retain(rng.next_u64() & ((1 << 23) - 1));
         let rec = PathRecord::decode(&rng.bytes(PathRecord::SIZE)).unwrap();
         for (req, method) in [
             (SaRequest::get(tid), Method::GET),
