@@ -484,47 +484,40 @@ fn our_sa_answers_hostile_requests_with_error_statuses(f: &Fabric) -> TestResult
             info.base_lid,
         )
     };
-    let no_state = SaRequest::set(tid()).record(
-        &McMemberRecord {
-            mgid: Gid([0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]),
-            port_gid: gid,
-            ..McMemberRecord::default()
-        },
-        McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE,
-    )?;
-    cases.push((
-        "join with JoinState 0",
-        no_state,
-        Some(SaStatusCode::ReqInvalid),
-    ));
-    let stranger = SaRequest::delete(tid()).record(
-        &McMemberRecord {
-            mgid: Gid([0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8]),
-            port_gid: gid,
-            join_state: JoinState::FULL_MEMBER,
-            ..McMemberRecord::default()
-        },
-        McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE,
-    )?;
-    cases.push((
-        "leave of a group never joined",
-        stranger,
-        Some(SaStatusCode::ReqInvalid),
-    ));
-    let create_short = SaRequest::set(tid()).record(
-        &McMemberRecord {
-            mgid: Gid([0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7]),
-            port_gid: gid,
-            join_state: JoinState::FULL_MEMBER,
-            ..McMemberRecord::default()
-        },
-        McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE,
-    )?;
-    cases.push((
-        "a new group without its Q_Key, P_Key, SL, FlowLabel and TClass",
-        create_short,
-        Some(SaStatusCode::ReqInsufficientComponents),
-    ));
+    // Groups of our own test MGIDs (last byte `n`), none of them joined.
+    let member = |n: u8, join_state: JoinState| McMemberRecord {
+        mgid: Gid([0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, n]),
+        port_gid: gid,
+        join_state,
+        ..McMemberRecord::default()
+    };
+    let keys =
+        McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE;
+    for (what, req, n, join_state, code) in [
+        (
+            "join with JoinState 0",
+            SaRequest::set(tid()),
+            9,
+            JoinState::empty(),
+            SaStatusCode::ReqInvalid,
+        ),
+        (
+            "leave of a group never joined",
+            SaRequest::delete(tid()),
+            8,
+            JoinState::FULL_MEMBER,
+            SaStatusCode::ReqInvalid,
+        ),
+        (
+            "a new group without its Q_Key, P_Key, SL, FlowLabel and TClass",
+            SaRequest::set(tid()),
+            7,
+            JoinState::FULL_MEMBER,
+            SaStatusCode::ReqInsufficientComponents,
+        ),
+    ] {
+        cases.push((what, req.record(&member(n, join_state), keys)?, Some(code)));
+    }
     // Garbage after a good header: a random NodeRecord query.
     let mut junk =
         SaRequest::get_table(tid()).record(&NodeRecord::default(), NodeRecordMask::LID)?;

@@ -140,8 +140,7 @@ async fn run(args: Args) -> Result<(), Error> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut first = true;
     loop {
-        let heavy = first;
-        match sm.sweep(heavy).await {
+        match sm.sweep().await {
             Ok(report) => {
                 if let Some(dir) = std::env::var_os("OSM_CACHE_DIR") {
                     let path = std::path::Path::new(&dir).join("guid2lid");

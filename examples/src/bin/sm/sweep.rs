@@ -216,7 +216,7 @@ impl Sm {
     }
 
     /// One sweep: discover, assign LIDs, route, program, activate.
-    pub async fn sweep(&mut self, _heavy: bool) -> Result<Report, Error> {
+    pub async fn sweep(&mut self) -> Result<Report, Error> {
         let mut rep = Report::default();
         let mut next = Subnet::default();
         self.discover(&mut next, &mut rep).await?;
@@ -437,6 +437,26 @@ impl Sm {
         Ok(())
     }
 
+    /// PortInfo Sets of (node, port, path, value), [`IN_FLIGHT`] at once:
+    /// each port's answer, in order.
+    async fn set_port_infos(
+        &self,
+        jobs: &[(NodeId, u8, Vec<u8>, PortInfo)],
+    ) -> Vec<Result<PortInfo, Error>> {
+        let smi = self.smi.clone();
+        all(
+            jobs.to_vec(),
+            move |(_, p, path, w): (NodeId, u8, Vec<u8>, PortInfo)| {
+                let smi = smi.clone();
+                async move { set(&smi, PortInfo::attr_mod(p), &path, &w).await }
+            },
+        )
+        .await
+        .into_iter()
+        .map(|r| r.and_then(|x| x))
+        .collect()
+    }
+
     /// Writes LIDs, the SM's LID and the subnet prefix into every end
     /// port, the LFTs into every switch, then takes the ports to Armed and
     /// Active.
@@ -466,17 +486,9 @@ impl Sm {
                 jobs.push((id, p, s.paths[&id].clone(), w));
             }
         }
-        let smi = self.smi.clone();
-        let results = all(
-            jobs.clone(),
-            move |(_, p, path, w): (NodeId, u8, Vec<u8>, PortInfo)| {
-                let smi = smi.clone();
-                async move { set(&smi, PortInfo::attr_mod(p), &path, &w).await }
-            },
-        )
-        .await;
+        let results = self.set_port_infos(&jobs).await;
         for ((id, p, _, _), r) in jobs.into_iter().zip(results) {
-            match r.and_then(|x| x) {
+            match r {
                 Ok(pi) => {
                     rep.port_infos_set += 1;
                     s.port_info.insert((id, p), pi);
@@ -573,17 +585,9 @@ impl Sm {
                 }
             }
             jobs.sort_by_key(|j| (j.0, j.1));
-            let smi = self.smi.clone();
-            let results = all(
-                jobs.clone(),
-                move |(_, p, path, w): (NodeId, u8, Vec<u8>, PortInfo)| {
-                    let smi = smi.clone();
-                    async move { set(&smi, PortInfo::attr_mod(p), &path, &w).await }
-                },
-            )
-            .await;
+            let results = self.set_port_infos(&jobs).await;
             for ((id, p, _, _), r) in jobs.into_iter().zip(results) {
-                match r.and_then(|x| x) {
+                match r {
                     Ok(pi) => {
                         if to == PORT_ARMED {
                             rep.armed += 1;
