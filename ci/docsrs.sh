@@ -37,7 +37,7 @@ docs_cargo() {
     u=$(invoking_user)
     if [ -n "$u" ]; then
         home=$(getent passwd "$u" | cut -d: -f6)
-        sudo -u "$u" -H --preserve-env=DOCS_RS,RUSTDOCFLAGS,CARGO_TARGET_DIR,CARGO_TERM_COLOR \
+        sudo -u "$u" -H --preserve-env=DOCS_RS,RUSTDOCFLAGS,CARGO_TARGET_DIR,CARGO_INCREMENTAL,CARGO_TERM_COLOR \
             -- env "PATH=$home/.cargo/bin:/usr/local/bin:/usr/bin:/bin" cargo "$@"
     else
         cargo_cmd "$@"

@@ -12,6 +12,10 @@ CI_SCRIPT=$(basename "${BASH_SOURCE[1]:-$0}")
 CURRENT_STEP="start"
 
 export DEBIAN_FRONTEND=noninteractive
+# No incremental caches in the ci/ builds: each holds gigabytes per target tree (a full
+# run builds six trees) and a run that builds everything once gains nothing from them.
+# Every ci/ script sets it, so their builds share fingerprints; CARGO_INCREMENTAL=1 overrides.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 
 # step "description": print a header and remember the step for error messages.
 step() {
@@ -77,6 +81,26 @@ ensure_target_dir() {
     mkdir -p "$CI_WORK"
 }
 
+# Free space, in whole GiB, of the file system that holds target/.
+disk_free_gib() {
+    df -P -B1G "$REPO_ROOT/target" 2>/dev/null | awk 'NR == 2 { print $4 }'
+}
+
+# prune_tree DIR...: with RDMA_CI_PRUNE=1 (set by .ci/run), remove build trees that no
+# later stage reads, printing what each held, so that a full run on a fresh machine
+# needs room for about one tree at a time beside target/debug. Without it, keeps them
+# for the next run.
+prune_tree() {
+    [ "${RDMA_CI_PRUNE:-0}" = 1 ] || return 0
+    local d size
+    for d in "$@"; do
+        [ -e "$d" ] || continue
+        size=$(du -sh "$d" 2>/dev/null | cut -f1)
+        rm -rf "$d"
+        echo "pruned $d ($size)"
+    done
+}
+
 # Hand files created by root back to the sudo user (no-op otherwise).
 chown_to_invoker() {
     local u
@@ -111,7 +135,7 @@ cargo_cmd() {
     u=$(invoking_user)
     if [ -n "$u" ]; then
         home=$(getent passwd "$u" | cut -d: -f6)
-        sudo -u "$u" -H --preserve-env=RUSTFLAGS,RUSTDOCFLAGS,CARGO_TARGET_DIR,CARGO_TERM_COLOR,CI,RUST_BACKTRACE,RDMA_CORE_INCLUDE_DIR,RDMA_CORE_LIB_DIR,CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER \
+        sudo -u "$u" -H --preserve-env=RUSTFLAGS,RUSTDOCFLAGS,CARGO_TARGET_DIR,CARGO_INCREMENTAL,CARGO_TERM_COLOR,CI,RUST_BACKTRACE,RDMA_CORE_INCLUDE_DIR,RDMA_CORE_LIB_DIR,CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER \
             -- env "PATH=$home/.cargo/bin:/usr/local/bin:/usr/bin:/bin" cargo "$@"
     elif command -v cargo >/dev/null 2>&1; then
         cargo "$@"

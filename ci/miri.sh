@@ -46,7 +46,7 @@ as_user() {
     u=$(invoking_user)
     if [ -n "$u" ]; then
         home=$(getent passwd "$u" | cut -d: -f6)
-        sudo -u "$u" -H --preserve-env=MIRIFLAGS,CARGO_TARGET_DIR,CARGO_TERM_COLOR,CI,RUSTUP_AUTO_INSTALL \
+        sudo -u "$u" -H --preserve-env=MIRIFLAGS,CARGO_TARGET_DIR,CARGO_INCREMENTAL,CARGO_TERM_COLOR,CI,RUSTUP_AUTO_INSTALL \
             -- env "PATH=$home/.cargo/bin:/usr/local/bin:/usr/bin:/bin" "$@"
     else
         PATH="$HOME/.cargo/bin:$PATH" "$@"

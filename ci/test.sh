@@ -35,6 +35,10 @@
 #   RDMA_CI_SKIP_FABRIC=1    skip ci/fabric.sh --suite (the fabric tests on a simulated InfiniBand
 #                            fabric: ibsim and OpenSM on the host, no VM; after the host steps;
 #                            also skipped with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
+#   RDMA_CI_PRUNE=1          remove each stage's own build tree once the stage is over (Miri's,
+#                            the MSRV one, the packages', docs.rs's, the fuzzer's, each matrix
+#                            release's): a full run then needs about 20 GiB free, not 35.
+#                            .ci/run sets it; by hand the trees stay for the next run.
 #   RDMA_CI_SKIP_MEMCHECK=1  skip ci/memcheck.sh (a subset of the device tests under valgrind
 #                            memcheck, own VM boot; also skipped with RDMA_TEST_FILTER or
 #                            RDMA_TEST_DEVICE_BIN)
@@ -48,6 +52,17 @@ for p in "${PROVIDERS[@]}"; do
     case "$p" in rxe | siw) ;; *) die "unknown provider '$p' in RDMA_TEST_PROVIDERS (rxe|siw)" ;; esac
 done
 TIMINGS=()
+# Free space on target/'s file system: at the start and the least seen after a stage.
+DISK_START=$(disk_free_gib)
+DISK_LEAST=$DISK_START DISK_LEAST_AFTER=start
+echo "disk: ${DISK_START:-?} GiB free for target/ at the start"
+disk_note() { # disk_note STAGE: remember the least free space seen
+    local f
+    f=$(disk_free_gib)
+    if [ -n "$f" ] && [ -n "$DISK_LEAST" ] && [ "$f" -lt "$DISK_LEAST" ]; then
+        DISK_LEAST=$f DISK_LEAST_AFTER=$1
+    fi
+}
 # Failures and summary lines of every stage, printed at the end.
 FAIL=()
 SUMMARIES=()
@@ -57,6 +72,7 @@ timed() { # timed NAME CMD...: run and record the duration
     t0=$(now)
     "$@"
     TIMINGS+=("$name $(elapsed "$t0")s")
+    disk_note "$name"
 }
 
 if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
@@ -74,16 +90,19 @@ if [ "${RDMA_CI_SKIP_HOST:-0}" != 1 ]; then
 
     step "docs as on docs.rs, rdma-core hidden (ci/docsrs.sh)"
     timed docsrs bash "$CI_DIR/docsrs.sh"
+    prune_tree target/docsrs
 
     step "host tests: cargo test --workspace"
     timed host-tests cargo_cmd test --workspace
 
     # Bounded fuzzing of the MAD decoder (cargo-fuzz; RDMA_FUZZ_SECONDS, default 60).
     timed fuzz bash "$CI_DIR/fuzz.sh" "${RDMA_FUZZ_SECONDS:-60}"
+    prune_tree fuzz/target
 
     # The pure-Rust tests under Miri (nightly; installed when missing).
     if [ "${RDMA_CI_SKIP_MIRI:-0}" != 1 ]; then
         timed miri bash "$CI_DIR/miri.sh"
+        prune_tree target/miri
     fi
 
     step "cargo clippy --workspace --all-targets -- -D warnings"
@@ -94,10 +113,12 @@ if [ "${RDMA_CI_SKIP_HOST:-0}" != 1 ]; then
 
     step "packages: ci/package.sh (cargo package; rdma and its tests built from the .crate files)"
     timed package bash "$CI_DIR/package.sh"
+    prune_tree target/package-check
 
     if [ "${RDMA_CI_SKIP_MSRV:-0}" != 1 ]; then
         step "MSRV: ci/msrv.sh (the workspace with exactly rustc 1.85)"
         timed msrv bash "$CI_DIR/msrv.sh"
+        prune_tree target/msrv
     fi
 fi
 
@@ -109,6 +130,7 @@ if [ "${RDMA_CI_SKIP_FABRIC:-0}" != 1 ] && [ -z "${RDMA_TEST_FILTER:-}" ] && [ -
     rm -f "$CI_WORK/fabric.summary"
     bash "$CI_DIR/fabric.sh" --suite || FAIL+=("ci/fabric.sh --suite: the fabric tests failed")
     TIMINGS+=("fabric $(elapsed "$T_FAB")s")
+    disk_note fabric
     mapfile -t FAB < <(cat "$CI_WORK/fabric.summary" 2>/dev/null || echo "fabric: no summary")
     SUMMARIES+=("${FAB[@]}")
 fi
@@ -202,12 +224,15 @@ if [ -z "${RDMA_TEST_FILTER:-}" ] && [ -z "${RDMA_TEST_DEVICE_BIN:-}" ]; then
         [ -z "$MATRIX_EXCLUDE" ] || echo "matrix $rel: left out (see ci/test.sh): $MATRIX_EXCLUDE"
         RDMA_TEST_FILTER=$MATRIX_FILTER RDMA_CI_SKIP_SETUP=1 bash "$CI_DIR/matrix.sh" "$rel" || FAIL+=("ci/matrix.sh $rel: failed")
         TIMINGS+=("matrix-$rel $(elapsed "$T_MX")s")
+        disk_note "matrix-$rel"
+        prune_tree "target/matrix/$rel/cargo"
         mapfile -t MX < <(cat "$CI_WORK/matrix-$rel.summary" 2>/dev/null || echo "matrix $rel: no summary")
         SUMMARIES+=("${MX[@]}")
     done
 fi
 chown_to_invoker "$CI_WORK"
 echo "timings: ${TIMINGS[*]} total $(elapsed "$T_START")s"
+echo "disk: ${DISK_START:-?} GiB free at the start, least ${DISK_LEAST:-?} GiB (after $DISK_LEAST_AFTER), $(disk_free_gib) GiB at the end"
 echo "logs: $RUN_DIR"
 echo
 printf '%s\n' "${SUMMARIES[@]}"
