@@ -81,9 +81,9 @@ ensure_target_dir() {
     mkdir -p "$CI_WORK"
 }
 
-# Free space, in whole GiB, of the file system that holds target/.
+# Free space, in whole GiB, of the file system that holds the checkout (and target/).
 disk_free_gib() {
-    df -P -B1G "$REPO_ROOT/target" 2>/dev/null | awk 'NR == 2 { print $4 }'
+    { df -P -B1G "$REPO_ROOT" 2>/dev/null || true; } | awk 'NR == 2 { print $4 }'
 }
 
 # prune_tree DIR...: with RDMA_CI_PRUNE=1 (set by .ci/run), remove build trees that no
