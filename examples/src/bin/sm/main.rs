@@ -7,8 +7,13 @@
 //!
 //! Usage: `sm [-C CA] [-P PORT] [--sweep SECONDS] [--once]`. It runs until
 //! SIGINT or SIGTERM (or, with `--once`, exits after the first sweep has
-//! brought the subnet up). It logs each sweep: what it found and changed,
-//! and `SUBNET UP` once the first sweep is done. With `OSM_CACHE_DIR` set
+//! brought the subnet up). The first sweep is heavy (discovery, LIDs,
+//! routes, tables, port states); then every `--sweep` seconds a light one
+//! reads each switch's SwitchInfo and each CA port's PortInfo, and a heavy
+//! sweep follows when a switch reports PortStateChange, a port's state
+//! moved or a node stopped answering, and whenever a trap arrives. It logs
+//! each heavy sweep: what it found and changed, and `SUBNET UP` once the
+//! first is done. With `OSM_CACHE_DIR` set
 //! it writes the LIDs there as OpenSM does (`guid2lid`: port GUID, LID,
 //! LID).
 
@@ -35,7 +40,8 @@ struct Args {
     /// The port (default: the CA's first; a switch's is 0).
     #[arg(short = 'P', long = "Port")]
     port: Option<u32>,
-    /// Seconds between light sweeps.
+    /// Seconds between light sweeps (SwitchInfo of every switch, PortInfo of
+    /// every CA port; a heavy sweep follows a change, as it does a trap).
     #[arg(long = "sweep", default_value_t = 10)]
     sweep: u64,
     /// Exit once the first sweep has brought the subnet up.
@@ -139,26 +145,28 @@ async fn run(args: Args) -> Result<(), Error> {
     let mut sm = Sm::new(smi_dr, subnet, sm_info);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut first = true;
+    // The first sweep is heavy; then a light one each period, and a heavy
+    // one when the light one finds a change or a trap arrives.
+    let mut heavy = true;
     loop {
-        match sm.sweep().await {
-            Ok(report) => {
-                if let Some(dir) = std::env::var_os("OSM_CACHE_DIR") {
-                    let path = std::path::Path::new(&dir).join("guid2lid");
-                    if let Err(e) = std::fs::write(&path, sweep::guid2lid(&sm.subnet())) {
-                        eprintln!("sm: writing {}: {e}", path.display());
-                    }
-                }
-                let mfts = sm.program_multicast().await;
-                println!("sm: sweep: {report}; {mfts} MFT blocks written");
-                if first {
-                    println!("sm: SUBNET UP");
-                    first = false;
-                    if args.once {
-                        return Ok(());
-                    }
+        if !heavy {
+            match sm.light_sweep().await {
+                None => {}
+                Some(why) => {
+                    println!("sm: light sweep: {why}: sweeping");
+                    heavy = true;
                 }
             }
-            Err(e) => eprintln!("sm: sweep failed: {e}"),
+        }
+        if heavy {
+            heavy = false;
+            sweep_once(&mut sm, &mut first).await;
+            if first {
+                // It failed before bringing the subnet up: again next period.
+                heavy = true;
+            } else if args.once {
+                return Ok(());
+            }
         }
         let wake = tokio::time::Instant::now() + Duration::from_secs(args.sweep);
         loop {
@@ -171,12 +179,35 @@ async fn run(args: Args) -> Result<(), Error> {
                 }
                 _ = traps.notified() => {
                     println!("sm: a trap arrived: sweeping");
+                    heavy = true;
                     break;
                 }
                 _ = tokio::signal::ctrl_c() => return stopped(),
                 _ = term.recv() => return stopped(),
             }
         }
+    }
+}
+
+/// A heavy sweep, its report logged; `first` is cleared once one has
+/// brought the subnet up (and `SUBNET UP` is logged).
+async fn sweep_once(sm: &mut Sm, first: &mut bool) {
+    match sm.sweep().await {
+        Ok(report) => {
+            if let Some(dir) = std::env::var_os("OSM_CACHE_DIR") {
+                let path = std::path::Path::new(&dir).join("guid2lid");
+                if let Err(e) = std::fs::write(&path, sweep::guid2lid(&sm.subnet())) {
+                    eprintln!("sm: writing {}: {e}", path.display());
+                }
+            }
+            let mfts = sm.program_multicast().await;
+            println!("sm: sweep: {report}; {mfts} MFT blocks written");
+            if *first {
+                println!("sm: SUBNET UP");
+                *first = false;
+            }
+        }
+        Err(e) => eprintln!("sm: sweep failed: {e}"),
     }
 }
 

@@ -150,8 +150,9 @@ async fn set<A: Attribute>(
         .attribute::<A>()?)
 }
 
-/// Runs `jobs` (futures made by `make`), at most [`IN_FLIGHT`] at once,
-/// and returns their results in order.
+/// Runs the futures that `make` makes of `items`, at most [`IN_FLIGHT`]
+/// at once (a new one starts as each ends), and returns their results in
+/// the order of `items`.
 async fn all<T, F, Fut>(items: Vec<T>, make: F) -> Vec<Result<Fut::Output, Error>>
 where
     T: Send + 'static,
@@ -159,37 +160,35 @@ where
     Fut: std::future::Future + Send + 'static,
     Fut::Output: Send + 'static,
 {
-    let mut out = Vec::with_capacity(items.len());
-    let mut it = items.into_iter();
+    let n = items.len();
+    let mut out: Vec<Option<Result<Fut::Output, Error>>> = (0..n).map(|_| None).collect();
+    let mut it = items.into_iter().enumerate();
+    let mut set = tokio::task::JoinSet::new();
+    // Which item each running task is, for a task that panics.
+    let mut running = HashMap::new();
     loop {
-        let mut set = tokio::task::JoinSet::new();
-        let mut idx = Vec::new();
-        for (i, item) in it.by_ref().take(IN_FLIGHT).enumerate() {
-            idx.push(i);
+        while set.len() < IN_FLIGHT {
+            let Some((i, item)) = it.next() else { break };
             let fut = make(item);
-            set.spawn(async move { (i, fut.await) });
+            let h = set.spawn(async move { (i, fut.await) });
+            running.insert(h.id(), i);
         }
-        if idx.is_empty() {
-            return out;
-        }
-        let mut chunk: Vec<Option<Result<Fut::Output, Error>>> =
-            (0..idx.len()).map(|_| None).collect();
-        while let Some(r) = set.join_next().await {
-            match r {
-                Ok((i, v)) => chunk[i] = Some(Ok(v)),
-                Err(e) => {
-                    if let Some(slot) = chunk.iter_mut().find(|s| s.is_none()) {
-                        *slot = Some(Err(e.to_string().into()));
-                    }
+        match set.join_next_with_id().await {
+            Some(Ok((id, (i, v)))) => {
+                running.remove(&id);
+                out[i] = Some(Ok(v));
+            }
+            Some(Err(e)) => {
+                if let Some(i) = running.remove(&e.id()) {
+                    out[i] = Some(Err(e.to_string().into()));
                 }
             }
+            None => break,
         }
-        out.extend(
-            chunk
-                .into_iter()
-                .map(|c| c.unwrap_or_else(|| Err("lost".into()))),
-        );
     }
+    out.into_iter()
+        .map(|c| c.unwrap_or_else(|| Err("lost".into())))
+        .collect()
 }
 
 /// A node to reach: its path, and the port it is reached from.
@@ -248,6 +247,73 @@ impl Sm {
         info.sm_state = SmInfo::MASTER;
         info.act_count = info.act_count.wrapping_add(1);
         Ok(rep)
+    }
+
+    /// A light sweep: every switch's SwitchInfo and every CA port's
+    /// PortInfo, all at once. `None` when nothing changed since the last
+    /// heavy sweep; otherwise what did, for the log (a switch whose
+    /// PortStateChange is set, a CA port whose state is not the one the
+    /// sweep left, or a node that no longer answers), which calls for a
+    /// heavy sweep.
+    pub async fn light_sweep(&self) -> Option<String> {
+        let (switches, ca_ports) = {
+            let s = lock_r(&self.subnet);
+            if !s.up {
+                return Some("no heavy sweep yet".into());
+            }
+            let mut switches = Vec::new();
+            let mut ca_ports = Vec::new();
+            for (id, n) in s.topo.nodes() {
+                let Some(path) = s.paths.get(&id) else {
+                    continue;
+                };
+                if n.kind == NodeKind::Switch {
+                    switches.push((n.guid, path.clone()));
+                    continue;
+                }
+                for p in n.end_ports() {
+                    if let Some(pi) = s.port_info.get(&(id, p)) {
+                        ca_ports.push((n.guid, p, path.clone(), pi.port_state));
+                    }
+                }
+            }
+            (switches, ca_ports)
+        };
+        let smi = self.smi.clone();
+        let infos = all(switches.clone(), move |(_, path): (u64, Vec<u8>)| {
+            let smi = smi.clone();
+            async move { get::<SwitchInfo>(&smi, 0, &path).await }
+        });
+        let smi = self.smi.clone();
+        let ports = all(
+            ca_ports.clone(),
+            move |(_, p, path, _): (u64, u8, Vec<u8>, u8)| {
+                let smi = smi.clone();
+                async move { get::<PortInfo>(&smi, PortInfo::attr_mod(p), &path).await }
+            },
+        );
+        let (infos, ports) = tokio::join!(infos, ports);
+        let mut changed = Vec::new();
+        for ((guid, _), r) in switches.iter().zip(infos) {
+            match r.and_then(|x| x) {
+                Ok(si) if si.port_state_change => {
+                    changed.push(format!("PortStateChange on switch {guid:#x}"))
+                }
+                Ok(_) => {}
+                Err(e) => changed.push(format!("switch {guid:#x}: {e}")),
+            }
+        }
+        for ((guid, p, _, was), r) in ca_ports.iter().zip(ports) {
+            match r.and_then(|x| x) {
+                Ok(pi) if pi.port_state != *was => changed.push(format!(
+                    "port {p} of {guid:#x} went from state {was} to {}",
+                    pi.port_state
+                )),
+                Ok(_) => {}
+                Err(e) => changed.push(format!("port {p} of {guid:#x}: {e}")),
+            }
+        }
+        (!changed.is_empty()).then(|| changed.join("; "))
     }
 
     /// The subnet the SA serves.
@@ -382,53 +448,68 @@ impl Sm {
                     fresh.push((id, probe.clone(), ni, known));
                 }
             }
-            // The new nodes' descriptions and ports.
-            let mut next = Vec::new();
-            for (id, probe, ni, known) in fresh {
+            // The new nodes' descriptions and the ports of every node of
+            // this level, all at once.
+            let mut described = Vec::new();
+            let mut port_jobs = Vec::new();
+            for (k, (id, probe, ni, known)) in fresh.iter().enumerate() {
                 if !known {
-                    s.node_info.insert(id, ni);
-                    s.paths.insert(id, probe.path.clone());
-                    if let Ok(d) = get::<NodeDescription>(&self.smi, 0, &probe.path).await {
-                        s.topo.node_mut(id).description = d.text();
-                    }
+                    s.node_info.insert(*id, *ni);
+                    s.paths.insert(*id, probe.path.clone());
+                    described.push((*id, probe.path.clone()));
                 }
-                let ports: Vec<u8> = match s.topo.node(id).kind {
+                let ports: Vec<u8> = match s.topo.node(*id).kind {
                     NodeKind::Switch => (0..=ni.num_ports).collect(),
                     _ => vec![ni.local_port_num],
                 };
-                let smi = self.smi.clone();
-                let path = probe.path.clone();
-                let pis = all(ports.clone(), move |p: u8| {
+                port_jobs.extend(ports.into_iter().map(|p| (k, p, probe.path.clone())));
+            }
+            let smi = self.smi.clone();
+            let descs = all(described.clone(), move |(_, path): (NodeId, Vec<u8>)| {
+                let smi = smi.clone();
+                async move { get::<NodeDescription>(&smi, 0, &path).await }
+            });
+            let smi = self.smi.clone();
+            let pis = all(
+                port_jobs.clone(),
+                move |(_, p, path): (usize, u8, Vec<u8>)| {
                     let smi = smi.clone();
-                    let path = path.clone();
                     async move { get::<PortInfo>(&smi, PortInfo::attr_mod(p), &path).await }
-                })
-                .await;
-                for (p, r) in ports.iter().zip(pis) {
-                    match r.and_then(|x| x) {
-                        Ok(pi) => {
-                            let up = pi.port_physical_state == PHYS_LINK_UP;
-                            s.port_info.insert((id, *p), pi);
-                            let explore = match s.topo.node(id).kind {
-                                NodeKind::Switch => {
-                                    *p != 0 && (probe.from.is_none() || *p != ni.local_port_num)
-                                }
-                                // Only the local CA sends out of its port.
-                                _ => probe.from.is_none(),
-                            };
-                            if up && explore && probe.path.len() < 64 {
-                                let mut path = probe.path.clone();
-                                path.push(*p);
-                                next.push(Probe {
-                                    path,
-                                    from: Some((id, *p)),
-                                });
+                },
+            );
+            let (descs, pis) = tokio::join!(descs, pis);
+            for ((id, _), d) in described.iter().zip(descs) {
+                if let Ok(Ok(d)) = d {
+                    s.topo.node_mut(*id).description = d.text();
+                }
+            }
+            let mut next = Vec::new();
+            for ((k, p, _), r) in port_jobs.iter().zip(pis) {
+                let (id, probe, ni, _) = &fresh[*k];
+                let (id, p) = (*id, *p);
+                match r.and_then(|x| x) {
+                    Ok(pi) => {
+                        let up = pi.port_physical_state == PHYS_LINK_UP;
+                        s.port_info.insert((id, p), pi);
+                        let explore = match s.topo.node(id).kind {
+                            NodeKind::Switch => {
+                                p != 0 && (probe.from.is_none() || p != ni.local_port_num)
                             }
+                            // Only the local CA sends out of its port.
+                            _ => probe.from.is_none(),
+                        };
+                        if up && explore && probe.path.len() < 64 {
+                            let mut path = probe.path.clone();
+                            path.push(p);
+                            next.push(Probe {
+                                path,
+                                from: Some((id, p)),
+                            });
                         }
-                        Err(e) => {
-                            rep.failures += 1;
-                            eprintln!("sm: PortInfo {p} along {:?}: {e}", probe.path);
-                        }
+                    }
+                    Err(e) => {
+                        rep.failures += 1;
+                        eprintln!("sm: PortInfo {p} along {:?}: {e}", probe.path);
                     }
                 }
             }
@@ -499,27 +580,33 @@ impl Sm {
                 }
             }
         }
-        // Switches: LinearFDBTop, then the LFT blocks that changed.
+        // Switches: LinearFDBTop (clearing PortStateChange), then the LFT
+        // blocks that changed, every switch at once.
         let top = s.lids.max_lid();
-        let switches: Vec<NodeId> = s
+        let switches: Vec<(NodeId, Vec<u8>)> = s
             .topo
             .nodes()
             .filter(|(_, n)| n.kind == NodeKind::Switch)
-            .map(|(id, _)| id)
+            .map(|(id, _)| (id, s.paths[&id].clone()))
             .collect();
-        for &sw in &switches {
-            let path = s.paths[&sw].clone();
-            match get::<SwitchInfo>(&self.smi, 0, &path).await {
-                Ok(si) if si.linear_fdb_top != top => {
-                    let w = SwitchInfo {
-                        linear_fdb_top: top,
-                        life_time_value: si.life_time_value,
-                        ..si
-                    };
-                    if let Err(e) = set(&self.smi, 0, &path, &w).await {
-                        rep.failures += 1;
-                        eprintln!("sm: SwitchInfo Set along {path:?}: {e}");
-                    }
+        let smi = self.smi.clone();
+        let infos = all(switches.clone(), move |(_, path): (NodeId, Vec<u8>)| {
+            let smi = smi.clone();
+            async move { get::<SwitchInfo>(&smi, 0, &path).await }
+        })
+        .await;
+        let mut si_sets = Vec::new();
+        for ((_, path), r) in switches.iter().zip(infos) {
+            match r.and_then(|x| x) {
+                // Writing PortStateChange as 1 clears it (IBA 14.2.5.4).
+                Ok(si) if si.linear_fdb_top != top || si.port_state_change => {
+                    si_sets.push((
+                        path.clone(),
+                        SwitchInfo {
+                            linear_fdb_top: top,
+                            ..si
+                        },
+                    ));
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -527,23 +614,42 @@ impl Sm {
                     eprintln!("sm: SwitchInfo along {path:?}: {e}");
                 }
             }
-            let guid = s.topo.node(sw).guid;
-            let table = s.routes.table(sw).unwrap_or(&[]).to_vec();
-            let old = self.written.get(&guid).cloned().unwrap_or_default();
-            let mut blocks = Vec::new();
-            for (b, entries) in s.routes.blocks(sw) {
+        }
+        let smi = self.smi.clone();
+        let res = all(si_sets.clone(), move |(path, w): (Vec<u8>, SwitchInfo)| {
+            let smi = smi.clone();
+            async move { set(&smi, 0, &path, &w).await }
+        })
+        .await;
+        for ((path, _), r) in si_sets.iter().zip(res) {
+            if let Err(e) = r.and_then(|x| x) {
+                rep.failures += 1;
+                eprintln!("sm: SwitchInfo Set along {path:?}: {e}");
+            }
+        }
+        let mut lft_jobs = Vec::new();
+        for (sw, path) in &switches {
+            let guid = s.topo.node(*sw).guid;
+            let table = s.routes.table(*sw).unwrap_or(&[]);
+            let old = self
+                .written
+                .get(&guid)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            for (b, entries) in s.routes.blocks(*sw) {
                 let lo = b as usize * 64;
                 let hi = (lo + 64).min(table.len());
-                if old.get(lo..hi) == table.get(lo..hi) && old.len() >= hi {
+                if old.len() >= hi && old.get(lo..hi) == table.get(lo..hi) {
                     continue;
                 }
-                blocks.push((b, entries));
+                lft_jobs.push((*sw, b, path.clone(), entries));
             }
-            let smi = self.smi.clone();
-            let p2 = path.clone();
-            let res = all(blocks.clone(), move |(b, entries): (u32, [u8; 64])| {
+        }
+        let smi = self.smi.clone();
+        let res = all(
+            lft_jobs.clone(),
+            move |(_, b, path, entries): (NodeId, u32, Vec<u8>, [u8; 64])| {
                 let smi = smi.clone();
-                let path = p2.clone();
                 async move {
                     set(
                         &smi,
@@ -553,21 +659,25 @@ impl Sm {
                     )
                     .await
                 }
-            })
-            .await;
-            let mut ok = true;
-            for r in res {
-                match r.and_then(|x| x) {
-                    Ok(_) => rep.lft_blocks += 1,
-                    Err(e) => {
-                        ok = false;
-                        rep.failures += 1;
-                        eprintln!("sm: LFT Set along {path:?}: {e}");
-                    }
+            },
+        )
+        .await;
+        let mut failed = std::collections::HashSet::new();
+        for ((sw, _, path, _), r) in lft_jobs.iter().zip(res) {
+            match r.and_then(|x| x) {
+                Ok(_) => rep.lft_blocks += 1,
+                Err(e) => {
+                    failed.insert(*sw);
+                    rep.failures += 1;
+                    eprintln!("sm: LFT Set along {path:?}: {e}");
                 }
             }
-            if ok {
-                self.written.insert(guid, table);
+        }
+        // A switch's table counts as written once all its blocks are.
+        for (sw, _) in &switches {
+            if !failed.contains(sw) {
+                let table = s.routes.table(*sw).unwrap_or(&[]).to_vec();
+                self.written.insert(s.topo.node(*sw).guid, table);
             }
         }
         // Port states: Init to Armed, then Armed to Active.
