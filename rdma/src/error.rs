@@ -53,13 +53,22 @@ impl From<ErrorDetails> for Error {
     }
 }
 
+/// `{:?}` reads as the [`Display`](fmt::Display) line (`ibv_reg_mr
+/// failed: Cannot allocate memory (os error 12) (the locked-memory limit
+/// ...)`), so that `fn main() -> Result<(), rdma::Error>` and `unwrap`
+/// print the clear message; `{:#?}` gives the fields (`Error { verb,
+/// source, hint }`), as does `{:?}` of the [`ErrorDetails`].
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Error")
-            .field("verb", &self.verb)
-            .field("source", &self.source)
-            .field("hint", &self.hint)
-            .finish()
+        if f.alternate() {
+            f.debug_struct("Error")
+                .field("verb", &self.verb)
+                .field("source", &self.source)
+                .field("hint", &self.hint)
+                .finish()
+        } else {
+            fmt::Display::fmt(&**self, f)
+        }
     }
 }
 
@@ -169,9 +178,29 @@ mod tests {
         e.hint = None;
         assert_eq!(e.to_string(), e.into_details().to_string());
         let e = Error::invalid("x", "why");
-        let dbg = format!("{e:?}");
+        let dbg = format!("{e:#?}");
         assert!(dbg.starts_with("Error {") && dbg.contains("why"), "{dbg}");
         assert!(std::error::Error::source(&e).is_some());
+    }
+
+    #[test]
+    fn debug_reads_as_the_message_and_alternate_debug_gives_the_fields() {
+        let e = Error::new("ibv_reg_mr", libc::ENOMEM);
+        // What `fn main() -> Result<(), rdma::Error>` prints after "Error: ".
+        assert_eq!(format!("{e:?}"), e.to_string());
+        assert!(format!("{e:?}").starts_with("ibv_reg_mr failed: "));
+        assert!(format!("{:?}", Err::<(), _>(&e)).contains("ulimit -l"));
+        let fields = format!("{e:#?}");
+        for want in ["Error {", "verb: \"ibv_reg_mr\"", "source: ", "hint: Some("] {
+            assert!(fields.contains(want), "{want:?} missing in {fields}");
+        }
+        assert_ne!(fields, e.to_string());
+        // The details keep their derived Debug.
+        let details = format!("{:?}", &*e);
+        assert!(details.starts_with("ErrorDetails {"), "{details}");
+        let e = Error::invalid("MemoryRegion::sge", "range 0..9 is outside");
+        assert_eq!(format!("{e:?}"), e.to_string());
+        assert!(format!("{e:#?}").contains("hint: Some("));
     }
 
     #[test]
