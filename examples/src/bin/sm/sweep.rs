@@ -253,8 +253,8 @@ impl Sm {
     /// PortInfo, all at once. `None` when nothing changed since the last
     /// heavy sweep; otherwise what did, for the log (a switch whose
     /// PortStateChange is set, a CA port whose state is not the one the
-    /// sweep left, or a node that no longer answers), which calls for a
-    /// heavy sweep.
+    /// sweep left or not Active, or a node that no longer answers), which
+    /// calls for a heavy sweep.
     pub async fn light_sweep(&self) -> Option<String> {
         let (switches, ca_ports) = {
             let s = lock_r(&self.subnet);
@@ -307,6 +307,11 @@ impl Sm {
             match r.and_then(|x| x) {
                 Ok(pi) if pi.port_state != *was => changed.push(format!(
                     "port {p} of {guid:#x} went from state {was} to {}",
+                    pi.port_state
+                )),
+                // The last heavy sweep did not get it to Active: again.
+                Ok(pi) if pi.port_state != PORT_ACTIVE => changed.push(format!(
+                    "port {p} of {guid:#x} is in state {}, not Active",
                     pi.port_state
                 )),
                 Ok(_) => {}
