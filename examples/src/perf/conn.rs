@@ -52,15 +52,16 @@ impl Dest {
     /// The length of the wire form.
     pub const LEN: usize = 48;
 
-    /// The wire form: little-endian fields in declaration order.
+    /// The wire form, fields in declaration order: `qpn`, `psn` (u32
+    /// little-endian), the GID's 16 bytes, `remote` in
+    /// [`RemoteMemory::to_bytes`]'s form (20 bytes, big-endian), then
+    /// `credit_depth` (u32 little-endian).
     pub fn to_wire(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[0..4].copy_from_slice(&self.qpn.to_le_bytes());
         b[4..8].copy_from_slice(&self.psn.to_le_bytes());
         b[8..24].copy_from_slice(&self.gid.0);
-        b[24..32].copy_from_slice(&self.remote.addr.to_le_bytes());
-        b[32..40].copy_from_slice(&self.remote.len.to_le_bytes());
-        b[40..44].copy_from_slice(&self.remote.rkey.to_le_bytes());
+        b[24..44].copy_from_slice(&self.remote.to_bytes());
         b[44..48].copy_from_slice(&self.credit_depth.to_le_bytes());
         b
     }
@@ -75,16 +76,11 @@ impl Dest {
             ));
         }
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
-        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
         Ok(Dest {
             qpn: u32_at(0),
             psn: u32_at(4),
             gid: Gid(b[8..24].try_into().unwrap()),
-            remote: RemoteMemory {
-                addr: u64_at(24),
-                len: u64_at(32),
-                rkey: u32_at(40),
-            },
+            remote: RemoteMemory::from_bytes(&b[24..44]).map_err(|e| e.to_string())?,
             credit_depth: u32_at(44),
         })
     }
@@ -629,6 +625,29 @@ fn tcp_accept(port: u16) -> Result<TcpStream> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dest_round_trips_with_the_remote_memory_in_its_wire_form() {
+        let d = Dest {
+            qpn: 0x11,
+            psn: 0x22,
+            gid: Gid([7; 16]),
+            remote: RemoteMemory {
+                addr: 0x7f00_0000_1000,
+                len: 1 << 33,
+                rkey: 0xabcd,
+            },
+            credit_depth: 5,
+        };
+        let b = d.to_wire();
+        assert_eq!(&b[24..44], &d.remote.to_bytes());
+        assert_eq!(Dest::from_wire(&b).unwrap(), d);
+        // CM private data arrives padded.
+        let mut padded = [0; 56];
+        padded[..Dest::LEN].copy_from_slice(&b);
+        assert_eq!(Dest::from_wire(&padded).unwrap(), d);
+        assert!(Dest::from_wire(&b[..Dest::LEN - 1]).is_err());
+    }
 
     /// The credit flow, modelled: the sender posts lists within its credit,
     /// the receiver posts each receive again and grants as `should_grant`
