@@ -2,7 +2,7 @@
 //! client sets at the SA, and InformInfoRecord (IBA 15.2.5.12), the SA's
 //! record of one subscription.
 
-use super::{attr_id, SaRecord};
+use super::{attr_id, Component as C, SaRecord};
 use crate::mad::wire::{fit, In, Out};
 use crate::mad::{class, Attribute, Result};
 use crate::Gid;
@@ -180,6 +180,26 @@ impl Attribute for InformInfoRecord {
 
 impl SaRecord for InformInfoRecord {
     type Mask = InformInfoRecordMask;
+    /// SubscriberGID, Enum, reserved, then InformInfo's fields at their
+    /// InformInfo offsets + 192.
+    const COMPONENTS: &'static [C] = &[
+        C::new("SubscriberGID", 0, 128),
+        C::new("Enum", 128, 16),
+        C::new("Reserved", 144, 48),
+        C::new("GID", 192, 128),
+        C::new("LIDRangeBegin", 320, 16),
+        C::new("LIDRangeEnd", 336, 16),
+        C::new("Reserved", 352, 16),
+        C::new("IsGeneric", 368, 8),
+        C::new("Subscribe", 376, 8),
+        C::new("Type", 384, 16),
+        C::new("TrapNumber/DeviceID", 400, 16),
+        C::new("QPN", 416, 24),
+        C::new("Reserved", 440, 3),
+        C::new("RespTimeValue", 443, 5),
+        C::new("Reserved", 448, 8),
+        C::new("ProducerType/VendorID", 456, 24),
+    ];
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! record of a join (Set) and a leave (Delete).
 
 use super::path::{pack_selector, split_selector, Selector};
-use super::{attr_id, SaRecord};
+use super::{attr_id, Component as C, SaRecord};
 use crate::mad::wire::{fit, nibbles, In, Out};
 use crate::mad::{class, Attribute, Result};
 use crate::Gid;
@@ -187,6 +187,27 @@ impl Attribute for McMemberRecord {
 
 impl SaRecord for McMemberRecord {
     type Mask = McMemberRecordMask;
+    /// The 23 reserved bits after ProxyJoin have no mask bit.
+    const COMPONENTS: &'static [C] = &[
+        C::new("MGID", 0, 128),
+        C::new("PortGID", 128, 128),
+        C::new("Q_Key", 256, 32),
+        C::new("MLID", 288, 16),
+        C::new("MTUSelector", 304, 2),
+        C::new("MTU", 306, 6),
+        C::new("TClass", 312, 8),
+        C::new("P_Key", 320, 16),
+        C::new("RateSelector", 336, 2),
+        C::new("Rate", 338, 6),
+        C::new("PacketLifeTimeSelector", 344, 2),
+        C::new("PacketLifeTime", 346, 6),
+        C::new("SL", 352, 4),
+        C::new("FlowLabel", 356, 20),
+        C::new("HopLimit", 376, 8),
+        C::new("Scope", 384, 4),
+        C::new("JoinState", 388, 4),
+        C::new("ProxyJoin", 392, 1),
+    ];
 }
 
 #[cfg(test)]

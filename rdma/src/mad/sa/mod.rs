@@ -36,6 +36,7 @@
 //! # Ok::<(), rdma::mad::sa::SaError>(())
 //! ```
 
+mod component;
 mod inform;
 mod mcm;
 mod node;
@@ -43,6 +44,7 @@ mod path;
 mod query;
 mod service;
 
+pub use component::{Component, Matcher, MAX_RECORD};
 pub use inform::{InformInfo, InformInfoRecord, InformInfoRecordMask};
 pub use mcm::{JoinState, McMemberRecord, McMemberRecordMask};
 pub use node::{
@@ -88,6 +90,12 @@ pub mod attr_id {
 pub trait SaRecord: Attribute {
     /// The record's ComponentMask bits.
     type Mask: bitflags::Flags<Bits = u64> + Copy;
+
+    /// The record's components in the order of its wire layout, reserved
+    /// fields included: entry i is the field ComponentMask bit i selects.
+    /// They tile the record from bit 0; a tail with no mask bit (reserved
+    /// bytes at the end) is left out. [`Matcher`] compares by them.
+    const COMPONENTS: &'static [Component];
 
     /// AttributeOffset of a table of these records: the record's size in
     /// 8-byte words, rounded up.
@@ -173,7 +181,7 @@ mod tests {
     use crate::mad::rmpp::{RmppFlags, RmppType};
 
     /// xorshift64*: reproducible pseudo-random bytes.
-    fn noise(seed: u64, len: usize) -> Vec<u8> {
+    pub(super) fn noise(seed: u64, len: usize) -> Vec<u8> {
         let mut x = seed | 1;
         (0..len)
             .map(|_| {

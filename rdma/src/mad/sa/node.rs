@@ -1,7 +1,7 @@
 //! The SA records of nodes, ports and links: NodeRecord, PortInfoRecord and
 //! LinkRecord (IBA 15.2.5.2, 15.2.5.3, 15.2.5.13).
 
-use super::{attr_id, SaRecord};
+use super::{attr_id, Component as C, SaRecord};
 use crate::mad::wire::{In, Out};
 use crate::mad::{class, Attribute, NodeDescription, NodeInfo, PortInfo, Result};
 
@@ -92,6 +92,23 @@ impl Attribute for NodeRecord {
 
 impl SaRecord for NodeRecord {
     type Mask = NodeRecordMask;
+    const COMPONENTS: &'static [C] = &[
+        C::new("LID", 0, 16),
+        C::new("Reserved", 16, 16),
+        C::new("BaseVersion", 32, 8),
+        C::new("ClassVersion", 40, 8),
+        C::new("NodeType", 48, 8),
+        C::new("NumPorts", 56, 8),
+        C::new("SystemImageGUID", 64, 64),
+        C::new("NodeGUID", 128, 64),
+        C::new("PortGUID", 192, 64),
+        C::new("PartitionCap", 256, 16),
+        C::new("DeviceID", 272, 16),
+        C::new("Revision", 288, 32),
+        C::new("LocalPortNum", 320, 8),
+        C::new("VendorID", 328, 24),
+        C::new("NodeDescription", 352, 512),
+    ];
 }
 
 bitflags::bitflags! {
@@ -272,6 +289,68 @@ impl Attribute for PortInfoRecord {
 
 impl SaRecord for PortInfoRecord {
     type Mask = PortInfoRecordMask;
+    /// EndportLID, PortNum, Options, then PortInfo's fields at their
+    /// PortInfo offsets + 32.
+    const COMPONENTS: &'static [C] = &[
+        C::new("EndportLID", 0, 16),
+        C::new("PortNum", 16, 8),
+        C::new("Options", 24, 8),
+        C::new("M_Key", 32, 64),
+        C::new("GidPrefix", 96, 64),
+        C::new("LID", 160, 16),
+        C::new("MasterSMLID", 176, 16),
+        C::new("CapabilityMask", 192, 32),
+        C::new("DiagCode", 224, 16),
+        C::new("M_KeyLeasePeriod", 240, 16),
+        C::new("LocalPortNum", 256, 8),
+        C::new("LinkWidthEnabled", 264, 8),
+        C::new("LinkWidthSupported", 272, 8),
+        C::new("LinkWidthActive", 280, 8),
+        C::new("LinkSpeedSupported", 288, 4),
+        C::new("PortState", 292, 4),
+        C::new("PortPhysicalState", 296, 4),
+        C::new("LinkDownDefaultState", 300, 4),
+        C::new("M_KeyProtectBits", 304, 2),
+        C::new("Reserved", 306, 3),
+        C::new("LMC", 309, 3),
+        C::new("LinkSpeedActive", 312, 4),
+        C::new("LinkSpeedEnabled", 316, 4),
+        C::new("NeighborMTU", 320, 4),
+        C::new("MasterSMSL", 324, 4),
+        C::new("VLCap", 328, 4),
+        C::new("InitType", 332, 4),
+        C::new("VLHighLimit", 336, 8),
+        C::new("VLArbitrationHighCap", 344, 8),
+        C::new("VLArbitrationLowCap", 352, 8),
+        C::new("InitTypeReply", 360, 4),
+        C::new("MTUCap", 364, 4),
+        C::new("VLStallCount", 368, 3),
+        C::new("HOQLife", 371, 5),
+        C::new("OperationalVLs", 376, 4),
+        C::new("PartitionEnforcementInbound", 380, 1),
+        C::new("PartitionEnforcementOutbound", 381, 1),
+        C::new("FilterRawInbound", 382, 1),
+        C::new("FilterRawOutbound", 383, 1),
+        C::new("M_KeyViolations", 384, 16),
+        C::new("P_KeyViolations", 400, 16),
+        C::new("Q_KeyViolations", 416, 16),
+        C::new("GUIDCap", 432, 8),
+        C::new("ClientReregister", 440, 1),
+        C::new("MulticastPKeyTrapSuppressionEnabled", 441, 2),
+        C::new("SubnetTimeOut", 443, 5),
+        C::new("Reserved", 448, 3),
+        C::new("RespTimeValue", 451, 5),
+        C::new("LocalPhyErrors", 456, 4),
+        C::new("OverrunErrors", 460, 4),
+        C::new("MaxCreditHint", 464, 16),
+        C::new("Reserved", 480, 8),
+        C::new("LinkRoundTripLatency", 488, 24),
+        C::new("CapabilityMask2", 512, 16),
+        C::new("LinkSpeedExtActive", 528, 4),
+        C::new("LinkSpeedExtSupported", 532, 4),
+        C::new("Reserved", 536, 3),
+        C::new("LinkSpeedExtEnabled", 539, 5),
+    ];
 }
 
 bitflags::bitflags! {
@@ -340,6 +419,12 @@ impl Attribute for LinkRecord {
 
 impl SaRecord for LinkRecord {
     type Mask = LinkRecordMask;
+    const COMPONENTS: &'static [C] = &[
+        C::new("FromLID", 0, 16),
+        C::new("FromPort", 16, 8),
+        C::new("ToPort", 24, 8),
+        C::new("ToLID", 32, 16),
+    ];
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! PathRecord (IBA 15.2.5.16) and the selectors it shares with
 //! MCMemberRecord.
 
-use super::{attr_id, SaRecord};
+use super::{attr_id, Component as C, SaRecord};
 use crate::mad::wire::{fit, In, Out};
 use crate::mad::{class, Attribute, Result};
 use crate::Gid;
@@ -244,6 +244,32 @@ impl Attribute for PathRecord {
 
 impl SaRecord for PathRecord {
     type Mask = PathRecordMask;
+    /// The 48 reserved bits at the end have no mask bit.
+    const COMPONENTS: &'static [C] = &[
+        C::new("ServiceID (upper 32 bits)", 0, 32),
+        C::new("ServiceID (lower 32 bits)", 32, 32),
+        C::new("DGID", 64, 128),
+        C::new("SGID", 192, 128),
+        C::new("DLID", 320, 16),
+        C::new("SLID", 336, 16),
+        C::new("RawTraffic", 352, 1),
+        C::new("Reserved", 353, 3),
+        C::new("FlowLabel", 356, 20),
+        C::new("HopLimit", 376, 8),
+        C::new("TClass", 384, 8),
+        C::new("Reversible", 392, 1),
+        C::new("NumbPath", 393, 7),
+        C::new("P_Key", 400, 16),
+        C::new("QoSClass", 416, 12),
+        C::new("SL", 428, 4),
+        C::new("MtuSelector", 432, 2),
+        C::new("MTU", 434, 6),
+        C::new("RateSelector", 440, 2),
+        C::new("Rate", 442, 6),
+        C::new("PacketLifeTimeSelector", 448, 2),
+        C::new("PacketLifeTime", 450, 6),
+        C::new("Preference", 456, 8),
+    ];
 }
 
 #[cfg(test)]

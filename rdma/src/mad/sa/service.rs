@@ -1,6 +1,6 @@
 //! ServiceRecord (IBA 15.2.5.14): services registered with the SA.
 
-use super::{attr_id, text, SaRecord};
+use super::{attr_id, text, Component as C, SaRecord};
 use crate::mad::wire::{In, Out};
 use crate::mad::{class, Attribute, Result};
 use crate::Gid;
@@ -185,6 +185,46 @@ impl Attribute for ServiceRecord {
 
 impl SaRecord for ServiceRecord {
     type Mask = ServiceRecordMask;
+    /// One component per element of the ServiceData arrays.
+    const COMPONENTS: &'static [C] = &[
+        C::new("ServiceID", 0, 64),
+        C::new("ServiceGID", 64, 128),
+        C::new("ServiceP_Key", 192, 16),
+        C::new("Reserved", 208, 16),
+        C::new("ServiceLease", 224, 32),
+        C::new("ServiceKey", 256, 128),
+        C::new("ServiceName", 384, 512),
+        C::new("ServiceData8.0", 896, 8),
+        C::new("ServiceData8.1", 904, 8),
+        C::new("ServiceData8.2", 912, 8),
+        C::new("ServiceData8.3", 920, 8),
+        C::new("ServiceData8.4", 928, 8),
+        C::new("ServiceData8.5", 936, 8),
+        C::new("ServiceData8.6", 944, 8),
+        C::new("ServiceData8.7", 952, 8),
+        C::new("ServiceData8.8", 960, 8),
+        C::new("ServiceData8.9", 968, 8),
+        C::new("ServiceData8.10", 976, 8),
+        C::new("ServiceData8.11", 984, 8),
+        C::new("ServiceData8.12", 992, 8),
+        C::new("ServiceData8.13", 1000, 8),
+        C::new("ServiceData8.14", 1008, 8),
+        C::new("ServiceData8.15", 1016, 8),
+        C::new("ServiceData16.0", 1024, 16),
+        C::new("ServiceData16.1", 1040, 16),
+        C::new("ServiceData16.2", 1056, 16),
+        C::new("ServiceData16.3", 1072, 16),
+        C::new("ServiceData16.4", 1088, 16),
+        C::new("ServiceData16.5", 1104, 16),
+        C::new("ServiceData16.6", 1120, 16),
+        C::new("ServiceData16.7", 1136, 16),
+        C::new("ServiceData32.0", 1152, 32),
+        C::new("ServiceData32.1", 1184, 32),
+        C::new("ServiceData32.2", 1216, 32),
+        C::new("ServiceData32.3", 1248, 32),
+        C::new("ServiceData64.0", 1280, 64),
+        C::new("ServiceData64.1", 1344, 64),
+    ];
 }
 
 #[cfg(test)]
