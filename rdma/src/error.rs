@@ -121,6 +121,14 @@ impl Error {
         self.source.raw_os_error().unwrap_or(0)
     }
 
+    /// Whether this is a timeout (`ETIMEDOUT`): of a wait of this crate
+    /// ([`CompletionQueue::wait_one`](crate::CompletionQueue::wait_one), a
+    /// CM event that did not come in time) or of the fabric (a CM request
+    /// that got no answer).
+    pub fn is_timeout(&self) -> bool {
+        self.errno() == libc::ETIMEDOUT
+    }
+
     /// The details, unboxed.
     pub fn into_details(self) -> ErrorDetails {
         *self.0
@@ -216,6 +224,8 @@ mod tests {
         assert!(e.to_string().contains("range 0..9 is outside"));
 
         assert_eq!(Error::from_rc("x", 22).errno(), libc::EINVAL);
+        assert!(Error::new("x", libc::ETIMEDOUT).is_timeout());
+        assert!(!Error::new("x", libc::EAGAIN).is_timeout());
         assert_eq!(Error::from_rc("x", -22).errno(), libc::EINVAL);
     }
 }
