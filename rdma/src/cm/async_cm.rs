@@ -147,6 +147,7 @@ impl AsyncCm {
             id: Some(id),
             slot,
             cm: self.clone(),
+            disconnected: false,
         })
     }
 
@@ -346,6 +347,9 @@ pub struct AsyncCmId {
     id: Option<CmId>,
     slot: Arc<Slot>,
     cm: AsyncCm,
+    /// A `Disconnected` event of this id was taken from its queue (by
+    /// whoever waited for events): none will come any more.
+    disconnected: bool,
 }
 
 impl AsyncCmId {
@@ -363,6 +367,9 @@ impl AsyncCmId {
     fn poll_queued(&mut self, cx: &mut Context<'_>) -> Poll<Result<CmEvent>> {
         let mut q = self.slot.lock();
         if let Some(ev) = q.events.pop_front() {
+            if ev.kind == CmEventKind::Disconnected {
+                self.disconnected = true;
+            }
             return Poll::Ready(Ok(ev));
         }
         if q.stopped {
@@ -415,8 +422,62 @@ impl AsyncCmId {
         }
     }
 
-    /// Disconnects and waits (up to `timeout`) for the `Disconnected` event.
+    /// Whether the connection is known to be gone: a `Disconnected` event
+    /// of this id was taken (by [`next_event`](Self::next_event),
+    /// [`poll_event`](Self::poll_event), [`expect`](Self::expect) or
+    /// [`disconnect`](Self::disconnect)) or is queued.
+    pub fn is_disconnected(&self) -> bool {
+        self.disconnected
+            || self
+                .slot
+                .lock()
+                .events
+                .iter()
+                .any(|e| e.kind == CmEventKind::Disconnected)
+    }
+
+    /// Takes a queued `Disconnected` event (leaving the others in order);
+    /// whether there was one.
+    fn take_queued_disconnect(&mut self) -> bool {
+        let mut q = self.slot.lock();
+        let Some(at) = q
+            .events
+            .iter()
+            .position(|e| e.kind == CmEventKind::Disconnected)
+        else {
+            return false;
+        };
+        let ev = q.events.remove(at);
+        drop(q);
+        drop(ev);
+        self.disconnected = true;
+        true
+    }
+
+    /// Disconnects (`rdma_disconnect`, which moves the QP to ERROR) and
+    /// waits up to `timeout` for the `Disconnected` event, the only one a
+    /// connection gets.
+    ///
+    /// When the peer disconnected first, so that the event is queued or
+    /// was taken already (by [`next_event`](Self::next_event) in a
+    /// `select!` loop, say), it returns at once: the local disconnect then
+    /// only answers the peer's (and an error of it is ignored, the
+    /// connection being gone either way). Another event that comes while
+    /// it waits is an error that names it.
+    ///
+    /// What the receives posted on the QP see when the peer disconnects
+    /// differs by transport. On siw (iWARP) the peer's disconnect moves
+    /// this side's QP to ERROR: every posted receive completes with
+    /// [`WcStatus::WorkRequestFlushed`](crate::WcStatus::WorkRequestFlushed)
+    /// before the `Disconnected` event arrives. On rxe (the IB CM) they
+    /// are flushed when this side disconnects, after the event. Either
+    /// way those flushed completions are the end of the connection, not
+    /// a failure of the data.
     pub async fn disconnect(&mut self, timeout: Duration) -> Result<()> {
+        if self.disconnected || self.take_queued_disconnect() {
+            let _ = self.id().disconnect();
+            return Ok(());
+        }
         self.id().disconnect()?;
         self.expect(CmEventKind::Disconnected, timeout)
             .await
@@ -473,6 +534,7 @@ impl Listener {
                         id: Some(id),
                         slot,
                         cm: self.id.cm.clone(),
+                        disconnected: false,
                     },
                     private_data: event.private_data().to_vec(),
                     param: event.conn.take().unwrap_or_default(),
