@@ -130,13 +130,15 @@ impl Node {
 
     /// The end ports that have LIDs: port 0 of a switch, each linked port
     /// of a CA or router.
-    pub fn end_ports(&self) -> Vec<u8> {
-        match self.kind {
-            NodeKind::Switch => vec![0],
-            _ => (1..=self.num_ports)
-                .filter(|&p| self.links.get(usize::from(p)).is_some_and(|l| l.is_some()))
-                .collect(),
-        }
+    pub fn end_ports(&self) -> impl Iterator<Item = u8> + '_ {
+        let (first, last) = match self.kind {
+            NodeKind::Switch => (0, 0),
+            _ => (1, self.num_ports),
+        };
+        (first..=last).filter(move |&p| {
+            self.kind == NodeKind::Switch
+                || self.links.get(usize::from(p)).is_some_and(|l| l.is_some())
+        })
     }
 }
 
@@ -320,7 +322,6 @@ impl Topology {
     pub fn end_port_of(&self, guid: u64) -> Option<(NodeId, u8)> {
         self.nodes().find_map(|(id, n)| {
             n.end_ports()
-                .into_iter()
                 .find(|&p| n.port_guid(p) == guid)
                 .map(|p| (id, p))
         })

@@ -56,8 +56,10 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: the SA answers each request where it arrives, without a
+    // hand-over between workers (the sweep's SMPs wait on the network, not
+    // on a CPU).
+    let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
