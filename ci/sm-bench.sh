@@ -3,7 +3,7 @@
 # simulated fabrics, in one run: the time from the SM's start until the fabric is ready
 # (the SM has logged SUBNET UP; then sminfo must report it master and ibnetdiscover
 # every port with a LID, or the round fails), and the rate of SA PathRecord answers with
-# many queries in flight (examples/src/bin/sa_bench: 1000 queries, 32 in flight, from one
+# many queries in flight (examples/src/bin/sa_bench: 10000 queries, 32 in flight, from one
 # SaClient). Each fabric is started fresh for every round (ci/fabric.sh --sm none);
 # rounds alternate between the SMs. Prints every round, then per topology the medians of
 # ROUNDS and the ratios ours / OpenSM (time: lower is better, target at most 1.00;
@@ -50,7 +50,7 @@ grep -q 'SUBNET UP' "$log" || { echo "!! $sm: no SUBNET UP in 30 s" >&2; exit 1;
 LD_PRELOAD=$P sminfo | grep -q SMINFO_MASTER || { echo "!! $sm: sminfo: $(LD_PRELOAD=$P sminfo 2>&1)" >&2; exit 1; }
 if LD_PRELOAD=$P ibnetdiscover | grep -q ' lid 0 '; then echo "!! $sm: a port without LID" >&2; exit 1; fi
 for _ in $(seq 100); do [ -s guid2lid ] && break; sleep 0.05; done
-rate=$(LD_PRELOAD=$P "$bin/sa_bench" --guid2lid guid2lid -n 1000 -k 32 | sed -nE 's/.*: ([0-9]+)\/s .*/\1/p')
+rate=$(LD_PRELOAD=$P "$bin/sa_bench" --guid2lid guid2lid -n 10000 -k 32 | sed -nE 's/.*: ([0-9]+)\/s .*/\1/p')
 [ -n "$rate" ] || { echo "!! $sm: sa_bench gave no rate" >&2; exit 1; }
 echo "$(((t1 - t0) / 1000000)) $rate"
 EOF
