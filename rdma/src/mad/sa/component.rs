@@ -105,9 +105,15 @@ impl<R: SaRecord> Matcher<R> {
     /// beyond the table ignored). Fails if the query does not encode (a
     /// field too wide for its bits).
     pub fn new(query: &R, mask: R::Mask) -> Result<Matcher<R>> {
+        Self::with_comp_mask(query, bitflags::Flags::bits(&mask))
+    }
+
+    /// [`Matcher::new`] with the ComponentMask as the SA header carries it
+    /// (bits the mask type does not name included).
+    pub fn with_comp_mask(query: &R, comp_mask: u64) -> Result<Matcher<R>> {
         let mut buf = [0u8; MAX_RECORD];
         query.encode_into(Self::record_bytes(&mut buf))?;
-        Ok(Self::of_bytes(buf, bitflags::Flags::bits(&mask)))
+        Ok(Self::of_bytes(buf, comp_mask))
     }
 
     /// The matcher of a query in wire form (at least `R::SIZE` bytes, as
