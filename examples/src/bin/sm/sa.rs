@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use rdma::mad::sa::{
-    self as records, InformInfo, JoinState, LinkRecord, LinkRecordMask, McMemberRecord,
-    McMemberRecordMask, NodeRecord, NodeRecordMask, PathRecord, PathRecordMask, PortInfoRecord,
-    PortInfoRecordMask, SaRecord, SaStatusCode, Selector,
+    self as records, InformInfo, JoinState, LinkRecord, Matcher, McMemberRecord,
+    McMemberRecordMask, NodeRecord, PathRecord, PathRecordMask, PortInfoRecord, PortInfoRecordMask,
+    SaRecord, SaStatusCode, Selector,
 };
 use rdma::mad::{
     attr_id, ClassPortInfo, Mad, MadHeader, Method, NodeDescription, PortInfo, Status,
@@ -173,38 +173,25 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>) -> Option<Mad> {
         }
         (records::attr_id::NODE_RECORD, Method::GET | Method::GET_TABLE) => {
             let q = m.attribute::<NodeRecord>().ok()?;
-            let all = node_records(&lock_r(subnet));
-            let hits: Vec<_> = all
-                .into_iter()
-                .filter(|c| node_matches(&q, c, NodeRecordMask::from_bits_truncate(mask)))
-                .collect();
-            reply(m, h.method, hits)
+            match matching(&q, mask, node_records(&lock_r(subnet))) {
+                Ok(hits) => reply(m, h.method, hits),
+                Err(code) => error(m, code),
+            }
         }
         (records::attr_id::PORT_INFO_RECORD, Method::GET | Method::GET_TABLE) => {
             let q = m.attribute::<PortInfoRecord>().ok()?;
-            let mk = PortInfoRecordMask::from_bits_truncate(mask);
-            let hits: Vec<_> = port_info_records(&lock_r(subnet))
-                .into_iter()
-                .filter(|c| {
-                    (!mk.contains(PortInfoRecordMask::LID) || c.endport_lid == q.endport_lid)
-                        && (!mk.contains(PortInfoRecordMask::PORT_NUM) || c.port_num == q.port_num)
-                })
-                .collect();
-            reply(m, h.method, hits)
+            let bitwise_caps = h.attr_mod & 1 << 31 != 0;
+            match port_info_matching(&q, mask, bitwise_caps, port_info_records(&lock_r(subnet))) {
+                Ok(hits) => reply(m, h.method, hits),
+                Err(code) => error(m, code),
+            }
         }
         (records::attr_id::LINK_RECORD, Method::GET | Method::GET_TABLE) => {
             let q = m.attribute::<LinkRecord>().ok()?;
-            let mk = LinkRecordMask::from_bits_truncate(mask);
-            let hits: Vec<_> = link_records(&lock_r(subnet))
-                .into_iter()
-                .filter(|c| {
-                    (!mk.contains(LinkRecordMask::FROM_LID) || c.from_lid == q.from_lid)
-                        && (!mk.contains(LinkRecordMask::FROM_PORT) || c.from_port == q.from_port)
-                        && (!mk.contains(LinkRecordMask::TO_PORT) || c.to_port == q.to_port)
-                        && (!mk.contains(LinkRecordMask::TO_LID) || c.to_lid == q.to_lid)
-                })
-                .collect();
-            reply(m, h.method, hits)
+            match matching(&q, mask, link_records(&lock_r(subnet))) {
+                Ok(hits) => reply(m, h.method, hits),
+                Err(code) => error(m, code),
+            }
         }
         (records::attr_id::PATH_RECORD, Method::GET | Method::GET_TABLE) => {
             let q = m.attribute::<PathRecord>().ok()?;
@@ -218,12 +205,14 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>) -> Option<Mad> {
         }
         (records::attr_id::MC_MEMBER_RECORD, Method::GET | Method::GET_TABLE) => {
             let q = m.attribute::<McMemberRecord>().ok()?;
-            let hits = member_records(
+            let all = member_records(
                 &lock_r(subnet),
-                &q,
                 McMemberRecordMask::from_bits_truncate(mask),
             );
-            reply(m, h.method, hits)
+            match matching(&q, mask, all) {
+                Ok(hits) => reply(m, h.method, hits),
+                Err(code) => error(m, code),
+            }
         }
         (records::attr_id::INFORM_INFO, Method::SET) => {
             let q = m.attribute::<InformInfo>().ok()?;
@@ -334,18 +323,45 @@ fn node_records(s: &Subnet) -> Vec<NodeRecord> {
     v
 }
 
-fn node_matches(q: &NodeRecord, c: &NodeRecord, m: NodeRecordMask) -> bool {
-    let (a, b) = (&q.node_info, &c.node_info);
-    (!m.contains(NodeRecordMask::LID) || q.lid == c.lid)
-        && (!m.contains(NodeRecordMask::NODE_TYPE) || a.node_type == b.node_type)
-        && (!m.contains(NodeRecordMask::NUM_PORTS) || a.num_ports == b.num_ports)
-        && (!m.contains(NodeRecordMask::SYSTEM_IMAGE_GUID)
-            || a.system_image_guid == b.system_image_guid)
-        && (!m.contains(NodeRecordMask::NODE_GUID) || a.node_guid == b.node_guid)
-        && (!m.contains(NodeRecordMask::PORT_GUID) || a.port_guid == b.port_guid)
-        && (!m.contains(NodeRecordMask::LOCAL_PORT_NUM) || a.local_port_num == b.local_port_num)
-        && (!m.contains(NodeRecordMask::NODE_DESCRIPTION)
-            || q.node_description == c.node_description)
+/// The records of `all` whose components selected by ComponentMask `mask`
+/// equal the query's, bit for bit (every component of the record's table;
+/// mask bits past it are ignored; an empty mask keeps them all). A query
+/// that does not encode is invalid.
+fn matching<R: SaRecord>(q: &R, mask: u64, all: Vec<R>) -> Result<Vec<R>, SaStatusCode> {
+    let m = Matcher::with_comp_mask(q, mask).map_err(|_| SaStatusCode::ReqInvalid)?;
+    Ok(all.into_iter().filter(|c| m.matches(c)).collect())
+}
+
+/// [`matching`] for PortInfoRecords, but for two components that are not
+/// compared bit for bit: Options is how the query asks to be answered
+/// (records carry 0), not a value to match; and with `bitwise_caps` (the
+/// request's AttributeModifier bit 31, the enhanced ComponentMask of the
+/// IBA 1.2 errata that OpenSM follows) CapabilityMask and CapabilityMask2
+/// match a record that has every bit the query's has set.
+fn port_info_matching(
+    q: &PortInfoRecord,
+    mask: u64,
+    bitwise_caps: bool,
+    all: Vec<PortInfoRecord>,
+) -> Result<Vec<PortInfoRecord>, SaStatusCode> {
+    let mut exact = PortInfoRecordMask::from_bits_retain(mask) - PortInfoRecordMask::OPTIONS;
+    let caps = exact & (PortInfoRecordMask::CAPABILITY_MASK | PortInfoRecordMask::CAPABILITY_MASK2);
+    if bitwise_caps {
+        exact -= caps;
+    }
+    let (cm, cm2) = (q.port_info.capability_mask, q.port_info.capability_mask2);
+    let hits = matching(q, exact.bits(), all)?;
+    Ok(hits
+        .into_iter()
+        .filter(|c| {
+            let pi = &c.port_info;
+            !bitwise_caps
+                || (!caps.contains(PortInfoRecordMask::CAPABILITY_MASK)
+                    || pi.capability_mask & cm == cm)
+                    && (!caps.contains(PortInfoRecordMask::CAPABILITY_MASK2)
+                        || pi.capability_mask2 & cm2 == cm2)
+        })
+        .collect())
 }
 
 fn port_info_records(s: &Subnet) -> Vec<PortInfoRecord> {
@@ -544,23 +560,16 @@ fn path_records(s: &Subnet, q: &PathRecord, m: PathRecordMask, requester: u16) -
     v
 }
 
-fn member_records(s: &Subnet, q: &McMemberRecord, m: McMemberRecordMask) -> Vec<McMemberRecord> {
+/// The candidates of an MCMemberRecord query: a record per member of each
+/// group, and a group with no members as its own record unless the query
+/// asks for a port. The query's components select among them.
+fn member_records(s: &Subnet, m: McMemberRecordMask) -> Vec<McMemberRecord> {
     let mut v = Vec::new();
     for g in s.groups.by_mgid.values() {
-        if m.contains(McMemberRecordMask::MGID) && g.rec.mgid != q.mgid {
-            continue;
-        }
-        if m.contains(McMemberRecordMask::MLID) && g.rec.mlid != q.mlid {
-            continue;
-        }
-        let wants_port = m.contains(McMemberRecordMask::PORT_GID);
-        if g.members.is_empty() && !wants_port {
+        if g.members.is_empty() && !m.contains(McMemberRecordMask::PORT_GID) {
             v.push(g.rec);
         }
         for (gid, js) in &g.members {
-            if wants_port && *gid != q.port_gid.0 {
-                continue;
-            }
             v.push(McMemberRecord {
                 port_gid: Gid(*gid),
                 join_state: *js,
