@@ -724,3 +724,138 @@ fn leave(
     }
     Ok(rec)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdma::mad::sa::{LinkRecordMask, NodeRecordMask};
+    use rdma::mad::NodeInfo;
+
+    fn nodes() -> Vec<NodeRecord> {
+        (1..=3u16)
+            .map(|lid| NodeRecord {
+                lid,
+                node_info: NodeInfo {
+                    node_type: if lid == 2 { 2 } else { 1 },
+                    node_guid: 0x100 + u64::from(lid),
+                    ..NodeInfo::default()
+                },
+                ..NodeRecord::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn queries_select_on_every_component() {
+        let q = NodeRecord::default();
+        // No mask: all of them; mask bits past the table: ignored.
+        assert_eq!(matching(&q, 0, nodes()).unwrap(), nodes());
+        assert_eq!(matching(&q, 1 << 63, nodes()).unwrap(), nodes());
+        let q = NodeRecord {
+            node_info: NodeInfo {
+                node_type: 1,
+                node_guid: 0x103,
+                ..NodeInfo::default()
+            },
+            ..NodeRecord::default()
+        };
+        let lids = |mask: NodeRecordMask| -> Vec<u16> {
+            matching(&q, mask.bits(), nodes())
+                .unwrap()
+                .iter()
+                .map(|r| r.lid)
+                .collect()
+        };
+        assert_eq!(lids(NodeRecordMask::NODE_TYPE), [1, 3]);
+        assert_eq!(
+            lids(NodeRecordMask::NODE_TYPE | NodeRecordMask::NODE_GUID),
+            [3]
+        );
+        // DeviceID, 0 in every record: all of them for 0, none for 7.
+        assert_eq!(lids(NodeRecordMask::DEVICE_ID), [1, 2, 3]);
+        let q = NodeRecord {
+            node_info: NodeInfo {
+                device_id: 7,
+                ..NodeInfo::default()
+            },
+            ..NodeRecord::default()
+        };
+        assert!(matching(&q, NodeRecordMask::DEVICE_ID.bits(), nodes())
+            .unwrap()
+            .is_empty());
+        let links = vec![
+            LinkRecord {
+                from_lid: 1,
+                from_port: 1,
+                to_port: 2,
+                to_lid: 2,
+            },
+            LinkRecord {
+                from_lid: 2,
+                from_port: 2,
+                to_port: 1,
+                to_lid: 1,
+            },
+        ];
+        let q = LinkRecord {
+            to_lid: 1,
+            ..LinkRecord::default()
+        };
+        assert_eq!(
+            matching(&q, LinkRecordMask::TO_LID.bits(), links.clone()).unwrap(),
+            links[1..]
+        );
+    }
+
+    #[test]
+    fn port_info_options_and_capability_masks() {
+        let rec = |lid: u16, cm: u32| PortInfoRecord {
+            endport_lid: lid,
+            port_num: 1,
+            options: 0,
+            port_info: PortInfo {
+                capability_mask: cm,
+                ..PortInfo::default()
+            },
+        };
+        let all = vec![rec(1, 0b110), rec(2, 0b010), rec(3, 0b100)];
+        let lids = |q: &PortInfoRecord, mask: PortInfoRecordMask, bitwise: bool| -> Vec<u16> {
+            port_info_matching(q, mask.bits(), bitwise, all.clone())
+                .unwrap()
+                .iter()
+                .map(|r| r.endport_lid)
+                .collect()
+        };
+        let q = PortInfoRecord {
+            options: 0x81,
+            ..rec(0, 0b010)
+        };
+        // Options selects nothing; CapabilityMask is exact, or with
+        // AttributeModifier bit 31 asks for the query's bits.
+        assert_eq!(lids(&q, PortInfoRecordMask::OPTIONS, false), [1, 2, 3]);
+        assert_eq!(lids(&q, PortInfoRecordMask::CAPABILITY_MASK, false), [2]);
+        assert_eq!(lids(&q, PortInfoRecordMask::CAPABILITY_MASK, true), [1, 2]);
+        assert_eq!(
+            lids(
+                &q,
+                PortInfoRecordMask::CAPABILITY_MASK | PortInfoRecordMask::LID,
+                true
+            ),
+            Vec::<u16>::new()
+        );
+        let q = PortInfoRecord {
+            endport_lid: 1,
+            ..q
+        };
+        assert_eq!(
+            lids(
+                &q,
+                PortInfoRecordMask::CAPABILITY_MASK | PortInfoRecordMask::LID,
+                true
+            ),
+            [1]
+        );
+        // Without the CapabilityMask bit, bit 31 changes nothing.
+        assert_eq!(lids(&q, PortInfoRecordMask::PORT_NUM, true), [1, 2, 3]);
+    }
+}
