@@ -22,6 +22,7 @@ mod sound_mr;
 mod sound_post;
 mod sound_umad;
 mod umad;
+mod usability;
 mod verbs;
 
 fn main() -> std::process::ExitCode {
@@ -45,6 +46,7 @@ fn main() -> std::process::ExitCode {
         sound_mr::TESTS,
         sound_cm::TESTS,
         sound_umad::TESTS,
+        usability::TESTS,
     ]
     .concat();
     rdma_tests::run(&all)

@@ -1,0 +1,339 @@
+//! What a new user reaches for first: a blocking wait for completions
+//! (`CompletionQueue::wait`, `wait_one`) and the passive side's disconnect
+//! of an async connection.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use rdma::cm::{AsyncCm, AsyncCmId, CmEventKind, CmId, ConnParam};
+use rdma::{
+    AccessFlags, CompletionChannel, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps,
+    QpType, QueuePair, RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion,
+};
+use rdma_tests::{check, Outcome, Provider, TestEnv, TestResult};
+
+use crate::verbs::{connect_rc, open, R, TIMEOUT};
+
+/// How a queue of the wait test is made.
+#[derive(Debug, Clone, Copy)]
+enum Waiting {
+    /// No channel: the wait polls and backs off.
+    Polling,
+    /// A blocking completion channel.
+    Channel,
+    /// A non-blocking completion channel.
+    NonBlockingChannel,
+}
+
+/// How long a wait for nothing is given, and how much later than that it
+/// may end under emulation.
+const SHORT: Duration = Duration::from_millis(300);
+const SLACK: Duration = Duration::from_secs(5);
+
+/// Checks that a wait that found nothing ended at its timeout, not before
+/// and not long after.
+fn ended_at_the_timeout(took: Duration, what: &str) -> R<()> {
+    check!(
+        took >= SHORT,
+        "{what}: returned after {took:?}, before {SHORT:?}"
+    );
+    check!(took < SHORT + SLACK, "{what}: returned after {took:?}");
+    Ok(())
+}
+
+fn wait_on(env: &TestEnv, how: Waiting) -> R<()> {
+    let ctx = open(env)?;
+    let pd = ProtectionDomain::new(&ctx)?;
+    let ch = CompletionChannel::new(&ctx)?;
+    if matches!(how, Waiting::NonBlockingChannel) {
+        ch.set_nonblocking(true)?;
+    }
+    let cq = |ctx| -> rdma::Result<CompletionQueue> {
+        match how {
+            Waiting::Polling => CompletionQueue::new(ctx, 32),
+            _ => CompletionQueue::builder(ctx).cqe(32).channel(&ch).build(),
+        }
+    };
+    let (cq_a, cq_b) = (cq(&ctx)?, cq(&ctx)?);
+    check!(
+        cq_a.channel().is_some() == !matches!(how, Waiting::Polling),
+        "{how:?}: channel {:?}",
+        cq_a.channel()
+    );
+    let qp = |cq: &CompletionQueue| {
+        QueuePair::builder(&pd, QpType::Rc, cq)
+            .caps(QpCaps::default())
+            .build()
+    };
+    let (qp_a, qp_b) = (qp(&cq_a)?, qp(&cq_b)?);
+    let _cm = connect_rc(env, &ctx, &qp_a, &qp_b)?;
+    let access = AccessFlags::LOCAL_WRITE;
+    let (mr_a, mr_b) = (
+        MemoryRegion::new(&pd, 4096, access)?,
+        MemoryRegion::new(&pd, 4096, access)?,
+    );
+
+    // Nothing posted: the wait ends at its timeout, with nothing.
+    let mut wcs = [WorkCompletion::ZERO; 16];
+    let start = Instant::now();
+    let got = cq_b.wait(&mut wcs, 1, SHORT)?.len();
+    ended_at_the_timeout(start.elapsed(), &format!("{how:?}: wait"))?;
+    check!(got == 0, "{how:?}: {got} completions on an idle queue");
+    let start = Instant::now();
+    match cq_b.wait_one(SHORT) {
+        Err(e) if e.is_timeout() => {}
+        other => return Err(format!("{how:?}: wait_one on an idle queue gave {other:?}").into()),
+    }
+    ended_at_the_timeout(start.elapsed(), &format!("{how:?}: wait_one"))?;
+
+    // Four messages: the wait returns once all four have completed.
+    const N: usize = 4;
+    for i in 0..N {
+        let rs = [mr_b.sge(i * 64..(i + 1) * 64)?];
+        qp_b.post_recv(&mut [RecvWr::new(i as u64, &rs)])?;
+    }
+    for i in 0..N {
+        mr_a.write(i * 64, format!("message {i}").as_bytes())?;
+        let ss = [mr_a.sge(i * 64..i * 64 + 9)?];
+        qp_a.post_send(&mut [SendWr::send(100 + i as u64, &ss).signaled()])?;
+    }
+    let sent = cq_a.wait(&mut wcs, N, TIMEOUT)?;
+    check!(sent.len() == N, "{how:?}: {} of {N} sends", sent.len());
+    for (i, wc) in sent.iter().enumerate() {
+        check!(
+            wc.is_success() && wc.opcode() == WcOpcode::Send && wc.wr_id() == 100 + i as u64,
+            "{how:?}: send {i}: {wc:?}"
+        );
+    }
+    let got = cq_b.wait(&mut wcs, N, TIMEOUT)?;
+    check!(got.len() == N, "{how:?}: {} of {N} receives", got.len());
+    for (i, wc) in got.iter().enumerate() {
+        check!(
+            wc.is_success() && wc.opcode() == WcOpcode::Recv && wc.byte_len() == 9,
+            "{how:?}: receive {i}: {wc:?}"
+        );
+        let slot = wc.wr_id() as usize;
+        let text = mr_b.to_vec(slot * 64..slot * 64 + 9)?;
+        check!(
+            text == format!("message {slot}").as_bytes(),
+            "{how:?}: slot {slot} holds {text:?}"
+        );
+    }
+
+    // A completion that comes while the thread sleeps in the wait.
+    let rs = [mr_b.sge(0..64)?];
+    qp_b.post_recv(&mut [RecvWr::new(7, &rs)])?;
+    let delay = Duration::from_millis(300);
+    let (wc, took) = std::thread::scope(|s| {
+        let sender = s.spawn(|| -> rdma::Result<()> {
+            std::thread::sleep(delay);
+            let ss = [mr_a.sge(0..9)?];
+            qp_a.post_send(&mut [SendWr::send(200, &ss).signaled()])
+        });
+        let start = Instant::now();
+        let wc = cq_b.wait_one(TIMEOUT);
+        let took = start.elapsed();
+        let sent = sender.join().map_err(|_| "the sender panicked");
+        (sent.map(|r| r.and(wc)), took)
+    });
+    let wc = wc??;
+    check!(
+        wc.is_success() && wc.wr_id() == 7,
+        "{how:?}: late receive: {wc:?}"
+    );
+    check!(
+        took >= delay - Duration::from_millis(50) && took < delay + SLACK,
+        "{how:?}: the wait for a completion {delay:?} away took {took:?}"
+    );
+    let sent = cq_a.wait_one(TIMEOUT)?;
+    check!(
+        sent.is_success() && sent.wr_id() == 200,
+        "{how:?}: {sent:?}"
+    );
+    // `min` 0 polls once: nothing is left over.
+    check!(
+        cq_a.wait(&mut wcs, 0, TIMEOUT)?.is_empty(),
+        "{how:?}: completions left over"
+    );
+    Ok(())
+}
+
+pub fn cq_wait_returns_completions_and_times_out(env: &TestEnv) -> TestResult {
+    for how in [
+        Waiting::Polling,
+        Waiting::Channel,
+        Waiting::NonBlockingChannel,
+    ] {
+        wait_on(env, how)?;
+    }
+    Ok(Outcome::Passed)
+}
+
+/// The verbs resources of one connection; the id owns the QP.
+struct Conn {
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    _pd: ProtectionDomain,
+}
+
+fn setup(id: &mut CmId) -> rdma::Result<Conn> {
+    let ctx = id
+        .context()
+        .ok_or_else(|| rdma::Error::invalid("setup", "unbound id"))?;
+    let pd = ProtectionDomain::new(&ctx)?;
+    let cq = CompletionQueue::new(&ctx, 16)?;
+    let mr = MemoryRegion::new(&pd, 256, AccessFlags::LOCAL_WRITE)?;
+    id.create_qp(&pd, QpType::Rc, &cq, &cq, QpCaps::default())?;
+    Ok(Conn { cq, mr, _pd: pd })
+}
+
+type AR<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// How the server learns that the client left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Learnt {
+    /// It takes the `Disconnected` event itself (`next_event`).
+    Taken,
+    /// The event waits in the id's queue.
+    Queued,
+}
+
+/// The longest a disconnect after the peer's may take.
+const PROMPT: Duration = Duration::from_secs(1);
+
+/// One connection: the client disconnects first; the server, once it
+/// knows, disconnects too and must return at once.
+async fn passive_disconnect(
+    env: &TestEnv,
+    cm: &AsyncCm,
+    listener: &mut rdma::cm::Listener,
+    how: Learnt,
+) -> AR<()> {
+    let addr = listener.local_addr().ok_or("the listener has no address")?;
+    let server = async {
+        let mut req = listener.accept().await?;
+        let conn = setup(req.id_mut())?;
+        let rs = [conn.mr.sge(0..256)?];
+        req.id()
+            .qp()
+            .ok_or("no QP")?
+            .post_recv(&mut [RecvWr::new(9, &rs)])?;
+        let id = req.accept(&ConnParam::new(), TIMEOUT).await?;
+        AR::Ok((id, conn))
+    };
+    let mut client_conn = None;
+    let param = ConnParam::new();
+    let client = cm.connect(addr, TIMEOUT, &param, |id| {
+        client_conn = Some(setup(id)?);
+        Ok(())
+    });
+    let (server, client) = tokio::join!(server, client);
+    let (mut sid, sconn): (AsyncCmId, Conn) = server?;
+    let (mut cid, _) = client?;
+    // The client's disconnect ends when the server answers (on the IB CM
+    // its DREP): it runs beside the server's part.
+    let client_done = tokio::spawn(async move {
+        let r = cid.disconnect(TIMEOUT).await;
+        drop(cid);
+        r
+    });
+    match how {
+        Learnt::Taken => {
+            let ev = tokio::time::timeout(TIMEOUT, sid.next_event())
+                .await
+                .map_err(|_| "no event after the client's disconnect")??;
+            check!(
+                ev.kind == CmEventKind::Disconnected,
+                "{how:?}: {:?} instead of Disconnected",
+                ev.kind
+            );
+        }
+        Learnt::Queued => {
+            let start = Instant::now();
+            while !sid.is_disconnected() {
+                check!(
+                    start.elapsed() < TIMEOUT,
+                    "{how:?}: no Disconnected within {TIMEOUT:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    check!(sid.is_disconnected(), "{how:?}: the id does not know");
+    // The receive the server posted: on siw the client's disconnect has
+    // flushed it already; on rxe it is flushed by the server's own.
+    let mut wcs = [WorkCompletion::ZERO; 4];
+    let before: Vec<WorkCompletion> = sconn.cq.poll(&mut wcs)?.to_vec();
+    match env.provider {
+        Provider::Siw => check!(
+            before.len() == 1
+                && before[0].wr_id() == 9
+                && before[0].status() == WcStatus::WorkRequestFlushed,
+            "{how:?}: on siw the receive was not flushed before Disconnected: {before:?}"
+        ),
+        Provider::Rxe => check!(
+            before.is_empty(),
+            "{how:?}: on rxe completions before the server disconnected: {before:?}"
+        ),
+    }
+    let start = Instant::now();
+    sid.disconnect(Duration::from_secs(10)).await?;
+    let took = start.elapsed();
+    check!(
+        took < PROMPT,
+        "{how:?}: the passive disconnect took {took:?}"
+    );
+    if env.provider == Provider::Rxe {
+        let wc = sconn.cq.wait_one(TIMEOUT)?;
+        check!(
+            wc.wr_id() == 9 && wc.status() == WcStatus::WorkRequestFlushed,
+            "{how:?}: on rxe after the disconnect: {wc:?}"
+        );
+    }
+    tokio::time::timeout(TIMEOUT, client_done)
+        .await
+        .map_err(|_| "the client's disconnect did not end")???;
+    // Nothing more comes for the server's id, and a second disconnect is
+    // as prompt.
+    let start = Instant::now();
+    sid.disconnect(Duration::from_secs(10)).await?;
+    check!(
+        start.elapsed() < PROMPT,
+        "{how:?}: a second disconnect waited"
+    );
+    Ok(())
+}
+
+pub fn passive_disconnect_returns_at_once(env: &TestEnv) -> TestResult {
+    let before = rdma_tests::resource_counts(&env.device)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let r: AR<()> = rt.block_on(async {
+        let cm = AsyncCm::new()?;
+        let mut listener = cm.listen(SocketAddr::new(IpAddr::V4(env.ipv4), 0), 8)?;
+        for how in [Learnt::Taken, Learnt::Queued] {
+            passive_disconnect(env, &cm, &mut listener, how).await?;
+        }
+        Ok(())
+    });
+    r.map_err(|e| e.to_string())?;
+    drop(rt);
+    let after = rdma_tests::resource_counts(&env.device)?;
+    check!(
+        before == after,
+        "resources leaked: before {before:?}, after {after:?}"
+    );
+    Ok(Outcome::Passed)
+}
+
+pub const TESTS: &[rdma_tests::Test] = &[
+    rdma_tests::Test {
+        name: "usability::cq_wait_returns_completions_and_times_out",
+        run: cq_wait_returns_completions_and_times_out,
+    },
+    rdma_tests::Test {
+        name: "usability::passive_disconnect_returns_at_once",
+        run: passive_disconnect_returns_at_once,
+    },
+];
