@@ -1,8 +1,7 @@
 //! UD through the connection manager, and multicast (RoCE; iWARP has neither).
 
-use std::mem::MaybeUninit;
 use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdma::cm::{CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
 use rdma::{
@@ -31,16 +30,11 @@ fn ud_resources(id: &mut CmId) -> R<Ud> {
 }
 
 fn wait(cq: &CompletionQueue, opcode: WcOpcode) -> R<WorkCompletion> {
-    let start = Instant::now();
-    let mut buf = [MaybeUninit::uninit(); 1];
-    loop {
-        if let Some(wc) = cq.poll(&mut buf)?.first() {
-            check!(wc.is_success() && wc.opcode() == opcode, "{wc:?}");
-            return Ok(*wc);
-        }
-        check!(start.elapsed() < T, "no {opcode:?} completion within {T:?}");
-        std::thread::yield_now();
-    }
+    let wc = cq
+        .wait_one(T)
+        .map_err(|e| format!("no {opcode:?} completion: {e}"))?;
+    check!(wc.is_success() && wc.opcode() == opcode, "{wc:?}");
+    Ok(wc)
 }
 
 fn skip_on_siw(env: &TestEnv) -> Option<Outcome> {

@@ -1,6 +1,5 @@
 //! The safe connection manager of `rdma` (rdma::cm) on rxe and siw.
 
-use std::mem::MaybeUninit;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -36,16 +35,9 @@ fn resources(id: &mut CmId) -> R<(ProtectionDomain, CompletionQueue, MemoryRegio
 }
 
 fn wait(cq: &CompletionQueue) -> R<WorkCompletion> {
-    let start = Instant::now();
-    let mut buf = [MaybeUninit::uninit(); 1];
-    loop {
-        if let Some(wc) = cq.poll(&mut buf)?.first() {
-            check!(wc.is_success(), "{wc:?}");
-            return Ok(*wc);
-        }
-        check!(start.elapsed() < T, "no completion within {T:?}");
-        std::thread::yield_now();
-    }
+    let wc = cq.wait_one(T)?;
+    check!(wc.is_success(), "{wc:?}");
+    Ok(wc)
 }
 
 /// A listener on the device's IPv4 address, an ephemeral port.

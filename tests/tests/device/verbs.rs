@@ -94,37 +94,25 @@ pub fn state_report(env: &TestEnv, pd: &ProtectionDomain, cq: &CompletionQueue) 
     }
 }
 
-/// Polls `cq` until `n` completions arrived (each must succeed).
+/// Waits for `n` completions of `cq` (each must succeed); those that
+/// were there with them come too, up to 16 in all.
 pub fn wait(cq: &CompletionQueue, n: usize) -> R<Vec<WorkCompletion>> {
-    let start = Instant::now();
-    let mut got = Vec::new();
-    let mut buf = [MaybeUninit::<WorkCompletion>::uninit(); 16];
-    while got.len() < n {
-        for wc in cq.poll(&mut buf)? {
-            check!(wc.is_success(), "completion failed: {wc:?}");
-            got.push(*wc);
-        }
-        if start.elapsed() > TIMEOUT {
-            fail!("{} of {n} completions within {TIMEOUT:?}", got.len());
-        }
-        std::thread::yield_now();
+    let mut buf = vec![WorkCompletion::ZERO; n.max(16)];
+    let got = cq.wait(&mut buf[..], n, TIMEOUT)?;
+    check!(
+        got.len() >= n,
+        "{} of {n} completions within {TIMEOUT:?}",
+        got.len()
+    );
+    if let Some(wc) = got.iter().find(|wc| !wc.is_success()) {
+        fail!("completion failed: {wc:?}");
     }
-    Ok(got)
+    Ok(got.to_vec())
 }
 
-/// Polls `cq` until one completion arrives, successful or not.
+/// Waits for one completion of `cq`, successful or not.
 pub fn wait_any(cq: &CompletionQueue) -> R<WorkCompletion> {
-    let start = Instant::now();
-    let mut buf = [MaybeUninit::<WorkCompletion>::uninit(); 1];
-    loop {
-        if let Some(wc) = cq.poll(&mut buf)?.first() {
-            return Ok(*wc);
-        }
-        if start.elapsed() > TIMEOUT {
-            fail!("no completion within {TIMEOUT:?}");
-        }
-        std::thread::yield_now();
-    }
+    Ok(cq.wait_one(TIMEOUT)?)
 }
 
 /// The RoCEv2 GID of the device's IPv4 address.
