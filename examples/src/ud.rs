@@ -5,7 +5,6 @@
 //! the payload (a byte pattern: rdma-core's tools send whatever is in
 //! memory).
 
-use std::mem::MaybeUninit;
 use std::time::Instant;
 
 use rdma::cm::CmId;
@@ -79,21 +78,17 @@ impl UdRes {
     /// Waits until `deadline` for `n` completions; every one must succeed.
     /// `what` names them in the error.
     pub fn poll(&self, n: u32, deadline: Instant, what: &str) -> Result<Vec<WorkCompletion>> {
-        let mut got = Vec::with_capacity(n as usize);
-        let mut buf = [MaybeUninit::uninit(); 8];
-        while got.len() < n as usize {
-            for wc in self.cq.poll(&mut buf)?.iter() {
-                if !wc.is_success() {
-                    return Err(format!("completion failed: {wc:?}").into());
-                }
-                got.push(*wc);
-            }
-            if got.len() < n as usize && Instant::now() > deadline {
-                return Err(format!("{} of {n} {what} completed in time", got.len()).into());
-            }
-            std::thread::yield_now();
+        let n = n as usize;
+        let mut buf = vec![WorkCompletion::ZERO; n];
+        let left = deadline.saturating_duration_since(Instant::now());
+        let got = self.cq.wait(&mut buf[..], n, left)?;
+        if let Some(wc) = got.iter().find(|wc| !wc.is_success()) {
+            return Err(format!("completion failed: {wc:?}").into());
         }
-        Ok(got)
+        if got.len() < n {
+            return Err(format!("{} of {n} {what} completed in time", got.len()).into());
+        }
+        Ok(got.to_vec())
     }
 }
 

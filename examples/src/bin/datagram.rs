@@ -112,20 +112,14 @@ impl Host {
         let sge = [self.mr.sge(off..off + len)?];
         let qp = self.mc.qp().ok_or("no QP")?;
         qp.post_send(&mut [SendWr::send(1, &sge).ud(&dest.0, dest.1, dest.2).signaled()])?;
-        let start = Instant::now();
-        let mut buf = [MaybeUninit::uninit(); 1];
-        loop {
-            if let Some(wc) = self.scq.poll(&mut buf)?.first() {
-                if !wc.is_success() {
-                    return Err(format!("send failed: {wc:?}").into());
-                }
-                return Ok(());
-            }
-            if start.elapsed() > Duration::from_secs(5) {
-                return Err("no send completion".into());
-            }
-            std::thread::yield_now();
+        let wc = self
+            .scq
+            .wait_one(Duration::from_secs(5))
+            .map_err(|e| format!("no send completion: {e}"))?;
+        if !wc.is_success() {
+            return Err(format!("send failed: {wc:?}").into());
         }
+        Ok(())
     }
 
     fn post_recv(&self, slot: usize) -> Result<()> {
