@@ -14,7 +14,10 @@
 //! [`SaRequest`] builds a request, [`SaTable`] iterates the records of a
 //! GetTable response, [`response`] reads the record of a Get, Set or Delete
 //! response, and a status that is not success is an [`SaError::Status`]
-//! with its [`SaStatusCode`].
+//! with its [`SaStatusCode`]. Each record's [`SaRecord::COMPONENTS`] places
+//! its ComponentMask bits in its wire form, and a [`Matcher`] selects the
+//! records that match a query on them (what an SA answers a Get or GetTable
+//! with).
 //!
 //! ```
 //! use rdma::mad::sa::{PathRecord, PathRecordMask, SaRequest, SaTable};
