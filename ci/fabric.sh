@@ -43,7 +43,8 @@
 # default "2sw2path4hca fattree ring"), RDMA_FABRIC_TEST_BIN (the suite's test binary
 # instead of building it), RDMA_FABRIC_FILTER (first argument of the test binary),
 # RDMA_FABRIC_COMPARE=0 (the suite leaves out ci/fabric-compare.sh: the examples
-# against the C tools, and ibnetdiscover's round trip through ibsim).
+# against the C tools, and ibnetdiscover's round trip through ibsim), RDMA_FABRIC_SWEEP
+# (s between the SM's light sweeps, OpenSM's -s and our --sweep; default 5).
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -206,10 +207,10 @@ start_fabric() {
     if [ "$SM" = ours ]; then
         up_log=$RUN_DIR/sm.out sm_out=$RUN_DIR/sm.out
         (cd "$RUN_DIR" && LD_PRELOAD=$UMAD2SIM OSM_CACHE_DIR=$RUN_DIR \
-            exec "$SM_BIN" </dev/null >"$RUN_DIR/sm.out" 2>&1) &
+            exec "$SM_BIN" --sweep "$SWEEP" </dev/null >"$RUN_DIR/sm.out" 2>&1) &
     else
         (cd "$RUN_DIR" && LD_PRELOAD=$UMAD2SIM OSM_TMP_DIR=$RUN_DIR OSM_CACHE_DIR=$RUN_DIR \
-            exec opensm -R minhop -d 2 -f "$RUN_DIR/osm.log" </dev/null >"$RUN_DIR/opensm.out" 2>&1) &
+            exec opensm -R minhop -d 2 -s "$SWEEP" -f "$RUN_DIR/osm.log" </dev/null >"$RUN_DIR/opensm.out" 2>&1) &
     fi
     OPENSM_PID=$!
     local deadline sm=
@@ -422,6 +423,7 @@ case "$SM" in opensm | ours | none) ;; *) die "--sm $SM: opensm, ours or none" ;
 ensure_target_dir
 check_tools
 SM_BIN=${RDMA_FABRIC_SM_BIN:-$REPO_ROOT/target/debug/sm}
+SWEEP=${RDMA_FABRIC_SWEEP:-5}
 trap on_exit EXIT
 trap 'exit 130' INT TERM
 lock_fabric

@@ -13,7 +13,10 @@
 //! - `saquery -g` sees a group joined by our async SA client, and not after
 //!   it left;
 //! - a link between switches taken down (ibsim's console) is swept and
-//!   routed around, and back up is swept and Active again.
+//!   routed around, and back up is swept and Active again;
+//! - an HCA port reset to Init by an SMP (`ibportstate LID PORT down`: no
+//!   trap, only PortStateChange on its switch) is found by a light sweep
+//!   and made Active again.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -54,6 +57,10 @@ pub const TESTS: &[FabricTest] = &[
     FabricTest {
         name: "sm::a_link_taken_down_is_routed_around_and_back_up",
         run: a_link_taken_down_is_routed_around_and_back_up,
+    },
+    FabricTest {
+        name: "sm::a_port_reset_without_a_trap_is_found_by_a_light_sweep",
+        run: a_port_reset_without_a_trap_is_found_by_a_light_sweep,
     },
     FabricTest {
         name: "sm::our_sa_answers_hostile_requests_with_error_statuses",
@@ -409,6 +416,49 @@ fn a_link_taken_down_is_routed_around_and_back_up(f: &Fabric) -> TestResult {
         Ok((pi.contains("LinkState:.......................Active\n"), pi))
     })
     .map_err(|e| format!("under {}, {node}[{port}] back up: {e}", sm_name()))?;
+    Ok(Outcome::Passed)
+}
+
+/// Resets an HCA port (not the SM's) to Init with a PortInfo Set of
+/// PortState Down (`ibportstate LID PORT down`): ibsim takes the port and
+/// its switch's port to Init and sets the switch's PortStateChange, and
+/// sends no trap. The SM's light sweep must find it and a heavy sweep make
+/// the port Active again (ci/fabric.sh starts both SMs with a 5 s sweep
+/// interval); under ours its log must say a light sweep found it.
+fn a_port_reset_without_a_trap_is_found_by_a_light_sweep(f: &Fabric) -> TestResult {
+    let (_, cas) = lids_by_kind(f)?;
+    let Some(lid) = cas.iter().rev().copied().find(|&l| l != f.sm_lid) else {
+        return Ok(Outcome::Skipped("no HCA but the SM's".into()));
+    };
+    let lid = lid.to_string();
+    let pi = tool(f, &["smpquery", "portinfo", &lid])?;
+    let port = pi
+        .lines()
+        .find_map(|l| l.strip_prefix("LocalPort:"))
+        .map(|v| v.trim_start_matches('.').trim().to_string())
+        .ok_or_else(|| format!("no LocalPort in the PortInfo of LID {lid}:\n{pi}"))?;
+    let out = tool(f, &["ibportstate", &lid, &port, "down"])?;
+    let after = out.split("After PortInfo set:").nth(1).unwrap_or("");
+    check!(
+        after.contains("LinkState:.......................Initialize\n"),
+        "ibportstate {lid} {port} down did not leave the port in Init:\n{out}"
+    );
+    wait_for(Duration::from_secs(40), || {
+        let mut c = f.command("smpquery", None);
+        c.args(["portinfo", &lid, &port]);
+        let out = output_within(c, LIMIT)?;
+        let t = String::from_utf8_lossy(&out.stdout).into_owned();
+        Ok((t.contains("LinkState:.......................Active\n"), t))
+    })
+    .map_err(|e| format!("under {}, LID {lid} port {port} after a reset: {e}", sm_name()))?;
+    if sm_name() == "ours" {
+        let dir = std::env::var("RDMA_FABRIC_DIR").map_err(|_| "no RDMA_FABRIC_DIR")?;
+        let log = std::fs::read_to_string(std::path::Path::new(&dir).join("sm.out"))?;
+        check!(
+            log.lines().any(|l| l.starts_with("sm: light sweep: ")),
+            "our SM's log names no light sweep that found the reset:\n{log}"
+        );
+    }
     Ok(Outcome::Passed)
 }
 
