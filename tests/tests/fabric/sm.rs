@@ -450,7 +450,12 @@ fn a_port_reset_without_a_trap_is_found_by_a_light_sweep(f: &Fabric) -> TestResu
         let t = String::from_utf8_lossy(&out.stdout).into_owned();
         Ok((t.contains("LinkState:.......................Active\n"), t))
     })
-    .map_err(|e| format!("under {}, LID {lid} port {port} after a reset: {e}", sm_name()))?;
+    .map_err(|e| {
+        format!(
+            "under {}, LID {lid} port {port} after a reset: {e}",
+            sm_name()
+        )
+    })?;
     if sm_name() == "ours" {
         let dir = std::env::var("RDMA_FABRIC_DIR").map_err(|_| "no RDMA_FABRIC_DIR")?;
         let log = std::fs::read_to_string(std::path::Path::new(&dir).join("sm.out"))?;
