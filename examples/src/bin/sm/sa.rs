@@ -451,9 +451,7 @@ fn rate_tenths(code: u8) -> u32 {
 
 /// The end port of `lid`.
 fn end_port(s: &Subnet, lid: u16) -> Option<(NodeId, u8, u64)> {
-    let (guid, _) = s.lids.iter().find(|&(_, l)| l == lid)?;
-    let (id, p) = s.topo.end_port_of(guid)?;
-    Some((id, p, guid))
+    s.end_ports.get(&lid).copied()
 }
 
 fn end_port_by_gid(s: &Subnet, gid: Gid) -> Option<u16> {
@@ -520,11 +518,6 @@ fn path(s: &Subnet, slid: u16, dlid: u16) -> Option<PathRecord> {
 }
 
 fn path_records(s: &Subnet, q: &PathRecord, m: PathRecordMask, requester: u16) -> Vec<PathRecord> {
-    let all_lids: Vec<u16> = {
-        let mut v: Vec<u16> = s.lids.iter().map(|(_, l)| l).collect();
-        v.sort_unstable();
-        v
-    };
     let sources: Vec<u16> = if m.contains(PathRecordMask::SLID) {
         vec![q.slid]
     } else if m.contains(PathRecordMask::SGID) {
@@ -537,7 +530,7 @@ fn path_records(s: &Subnet, q: &PathRecord, m: PathRecordMask, requester: u16) -
     } else if m.contains(PathRecordMask::DGID) {
         end_port_by_gid(s, q.dgid).into_iter().collect()
     } else {
-        all_lids
+        s.sorted_lids.clone()
     };
     let mut v = Vec::new();
     for &sl in &sources {

@@ -54,6 +54,27 @@ pub struct Subnet {
     pub groups: crate::sa::Groups,
     /// Whether the first sweep is done.
     pub up: bool,
+    /// Each LID's end port: node, port number, port GUID.
+    pub end_ports: HashMap<u16, (NodeId, u8, u64)>,
+    /// Every LID assigned, ascending.
+    pub sorted_lids: Vec<u16>,
+}
+
+impl Subnet {
+    /// Fills the LID indexes ([`Subnet::end_ports`], [`Subnet::sorted_lids`])
+    /// from the LIDs and the topology.
+    fn index_lids(&mut self) {
+        self.end_ports = self
+            .lids
+            .iter()
+            .filter_map(|(guid, lid)| {
+                let (id, p) = self.topo.end_port_of(guid)?;
+                Some((lid, (id, p, guid)))
+            })
+            .collect();
+        self.sorted_lids = self.lids.iter().map(|(_, l)| l).collect();
+        self.sorted_lids.sort_unstable();
+    }
 }
 
 /// The sweeper.
@@ -221,6 +242,7 @@ impl Sm {
         self.discover(&mut next, &mut rep).await?;
         rep.new_lids = self.lids.assign(&next.topo);
         next.lids = self.lids.clone();
+        next.index_lids();
         next.routes = next.topo.min_hop_routes(&next.lids);
         let sm_node = next.sm_node.ok_or("the sweep found no local node")?;
         let sm_port = match next.topo.node(sm_node).kind {
