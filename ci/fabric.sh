@@ -44,7 +44,7 @@
 # instead of building it), RDMA_FABRIC_FILTER (first argument of the test binary),
 # RDMA_FABRIC_COMPARE=0 (the suite leaves out ci/fabric-compare.sh: the examples
 # against the C tools, and ibnetdiscover's round trip through ibsim), RDMA_FABRIC_SWEEP
-# (s between the SM's light sweeps, OpenSM's -s and our --sweep; default 5).
+# (s between our SM's light sweeps, its --sweep; default 5; OpenSM keeps its 10).
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -210,7 +210,7 @@ start_fabric() {
             exec "$SM_BIN" --sweep "$SWEEP" </dev/null >"$RUN_DIR/sm.out" 2>&1) &
     else
         (cd "$RUN_DIR" && LD_PRELOAD=$UMAD2SIM OSM_TMP_DIR=$RUN_DIR OSM_CACHE_DIR=$RUN_DIR \
-            exec opensm -R minhop -d 2 -s "$SWEEP" -f "$RUN_DIR/osm.log" </dev/null >"$RUN_DIR/opensm.out" 2>&1) &
+            exec opensm -R minhop -d 2 -f "$RUN_DIR/osm.log" </dev/null >"$RUN_DIR/opensm.out" 2>&1) &
     fi
     OPENSM_PID=$!
     local deadline sm=

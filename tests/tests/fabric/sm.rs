@@ -423,8 +423,9 @@ fn a_link_taken_down_is_routed_around_and_back_up(f: &Fabric) -> TestResult {
 /// PortState Down (`ibportstate LID PORT down`): ibsim takes the port and
 /// its switch's port to Init and sets the switch's PortStateChange, and
 /// sends no trap. The SM's light sweep must find it and a heavy sweep make
-/// the port Active again (ci/fabric.sh starts both SMs with a 5 s sweep
-/// interval); under ours its log must say a light sweep found it.
+/// the port Active again (ci/fabric.sh starts ours with a 5 s sweep
+/// interval; OpenSM's is 10 s); under ours its log must say a light sweep
+/// found it.
 fn a_port_reset_without_a_trap_is_found_by_a_light_sweep(f: &Fabric) -> TestResult {
     let (_, cas) = lids_by_kind(f)?;
     let Some(lid) = cas.iter().rev().copied().find(|&l| l != f.sm_lid) else {
