@@ -3,6 +3,7 @@
 //! RAII types for the verbs of libibverbs; the raw bindings are
 //! [`ibverbs_sys`] (re-exported as [`sys`]). Every object exposes its raw
 //! pointer (`as_raw`) for what the crate does not cover.
+//! The module `stream` (feature `tokio`) carries byte streams over RC connections.
 //!
 //! ```no_run
 //! for dev in rdma::DeviceList::new()?.iter() {
@@ -153,6 +154,8 @@ mod qp;
 #[cfg(feature = "tokio")]
 pub mod sa;
 mod srq;
+#[cfg(feature = "tokio")]
+pub mod stream;
 pub mod subnet;
 pub mod umad;
 mod wc;
