@@ -21,6 +21,7 @@ mod sound_cq;
 mod sound_mr;
 mod sound_post;
 mod sound_umad;
+mod stream;
 mod umad;
 mod usability;
 mod verbs;
@@ -47,6 +48,7 @@ fn main() -> std::process::ExitCode {
         sound_cm::TESTS,
         sound_umad::TESTS,
         usability::TESTS,
+        stream::TESTS,
     ]
     .concat();
     rdma_tests::run(&all)
