@@ -26,7 +26,13 @@ struct Shared {
     /// Server agents' streams of unsolicited MADs, each bounded by the
     /// port's pending capacity when the agent registered.
     servers: Mutex<HashMap<u32, mpsc::Sender<Received>>>,
+    /// Responder agents: each one's handler, called by the reader for every
+    /// unsolicited MAD of the agent.
+    responders: Mutex<HashMap<u32, Handler>>,
 }
+
+/// A responder's handler, with its agent (dropped with the last clone).
+type Handler = Arc<dyn Fn(Received) + Send + Sync>;
 
 /// Requests waiting for their response, and whether the reader task ended.
 #[derive(Default)]
@@ -80,6 +86,8 @@ impl Shared {
         }
         drop(w);
         lock(&self.servers).clear();
+        let gone = std::mem::take(&mut *lock(&self.responders));
+        drop(gone);
     }
 
     fn dispatch(&self, r: Received) {
@@ -88,6 +96,10 @@ impl Shared {
             if let Some((_, tx)) = lock(&self.waiters).map.remove(&key) {
                 let _ = tx.send(Ok(r));
             }
+        } else if let Some(h) = lock(&self.responders).get(&r.agent_id).cloned() {
+            // Called with the map unlocked: the handler may drop its own
+            // responder.
+            h(r);
         } else if let Some(tx) = lock(&self.servers).get(&r.agent_id) {
             // A full stream drops the newest request, as a full receive
             // queue does; its sender's retries recover it.
@@ -170,6 +182,7 @@ impl AsyncPort {
             port,
             waiters: Mutex::default(),
             servers: Mutex::default(),
+            responders: Mutex::default(),
         });
         let (stop_tx, stop_rx) = oneshot::channel();
         if simulated {
@@ -246,6 +259,69 @@ impl AsyncPort {
             requests: tokio::sync::Mutex::new(rx),
             _stop: self.stop.clone(),
         })
+    }
+}
+
+impl AsyncPort {
+    /// Registers a server agent whose requests are answered where they are
+    /// read: the port's reader calls `handler` with the agent and each
+    /// unsolicited MAD of the registration's methods, in order, and the
+    /// handler sends what it answers (`agent.respond`). There is no queue to
+    /// overflow and no hand-over to a task: an SA or SMA answering from
+    /// state it can lock briefly serves each request at the cost of the
+    /// answer alone.
+    ///
+    /// The handler runs on the reader (the port's reader task, or the
+    /// reader thread of a umad2sim port): while it runs no MAD of the port
+    /// is read, so it must not block or wait on this port's responses. It
+    /// is dropped, and the agent unregistered, when the returned
+    /// [`AsyncResponder`] is (once a call in progress returns), or when the
+    /// reader stops. A handler that holds the port itself (an
+    /// [`AsyncPort`] or [`AsyncAgent`] of it) keeps the reader alive.
+    pub fn register_responder<F>(&self, reg: &Registration, handler: F) -> Result<AsyncResponder>
+    where
+        F: Fn(&AgentView, Received) + Send + Sync + 'static,
+    {
+        let agent = self.shared.port.register(reg)?;
+        let id = agent.id();
+        let h: Handler = Arc::new(move |r| handler(&agent, r));
+        lock(&self.shared.responders).insert(id, h);
+        // As in `register`: a reader that failed before the insert is not
+        // answering any more.
+        if let Some(e) = lock(&self.shared.waiters).failed {
+            let gone = lock(&self.shared.responders).remove(&id);
+            drop(gone);
+            return Err(reader_failed(e));
+        }
+        Ok(AsyncResponder {
+            id,
+            shared: self.shared.clone(),
+            _stop: self.stop.clone(),
+        })
+    }
+}
+
+/// A server agent answered on the port's reader
+/// ([`AsyncPort::register_responder`]); dropping it unregisters the agent.
+pub struct AsyncResponder {
+    id: u32,
+    shared: Arc<Shared>,
+    _stop: Arc<Stop>,
+}
+
+impl AsyncResponder {
+    /// The agent's ID.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+}
+
+impl Drop for AsyncResponder {
+    fn drop(&mut self) {
+        // The handler (and its agent) goes outside the lock: a call in
+        // progress holds its own clone until it returns.
+        let gone = lock(&self.shared.responders).remove(&self.id);
+        drop(gone);
     }
 }
 
@@ -419,6 +495,7 @@ mod tests {
             port: Port::from_inner(inner),
             waiters: Mutex::default(),
             servers: Mutex::default(),
+            responders: Mutex::default(),
         };
         (shared, w)
     }
@@ -438,6 +515,26 @@ mod tests {
         assert!(matches!(second_rx.try_recv(), Ok(Ok(_))));
         drop(second);
         assert!(lock(&shared.waiters).map.is_empty());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair
+    fn a_responder_gets_its_agents_requests_and_no_responses() {
+        let (shared, _w) = shared();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h: Handler = Arc::new(move |r: Received| tx.send((r.agent_id, r.tid())).unwrap());
+        lock(&shared.responders).insert(AGENT, h);
+        // A request of the agent: to the handler, in order.
+        shared.dispatch(received(AGENT, 0, Method::GET, 0x51));
+        shared.dispatch(received(AGENT, 0, Method::SET, 0x52));
+        // Another agent's request, and a response of the agent: not to it.
+        shared.dispatch(received(AGENT + 1, 0, Method::GET, 0x53));
+        shared.dispatch(received(AGENT, 0, Method::GET_RESP, 0x54));
+        let got: Vec<_> = rx.try_iter().collect();
+        assert_eq!(got, [(AGENT, 0x51), (AGENT, 0x52)]);
+        // A failed reader drops the handlers (and their agents).
+        shared.fail(libc::EIO);
+        assert!(lock(&shared.responders).is_empty());
     }
 
     #[test]

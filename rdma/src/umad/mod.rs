@@ -49,7 +49,7 @@ mod wire;
 pub use addr::{Address, Grh, GSI_QKEY};
 pub use agent::{Agent, AgentView, Registration};
 #[cfg(feature = "tokio")]
-pub use async_port::{AsyncAgent, AsyncPort};
+pub use async_port::{AsyncAgent, AsyncPort, AsyncResponder};
 pub use ca::{
     ca_names, cas, gid_index, node_type_name, phys_state_name, port_state_name, Ca, CaPort,
 };

@@ -113,14 +113,12 @@ async fn run(args: Args) -> Result<(), Error> {
             .method(Method::SET)
             .method(Method::TRAP),
     )?;
-    let sa_agent = port.register(
-        &Registration::new(class::SUBN_ADM, 2)
-            .rmpp(1)
-            .method(Method::GET)
-            .method(Method::GET_TABLE)
-            .method(Method::SET)
-            .method(Method::DELETE),
-    )?;
+    let sa_reg = Registration::new(class::SUBN_ADM, 2)
+        .rmpp(1)
+        .method(Method::GET)
+        .method(Method::GET_TABLE)
+        .method(Method::SET)
+        .method(Method::DELETE);
     let subnet = Arc::new(RwLock::new(Subnet::default()));
     let sm_info = Arc::new(RwLock::new(SmInfo {
         guid: info.port_guid,
@@ -143,7 +141,8 @@ async fn run(args: Args) -> Result<(), Error> {
         traps.clone(),
     ));
     let mcast = Arc::new(tokio::sync::Notify::new());
-    tokio::spawn(sa::serve(sa_agent, subnet.clone(), mcast.clone()));
+    // The SA answers on the port's reader, as each request is read.
+    let _sa = port.register_responder(&sa_reg, sa::responder(subnet.clone(), mcast.clone()))?;
     let mut sm = Sm::new(smi_dr, subnet, sm_info);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut first = true;

@@ -13,7 +13,7 @@ use rdma::mad::{
     attr_id, ClassPortInfo, Mad, MadHeader, Method, NodeDescription, PortInfo, Status,
 };
 use rdma::subnet::{NodeId, NodeKind};
-use rdma::umad::{AsyncAgent, Received};
+use rdma::umad::{AgentView, Received};
 use rdma::Gid;
 
 use crate::sweep::{lock_r, lock_w, Subnet, SUBNET_PREFIX};
@@ -82,13 +82,16 @@ impl Default for Groups {
     }
 }
 
-/// Answers the SA's requests from the state of the last sweep.
-pub async fn serve(
-    agent: AsyncAgent,
+/// The SA's handler ([`AsyncPort::register_responder`]): answers each
+/// request, on the port's reader, from the state of the last sweep, and
+/// wakes `mcast` after a join or leave changed the groups.
+///
+/// [`AsyncPort::register_responder`]: rdma::umad::AsyncPort::register_responder
+pub fn responder(
     subnet: Arc<RwLock<Subnet>>,
     mcast: Arc<tokio::sync::Notify>,
-) {
-    while let Some(req) = agent.next_request().await {
+) -> impl Fn(&AgentView, Received) + Send + Sync + 'static {
+    move |agent, req| {
         let resp = answer(&req, &subnet);
         let h = req.mad.header();
         if h.attr_id == records::attr_id::MC_MEMBER_RECORD
