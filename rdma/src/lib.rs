@@ -154,7 +154,6 @@ mod qp;
 #[cfg(feature = "tokio")]
 pub mod sa;
 mod srq;
-#[cfg(feature = "tokio")]
 pub mod stream;
 pub mod subnet;
 pub mod umad;
