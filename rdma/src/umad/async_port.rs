@@ -91,15 +91,27 @@ impl Shared {
     }
 
     fn dispatch(&self, r: Received) {
-        if r.status != 0 || r.mad.method().is_response() {
+        let is_response = r.status != 0 || r.mad.method().is_response();
+        // Taken out of the map (the lock released) before the call.
+        let responder = if is_response {
+            None
+        } else {
+            lock(&self.responders).get(&r.agent_id).cloned()
+        };
+        if is_response {
             let key = (r.agent_id, r.tid() as u32);
             if let Some((_, tx)) = lock(&self.waiters).map.remove(&key) {
                 let _ = tx.send(Ok(r));
             }
-        } else if let Some(h) = lock(&self.responders).get(&r.agent_id).cloned() {
+        } else if let Some(h) = responder {
             // Called with the map unlocked: the handler may drop its own
-            // responder.
-            h(r);
+            // responder. One that panics is removed (its agent with it),
+            // and the reader goes on for the others.
+            let id = r.agent_id;
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(r))).is_err() {
+                let gone = lock(&self.responders).remove(&id);
+                drop(gone);
+            }
         } else if let Some(tx) = lock(&self.servers).get(&r.agent_id) {
             // A full stream drops the newest request, as a full receive
             // queue does; its sender's retries recover it.
@@ -275,8 +287,8 @@ impl AsyncPort {
     /// reader thread of a umad2sim port): while it runs no MAD of the port
     /// is read, so it must not block or wait on this port's responses. It
     /// is dropped, and the agent unregistered, when the returned
-    /// [`AsyncResponder`] is (once a call in progress returns), or when the
-    /// reader stops. A handler that holds the port itself (an
+    /// [`AsyncResponder`] is (once a call in progress returns), when it
+    /// panics (the reader goes on), or when the reader stops. A handler that holds the port itself (an
     /// [`AsyncPort`] or [`AsyncAgent`] of it) keeps the reader alive.
     pub fn register_responder<F>(&self, reg: &Registration, handler: F) -> Result<AsyncResponder>
     where
@@ -532,6 +544,13 @@ mod tests {
         shared.dispatch(received(AGENT, 0, Method::GET_RESP, 0x54));
         let got: Vec<_> = rx.try_iter().collect();
         assert_eq!(got, [(AGENT, 0x51), (AGENT, 0x52)]);
+        // A handler that panics is removed; the others stay.
+        let p: Handler = Arc::new(|_| panic!("a responder's handler panics"));
+        lock(&shared.responders).insert(AGENT + 2, p);
+        shared.dispatch(received(AGENT + 2, 0, Method::GET, 0x55));
+        assert!(!lock(&shared.responders).contains_key(&(AGENT + 2)));
+        shared.dispatch(received(AGENT, 0, Method::GET, 0x56));
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), [(AGENT, 0x56)]);
         // A failed reader drops the handlers (and their agents).
         shared.fail(libc::EIO);
         assert!(lock(&shared.responders).is_empty());
