@@ -533,6 +533,19 @@ mod tests {
     #[cfg_attr(miri, ignore)] // a socket pair
     fn a_responder_gets_its_agents_requests_and_no_responses() {
         let (shared, _w) = shared();
+        let shared = Arc::new(shared);
+        // A handler may remove itself (as dropping its AsyncResponder
+        // does) while it runs: the map is not locked during the call.
+        let weak = Arc::downgrade(&shared);
+        let own: Handler = Arc::new(move |_| {
+            if let Some(s) = weak.upgrade() {
+                let me = lock(&s.responders).remove(&(AGENT + 3));
+                drop(me);
+            }
+        });
+        lock(&shared.responders).insert(AGENT + 3, own);
+        shared.dispatch(received(AGENT + 3, 0, Method::GET, 0x50));
+        assert!(!lock(&shared.responders).contains_key(&(AGENT + 3)));
         let (tx, rx) = std::sync::mpsc::channel();
         let h: Handler = Arc::new(move |r: Received| tx.send((r.agent_id, r.tid())).unwrap());
         lock(&shared.responders).insert(AGENT, h);
