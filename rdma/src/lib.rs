@@ -40,7 +40,7 @@
 //! | [`Context`] | queries, creating objects, async events | commands on the uverbs file; libibverbs' context mutex for its lists |
 //! | [`ProtectionDomain`], [`AddressHandle`] | creating objects in it, use in work requests | neither changes after creation |
 //! | [`MemoryRegion`] | `read`, `write`, `fill`, `to_vec`, `sge`, `remote` | copies are relaxed atomics (below); `ibv_mr` is written only by `ibv_reg_mr`; the views take `&mut` |
-//! | [`CompletionQueue`] | `poll`, `req_notify`, `get_event` | `ibv_poll_cq` takes the CQ's lock (`cq->lock` in rxe, siw and mlx5); arming is a command (rxe), an atomic store (siw), a doorbell (mlx5); `ibv_ack_cq_events` takes the CQ's mutex |
+//! | [`CompletionQueue`] | `poll`, `wait`, `wait_one`, `req_notify`, `get_event` | `ibv_poll_cq` takes the CQ's lock (`cq->lock` in rxe, siw and mlx5); arming is a command (rxe), an atomic store (siw), a doorbell (mlx5); `ibv_ack_cq_events` takes the CQ's mutex |
 //! | [`CompletionChannel`] | waiting, reading events | a file descriptor |
 //! | [`QueuePair`] | `post_send`, `post_recv`, `modify`, `state` | `post_send` takes the SQ's lock, `post_recv` the RQ's (rxe `sq.lock`/`rq.lock`, siw `sq_lock`/`rq_lock`, mlx5 `sq.lock`/`rq.lock`); modify is a command (siw also takes both locks) |
 //! | [`SharedReceiveQueue`] | `post_recv` | the SRQ's lock (rxe `srq->rq.lock`, siw and mlx5 `srq->lock`) |

@@ -14,7 +14,7 @@
 //! It also runs, with no change in the caller, under ibsim's umad2sim (the
 //! `LD_PRELOAD` shim of the InfiniBand fabric simulator, which
 //! `ci/fabric.sh` runs with OpenSM): its fds are fake (fcntl refuses them,
-//! epoll too, so an [`AsyncPort`] reads such a port from a thread of its
+//! epoll too, so an `AsyncPort` (feature `tokio`) reads such a port from a thread of its
 //! own), its read of an empty queue fails without errno (ports read only
 //! after poll(2)), and MADs are at most 256 bytes there (no RMPP).
 //!
