@@ -293,11 +293,15 @@ mod tests {
     /// set too: ignored) and none. Returns how many components the typed
     /// record carries: those are checked through the codec too (the others
     /// are reserved bits it drops, checked in wire form only).
+    ///
+    /// Not under Miri: this is safe code over safe code (the matcher has no
+    /// `unsafe`), and its thousands of encodes and matches per record take
+    /// minutes there; `matcher_compares_only_the_selected_bits` runs under it.
     fn one_component_apart<R: SaRecord + PartialEq + core::fmt::Debug>() -> usize {
         let n = R::COMPONENTS.len();
         let full = (1u64 << n) - 1;
         let mut typed = 0;
-        for seed in 0..if cfg!(miri) { 2 } else { 8 } {
+        for seed in 0..8 {
             let query = R::decode(&super::super::tests::noise(seed, R::SIZE)).unwrap();
             let qb = query.to_bytes().unwrap();
             typed = 0;
@@ -354,40 +358,47 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // see one_component_apart
     fn node_record_matcher() {
         // All but the reserved 16 bits after the LID.
         assert_eq!(one_component_apart::<NodeRecord>(), 14);
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // see one_component_apart
     fn port_info_record_matcher() {
         // All but PortInfo's 4 reserved fields.
         assert_eq!(one_component_apart::<PortInfoRecord>(), 54);
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // see one_component_apart
     fn link_record_matcher() {
         assert_eq!(one_component_apart::<LinkRecord>(), 4);
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // see one_component_apart
     fn path_record_matcher() {
         // All but the reserved 3 bits after RawTraffic.
         assert_eq!(one_component_apart::<PathRecord>(), 22);
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // see one_component_apart
     fn mc_member_record_matcher() {
         assert_eq!(one_component_apart::<McMemberRecord>(), 18);
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // see one_component_apart
     fn inform_info_record_matcher() {
         // All but the 4 reserved fields.
         assert_eq!(one_component_apart::<InformInfoRecord>(), 12);
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // see one_component_apart
     fn service_record_matcher() {
         // All but the reserved 16 bits after ServiceP_Key.
         assert_eq!(one_component_apart::<ServiceRecord>(), 36);
