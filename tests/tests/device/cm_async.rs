@@ -16,13 +16,14 @@ type R<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 const T: Duration = Duration::from_secs(30);
 
 /// The verbs resources of one connection; the id owns the QP.
-struct Conn {
-    cq: CompletionQueue,
-    mr: MemoryRegion,
+pub(crate) struct Conn {
+    pub(crate) cq: CompletionQueue,
+    pub(crate) mr: MemoryRegion,
     _pd: ProtectionDomain,
 }
 
-fn setup(id: &mut CmId) -> rdma::Result<Conn> {
+/// A PD, a CQ of 16, a 256-byte region and an RC QP on the id's device.
+pub(crate) fn setup(id: &mut CmId) -> rdma::Result<Conn> {
     let ctx = id
         .context()
         .ok_or_else(|| rdma::Error::invalid("setup", "unbound id"))?;

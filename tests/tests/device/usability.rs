@@ -5,7 +5,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use rdma::cm::{AsyncCm, AsyncCmId, CmEventKind, CmId, ConnParam};
+use rdma::cm::{AsyncCm, AsyncCmId, CmEventKind, ConnParam};
 use rdma::{
     AccessFlags, CompletionChannel, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps,
     QpType, QueuePair, RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion,
@@ -169,23 +169,7 @@ pub fn cq_wait_returns_completions_and_times_out(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// The verbs resources of one connection; the id owns the QP.
-struct Conn {
-    cq: CompletionQueue,
-    mr: MemoryRegion,
-    _pd: ProtectionDomain,
-}
-
-fn setup(id: &mut CmId) -> rdma::Result<Conn> {
-    let ctx = id
-        .context()
-        .ok_or_else(|| rdma::Error::invalid("setup", "unbound id"))?;
-    let pd = ProtectionDomain::new(&ctx)?;
-    let cq = CompletionQueue::new(&ctx, 16)?;
-    let mr = MemoryRegion::new(&pd, 256, AccessFlags::LOCAL_WRITE)?;
-    id.create_qp(&pd, QpType::Rc, &cq, &cq, QpCaps::default())?;
-    Ok(Conn { cq, mr, _pd: pd })
-}
+use crate::cm_async::{setup, Conn};
 
 type AR<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
