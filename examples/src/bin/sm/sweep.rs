@@ -171,6 +171,23 @@ async fn set<A: Attribute>(
         .attribute::<A>()?)
 }
 
+/// Gets of attribute `A`, one per (attribute modifier, path) of `jobs`,
+/// through [`all`]: the answers in the order of `jobs`.
+async fn get_all<A: Attribute + Send + 'static>(
+    smi: &Arc<AsyncAgent>,
+    jobs: Vec<(u32, Vec<u8>)>,
+) -> Vec<Result<A, Error>> {
+    let smi = smi.clone();
+    all(jobs, move |(am, path): (u32, Vec<u8>)| {
+        let smi = smi.clone();
+        async move { get::<A>(&smi, am, &path).await }
+    })
+    .await
+    .into_iter()
+    .map(|r| r.and_then(|x| x))
+    .collect()
+}
+
 /// Runs the futures that `make` makes of `items`, at most [`IN_FLIGHT`]
 /// at once (a new one starts as each ends), and returns their results in
 /// the order of `items`.
@@ -301,23 +318,21 @@ impl Sm {
             }
             (switches, ca_ports)
         };
-        let smi = self.smi.clone();
-        let infos = all(switches.clone(), move |(_, path): (u64, Vec<u8>)| {
-            let smi = smi.clone();
-            async move { get::<SwitchInfo>(&smi, 0, &path).await }
-        });
-        let smi = self.smi.clone();
-        let ports = all(
-            ca_ports.clone(),
-            move |(_, p, path, _): (u64, u8, Vec<u8>, u8)| {
-                let smi = smi.clone();
-                async move { get::<PortInfo>(&smi, PortInfo::attr_mod(p), &path).await }
-            },
+        let infos = get_all::<SwitchInfo>(
+            &self.smi,
+            switches.iter().map(|(_, path)| (0, path.clone())).collect(),
+        );
+        let ports = get_all::<PortInfo>(
+            &self.smi,
+            ca_ports
+                .iter()
+                .map(|(_, p, path, _)| (PortInfo::attr_mod(*p), path.clone()))
+                .collect(),
         );
         let (infos, ports) = tokio::join!(infos, ports);
         let mut changed = Vec::new();
         for ((guid, _), r) in switches.iter().zip(infos) {
-            match r.and_then(|x| x) {
+            match r {
                 Ok(si) if si.port_state_change => {
                     changed.push(format!("PortStateChange on switch {guid:#x}"))
                 }
@@ -326,7 +341,7 @@ impl Sm {
             }
         }
         for ((guid, p, _, was), r) in ca_ports.iter().zip(ports) {
-            match r.and_then(|x| x) {
+            match r {
                 Ok(pi) if pi.port_state != *was => changed.push(format!(
                     "port {p} of {guid:#x} went from state {was} to {}",
                     pi.port_state
@@ -428,15 +443,14 @@ impl Sm {
             from: None,
         }];
         while !level.is_empty() {
-            let smi = self.smi.clone();
-            let infos = all(level.clone(), move |p: Probe| {
-                let smi = smi.clone();
-                async move { get::<NodeInfo>(&smi, 0, &p.path).await }
-            })
+            let infos = get_all::<NodeInfo>(
+                &self.smi,
+                level.iter().map(|p| (0, p.path.clone())).collect(),
+            )
             .await;
             let mut fresh = Vec::new();
             for (probe, r) in level.iter().zip(infos) {
-                let ni = match r.and_then(|x| x) {
+                let ni = match r {
                     Ok(ni) => ni,
                     Err(e) => {
                         rep.failures += 1;
@@ -491,22 +505,23 @@ impl Sm {
                 };
                 port_jobs.extend(ports.into_iter().map(|p| (k, p, probe.path.clone())));
             }
-            let smi = self.smi.clone();
-            let descs = all(described.clone(), move |(_, path): (NodeId, Vec<u8>)| {
-                let smi = smi.clone();
-                async move { get::<NodeDescription>(&smi, 0, &path).await }
-            });
-            let smi = self.smi.clone();
-            let pis = all(
-                port_jobs.clone(),
-                move |(_, p, path): (usize, u8, Vec<u8>)| {
-                    let smi = smi.clone();
-                    async move { get::<PortInfo>(&smi, PortInfo::attr_mod(p), &path).await }
-                },
+            let descs = get_all::<NodeDescription>(
+                &self.smi,
+                described
+                    .iter()
+                    .map(|(_, path)| (0, path.clone()))
+                    .collect(),
+            );
+            let pis = get_all::<PortInfo>(
+                &self.smi,
+                port_jobs
+                    .iter()
+                    .map(|(_, p, path)| (PortInfo::attr_mod(*p), path.clone()))
+                    .collect(),
             );
             let (descs, pis) = tokio::join!(descs, pis);
             for ((id, _), d) in described.iter().zip(descs) {
-                if let Ok(Ok(d)) = d {
+                if let Ok(d) = d {
                     s.topo.node_mut(*id).description = d.text();
                 }
             }
@@ -514,7 +529,7 @@ impl Sm {
             for ((k, p, _), r) in port_jobs.iter().zip(pis) {
                 let (id, probe, ni, _) = &fresh[*k];
                 let (id, p) = (*id, *p);
-                match r.and_then(|x| x) {
+                match r {
                     Ok(pi) => {
                         let up = pi.port_physical_state == PHYS_LINK_UP;
                         s.port_info.insert((id, p), pi);
@@ -616,15 +631,14 @@ impl Sm {
             .filter(|(_, n)| n.kind == NodeKind::Switch)
             .map(|(id, _)| (id, s.paths[&id].clone()))
             .collect();
-        let smi = self.smi.clone();
-        let infos = all(switches.clone(), move |(_, path): (NodeId, Vec<u8>)| {
-            let smi = smi.clone();
-            async move { get::<SwitchInfo>(&smi, 0, &path).await }
-        })
+        let infos = get_all::<SwitchInfo>(
+            &self.smi,
+            switches.iter().map(|(_, path)| (0, path.clone())).collect(),
+        )
         .await;
         let mut si_sets = Vec::new();
         for ((_, path), r) in switches.iter().zip(infos) {
-            match r.and_then(|x| x) {
+            match r {
                 // Writing PortStateChange as 1 clears it (IBA 14.2.5.4).
                 Ok(si) if si.linear_fdb_top != top || si.port_state_change => {
                     si_sets.push((
