@@ -37,7 +37,7 @@ impl UdRes {
     /// the payload set to a byte pattern; then posts `recvs` receives of a
     /// whole datagram with its GRH.
     pub fn new(id: &mut CmId, count: u32, size: u32, recvs: u32) -> Result<UdRes> {
-        let ctx = id.context().ok_or("the CM id has no device")?;
+        let ctx = id.context()?;
         let pd = ProtectionDomain::new(&ctx)?;
         let n = count.max(1);
         let cq = CompletionQueue::new(&ctx, 2 * n as i32)?;

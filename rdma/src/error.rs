@@ -129,6 +129,15 @@ impl Error {
         self.errno() == libc::ETIMEDOUT
     }
 
+    /// Whether the peer refused the connection (`ECONNREFUSED`): nothing
+    /// listens at the address and port, or the listener rejected the
+    /// request. One shape on every transport: the IB CM's reject reasons
+    /// (InfiniBand, RoCE) and iWARP's refused TCP connection or MPA reject
+    /// all give it, with a hint that says which.
+    pub fn is_refused(&self) -> bool {
+        self.errno() == libc::ECONNREFUSED
+    }
+
     /// The details, unboxed.
     pub fn into_details(self) -> ErrorDetails {
         *self.0

@@ -108,9 +108,7 @@ const SEND: u64 = 1 << 32;
 impl Conn {
     /// Creates the resources and the id's QP, and posts every receive slot.
     fn new(id: &mut CmId, slots: usize, size: usize) -> rdma::Result<Conn> {
-        let ctx = id
-            .context()
-            .ok_or_else(|| rdma::Error::invalid("setup", "the CM id has no device"))?;
+        let ctx = id.context()?;
         let pd = ProtectionDomain::new(&ctx)?;
         let channel = CompletionChannel::new(&ctx)?;
         let cq = CompletionQueue::builder(&ctx)
@@ -216,7 +214,7 @@ fn message(client: u32, msg: u64, size: usize) -> Vec<u8> {
 async fn echo(req: rdma::cm::ConnectRequest, size: usize) -> Result<(u64, u64)> {
     let mut req = req;
     let conn = Conn::new(req.id_mut(), SLOTS, size)?;
-    let mut id = req.accept(&ConnParam::new(), CM_TIMEOUT).await?;
+    let (mut id, _) = req.accept(&ConnParam::new(), CM_TIMEOUT).await?;
     let (mut msgs, mut bytes) = (0, 0);
     loop {
         let wcs = match wake(&conn, &mut id).await? {
@@ -295,14 +293,11 @@ async fn server(a: ServerArgs) -> Result<()> {
 async fn client(cm: AsyncCm, dst: SocketAddr, me: u32, a: Rc<ClientArgs>) -> Result<u64> {
     let size = a.common.size as usize;
     let depth = a.depth as usize;
-    let mut conn = None;
-    let (mut id, _) = cm
+    let (mut id, _, conn) = cm
         .connect(dst, CM_TIMEOUT, &ConnParam::new(), |id| {
-            conn = Some(Conn::new(id, depth, size)?);
-            Ok(())
+            Conn::new(id, depth, size)
         })
         .await?;
-    let conn = conn.ok_or("the connection set-up did not run")?;
     let (mut sent, mut sends_done, mut echoed, mut bytes) = (0u64, 0u64, 0u64, 0u64);
     while echoed < a.messages {
         // Fill the window: a send slot is free once its previous send is

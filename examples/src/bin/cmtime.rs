@@ -489,7 +489,7 @@ async fn run_client(a: &Args, server: &str) -> Result<()> {
     // into the QP attributes that every later call shares.
     let pd = match c.nodes.iter_mut().find(|n| !n.failed) {
         Some(n) => {
-            let ctx = n.id()?.id().context().ok_or("the id has no device")?;
+            let ctx = n.id()?.id().context()?;
             Some(ProtectionDomain::new(&ctx)?)
         }
         None => None,
@@ -576,11 +576,11 @@ async fn serve(mut req: rdma::cm::ConnectRequest, verbs: Verbs, counts: Arc<Coun
         counts,
         established: false,
     };
-    let ctx = req.id_mut().context().ok_or("the request has no device")?;
+    let ctx = req.id_mut().context()?;
     let (pd, cq) = verbs_for(&verbs, &ctx)?;
     req.id_mut()
         .create_qp(&pd, QpType::Rc, &cq, &cq, qp_caps())?;
-    let mut id = req
+    let (mut id, _) = req
         .accept(&ConnParam::new(), Duration::from_secs(60))
         .await?;
     settle.established();

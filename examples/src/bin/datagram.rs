@@ -277,7 +277,7 @@ fn run(a: Args) -> Result<()> {
         Duration::from_secs(2),
     )?;
     ch.expect(&mc, CmEventKind::AddrResolved, Duration::from_secs(10))?;
-    let ctx = mc.context().ok_or("the CM id has no device")?;
+    let ctx = mc.context()?;
     let pd = ProtectionDomain::new(&ctx)?;
     let scq = CompletionQueue::new(&ctx, 16)?;
     let rcq = CompletionQueue::new(&ctx, SLOTS as i32)?;

@@ -85,7 +85,7 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 /// The resources of a node whose address is resolved; a receiver posts
 /// its receives before joining.
 fn setup(id: &mut CmId, a: &Args) -> Result<UdRes> {
-    let ctx = id.context().ok_or("the CM id has no device")?;
+    let ctx = id.context()?;
     let mtu = ctx.query_port(id.port_num())?.active_mtu();
     if a.count > 0 && a.size > mtu {
         return Err(format!(

@@ -180,7 +180,7 @@ struct Buffers {
 
 /// Creates the PD, CQ (with a channel), QP and buffers on the id's device.
 fn setup(id: &mut CmId, size: usize, client: bool) -> Result<Buffers> {
-    let ctx = id.context().ok_or("the CM id has no device")?;
+    let ctx = id.context()?;
     let pd = ProtectionDomain::new(&ctx)?;
     let channel = CompletionChannel::new(&ctx)?;
     let cq = CompletionQueue::builder(&ctx)
@@ -507,7 +507,7 @@ async fn serve_one(req: rdma::cm::ConnectRequest, a: &Args) -> Result<()> {
     if a.debug {
         println!("accepting client connection request");
     }
-    let id = req.accept(&conn_param(), CM_TIMEOUT).await?;
+    let (id, _) = req.accept(&conn_param(), CM_TIMEOUT).await?;
     let mut conn = Conn {
         id,
         bufs,

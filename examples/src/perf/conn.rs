@@ -375,7 +375,7 @@ impl Conn {
                 (id, Some(listener), Some(peer))
             }
         };
-        let ctx = id.context().ok_or("the CM id has no device")?;
+        let ctx = id.context().map_err(|e| cme("The CM id's device", e))?;
         if let Some(want) = &cfg.args.ib_dev {
             if ctx.name() != want {
                 return Err(format!(

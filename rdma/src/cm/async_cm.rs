@@ -151,42 +151,72 @@ impl AsyncCm {
         })
     }
 
-    /// Resolves `dst`, lets `setup` create the id's QP (on `id.context()`),
-    /// connects with `param` and waits until the connection is established.
-    /// Each CM step may take up to `timeout`.
+    /// Resolves `dst`, lets `setup` create the id's QP (on `id.context()`,
+    /// which is set once the route is resolved) and whatever else the
+    /// connection needs, connects with `param` and waits until the
+    /// connection is established. Each CM step may take up to `timeout`.
     ///
-    /// Dropping the future at any point destroys the id and leaks nothing;
-    /// the channel stays usable.
-    pub async fn connect(
+    /// Returns the id, the `Established` event (with the private data of
+    /// the peer's accept) and what `setup` returned. `setup`'s error type
+    /// is the caller's own, as long as an [`Error`] converts into it; its
+    /// error ends the connect and is returned as it is.
+    ///
+    /// The QP made in `setup` is in INIT when `setup` returns, and the CM
+    /// takes it to RTR and RTS on the way to `Established`: receives may be
+    /// posted in `setup`, sends once this returns.
+    ///
+    /// Dropping the future at any point destroys the id (and whatever
+    /// `setup` made, when it had run) and leaks nothing; the channel stays
+    /// usable.
+    ///
+    /// ```no_run
+    /// # use rdma::cm::{AsyncCm, ConnParam};
+    /// # use rdma::{CompletionQueue, ProtectionDomain, QpCaps, QpType};
+    /// # use std::time::Duration;
+    /// # async fn demo(cm: AsyncCm) -> Result<(), Box<dyn std::error::Error>> {
+    /// let addr = "192.0.2.1:7471".parse()?;
+    /// let (id, est, (pd, cq)) = cm
+    ///     .connect(addr, Duration::from_secs(2), &ConnParam::new(), |id| {
+    ///         let ctx = id.context()?;
+    ///         let pd = ProtectionDomain::new(&ctx)?;
+    ///         let cq = CompletionQueue::new(&ctx, 16)?;
+    ///         id.create_qp(&pd, QpType::Rc, &cq, &cq, QpCaps::default())?;
+    ///         Ok::<_, rdma::Error>((pd, cq))
+    ///     })
+    ///     .await?;
+    /// println!("the server said {:?}", est.private_data());
+    /// # drop((id, pd, cq)); Ok(()) }
+    /// ```
+    pub async fn connect<T, E: From<Error>>(
         &self,
         dst: SocketAddr,
         timeout: Duration,
         param: &ConnParam,
-        setup: impl FnOnce(&mut CmId) -> Result<()>,
-    ) -> Result<(AsyncCmId, CmEvent)> {
+        setup: impl FnOnce(&mut CmId) -> std::result::Result<T, E>,
+    ) -> std::result::Result<(AsyncCmId, CmEvent, T), E> {
         self.connect_from(None, dst, timeout, param, setup).await
     }
 
     /// [`connect`](Self::connect) from the source address `src` (which
     /// picks the local device and port; port 0 lets the system choose):
     /// `rdma_resolve_addr` with a source address.
-    pub async fn connect_from(
+    pub async fn connect_from<T, E: From<Error>>(
         &self,
         src: Option<SocketAddr>,
         dst: SocketAddr,
         timeout: Duration,
         param: &ConnParam,
-        setup: impl FnOnce(&mut CmId) -> Result<()>,
-    ) -> Result<(AsyncCmId, CmEvent)> {
+        setup: impl FnOnce(&mut CmId) -> std::result::Result<T, E>,
+    ) -> std::result::Result<(AsyncCmId, CmEvent, T), E> {
         let mut id = self.create_id(PortSpace::Tcp)?;
         id.id().resolve_addr(src, dst, timeout)?;
         id.expect(CmEventKind::AddrResolved, timeout).await?;
         id.id().resolve_route(timeout)?;
         id.expect(CmEventKind::RouteResolved, timeout).await?;
-        setup(id.id_mut())?;
+        let made = setup(id.id_mut())?;
         id.id().connect(param)?;
         let est = id.expect(CmEventKind::Established, timeout).await?;
-        Ok((id, est))
+        Ok((id, est, made))
     }
 
     /// Binds to `addr` and listens.
@@ -593,11 +623,22 @@ impl ConnectRequest {
         self.id.id_mut()
     }
 
-    /// Accepts and waits (up to `timeout`) until the connection is established.
-    pub async fn accept(mut self, param: &ConnParam, timeout: Duration) -> Result<AsyncCmId> {
+    /// Accepts and waits (up to `timeout`) until the connection is
+    /// established; returns the id and the `Established` event, as
+    /// [`AsyncCm::connect`] does. The CM takes the id's QP (created on
+    /// [`id_mut`](Self::id_mut), in INIT) to RTR and RTS: post receives
+    /// before accepting, sends once this returns.
+    ///
+    /// Dropping the future before it returns destroys the id: the
+    /// requester's connect fails.
+    pub async fn accept(
+        mut self,
+        param: &ConnParam,
+        timeout: Duration,
+    ) -> Result<(AsyncCmId, CmEvent)> {
         self.id.id().accept(param)?;
-        self.id.expect(CmEventKind::Established, timeout).await?;
-        Ok(self.id)
+        let est = self.id.expect(CmEventKind::Established, timeout).await?;
+        Ok((self.id, est))
     }
 
     /// Rejects with private data.

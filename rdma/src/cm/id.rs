@@ -376,10 +376,41 @@ pub(crate) fn event_error(verb: &'static str, ev: &CmEvent, wanted: CmEventKind)
         _ if ev.status < 0 => -ev.status,
         _ => libc::EPROTO,
     };
-    Error::new(verb, errno).with_hint(format!(
-        "{:?} (status {}) instead of {wanted:?}",
-        ev.kind, ev.status
-    ))
+    let hint = match ev.kind {
+        CmEventKind::Rejected => reject_hint(ev.status, ev.private_data().len()),
+        _ => format!("{:?} (status {}) instead of {wanted:?}", ev.kind, ev.status),
+    };
+    Error::new(verb, errno).with_hint(hint)
+}
+
+/// IB CM reject reasons (IBTA 12.6.7.2) a connect meets most.
+const IB_REJ_INVALID_SERVICE_ID: i32 = 8;
+const IB_REJ_CONSUMER: i32 = 28;
+
+/// What a `Rejected` event means, in one shape on every transport: on the
+/// IB CM (InfiniBand, RoCE) its status is the reject reason, on iWARP a
+/// negative errno (`-ECONNREFUSED` both when no one listens, as TCP
+/// answers, and for an MPA reject).
+pub(crate) fn reject_hint(status: i32, private_data_len: usize) -> String {
+    let nobody = "nothing listens at that address and port, or the listener rejected the request";
+    match status {
+        IB_REJ_INVALID_SERVICE_ID => {
+            "connection refused: nothing listens at that address and port \
+             (IB CM reject reason 8, invalid service ID)"
+                .to_string()
+        }
+        IB_REJ_CONSUMER => format!(
+            "connection refused: the listener rejected the request \
+             (IB CM reject reason 28, with {private_data_len} bytes of private data)"
+        ),
+        s if s == -libc::ECONNREFUSED && private_data_len > 0 => format!(
+            "connection refused: the listener rejected the request \
+             (with {private_data_len} bytes of private data)"
+        ),
+        s if s == -libc::ECONNREFUSED => format!("connection refused: {nobody}"),
+        s if s > 0 => format!("connection refused: IB CM reject reason {s}"),
+        s => format!("connection refused: {nobody} (status {s})"),
+    }
 }
 
 impl AsRawFd for EventChannel {
@@ -642,18 +673,31 @@ impl CmId {
     /// and nothing uses it: the returned value (and every PD, CQ, MR made
     /// from it) holds a reference on librdmacm's device (an id of its own,
     /// bound to the id's local address, shared by the contexts handed out
-    /// for the device) that keeps it open meanwhile, beyond the id. `None`
-    /// too when the device is being removed or the address is gone.
-    pub fn context(&self) -> Option<Context> {
+    /// for the device) that keeps it open meanwhile, beyond the id.
+    ///
+    /// Fails with `EINVAL` while the id has no device (before address
+    /// resolution or a bind), and with `ENODEV` when its device is being
+    /// removed or its address is gone.
+    pub fn context(&self) -> Result<Context> {
+        const VERB: &str = "rdma_cm_id.verbs";
         // The pin is taken with the lock held, so that `verbs` stays the
         // id's context (held open by the id's own reference) until then.
         self.locked(|| {
-            let raw = NonNull::new(self.verbs())?;
-            let keep: Arc<dyn Any + Send + Sync> = pin(raw.as_ptr(), self.local_addr()?)?;
+            let raw = NonNull::new(self.verbs()).ok_or_else(|| {
+                Error::invalid(
+                    VERB,
+                    "the id has no device yet: resolve an address (or bind to a \
+                     device's address) first",
+                )
+            })?;
+            let gone =
+                || Error::new(VERB, libc::ENODEV).with_hint("the id's device is being removed");
+            let at = self.local_addr().ok_or_else(gone)?;
+            let keep: Arc<dyn Any + Send + Sync> = pin(raw.as_ptr(), at).ok_or_else(gone)?;
             // SAFETY: `keep` holds librdmacm's reference on the device of
             // `raw` (its id has `raw` for context), and librdmacm closes a
             // context only when no reference on its device is left.
-            Some(unsafe { Context::from_rdmacm(raw, keep) })
+            Ok(unsafe { Context::from_rdmacm(raw, keep) })
         })
     }
 
@@ -922,5 +966,25 @@ impl fmt::Debug for CmId {
             .field("peer", &self.peer_addr())
             .field("qp", &self.qp.as_ref().map(|q| q.qp_num()))
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reject_reads_the_same_on_every_transport() {
+        // IB CM (rxe): no listener, and a consumer's reject.
+        assert!(reject_hint(8, 0).contains("nothing listens"));
+        assert!(reject_hint(28, 3).contains("the listener rejected the request"));
+        assert!(reject_hint(28, 3).contains("3 bytes"));
+        // iWARP (siw): a refused TCP connection, and an MPA reject with data.
+        let iw = reject_hint(-libc::ECONNREFUSED, 0);
+        assert!(iw.contains("nothing listens") && iw.contains("or the listener rejected"));
+        assert!(reject_hint(-libc::ECONNREFUSED, 5).contains("the listener rejected"));
+        for s in [8, 28, 12, -libc::ECONNREFUSED, -libc::ETIMEDOUT] {
+            assert!(reject_hint(s, 0).starts_with("connection refused"), "{s}");
+        }
     }
 }

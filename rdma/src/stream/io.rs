@@ -175,9 +175,7 @@ impl Resources {
     /// Makes the PD, CQ, QP and region on `id`'s device and posts every
     /// receive buffer.
     fn new(id: &mut CmId) -> crate::Result<Resources> {
-        let ctx = id
-            .context()
-            .ok_or_else(|| crate::Error::invalid("rdma::stream", "the CM id has no device yet"))?;
+        let ctx = id.context()?;
         let pd = ProtectionDomain::new(&ctx)?;
         let channel = CompletionChannel::new(&ctx)?;
         let cq = CompletionQueue::builder(&ctx)
@@ -288,7 +286,7 @@ impl RdmaListener {
         let mut req = self.listener.accept().await.map_err(io_err)?;
         let peer = req.id().peer_addr();
         let res = Resources::new(req.id_mut()).map_err(io_err)?;
-        let id = req
+        let (id, _) = req
             .accept(&conn_param(), CONNECT_TIMEOUT)
             .await
             .map_err(io_err)?;
@@ -320,15 +318,10 @@ impl RdmaStream {
     /// whatever it had made.
     pub async fn connect(addr: SocketAddr) -> io::Result<RdmaStream> {
         let cm = AsyncCm::new().map_err(io_err)?;
-        let mut res = None;
-        let (id, _) = cm
-            .connect(addr, CONNECT_TIMEOUT, &conn_param(), |id| {
-                res = Some(Resources::new(id)?);
-                Ok(())
-            })
+        let (id, _, res) = cm
+            .connect(addr, CONNECT_TIMEOUT, &conn_param(), Resources::new)
             .await
             .map_err(io_err)?;
-        let res = res.ok_or_else(|| io::Error::other("the connection set-up did not run"))?;
         start(id, res)
     }
 

@@ -24,9 +24,7 @@ pub(crate) struct Conn {
 
 /// A PD, a CQ of 16, a 256-byte region and an RC QP on the id's device.
 pub(crate) fn setup(id: &mut CmId) -> rdma::Result<Conn> {
-    let ctx = id
-        .context()
-        .ok_or_else(|| rdma::Error::invalid("setup", "unbound id"))?;
+    let ctx = id.context()?;
     let pd = ProtectionDomain::new(&ctx)?;
     let cq = CompletionQueue::new(&ctx, 16)?;
     let mr = MemoryRegion::new(&pd, 256, AccessFlags::LOCAL_WRITE)?;
@@ -79,7 +77,7 @@ async fn serve(cm: &AsyncCm, listen: SocketAddr, n: usize) -> R<usize> {
                     .qp()
                     .ok_or("no QP")?
                     .post_recv(&mut [RecvWr::new(i as u64, &rs)])?;
-                req.accept(&ConnParam::new(), T).await?
+                req.accept(&ConnParam::new(), T).await?.0
             };
             let wc = completion(&conn.cq).await?;
             let want = message(i);
@@ -101,22 +99,17 @@ async fn serve(cm: &AsyncCm, listen: SocketAddr, n: usize) -> R<usize> {
 
 /// Client `i`; the odd ones name their source address (port 0: any).
 async fn client(cm: AsyncCm, to: SocketAddr, i: usize) -> R<()> {
-    let mut conn = None;
     let data = format!("{i:03}");
     let src = (i % 2 == 1).then(|| SocketAddr::new(to.ip(), 0));
-    let (mut id, _) = cm
+    let (mut id, _, conn) = cm
         .connect_from(
             src,
             to,
             T,
             &ConnParam::new().with_private_data(data.as_bytes()),
-            |id| {
-                conn = Some(setup(id)?);
-                Ok(())
-            },
+            setup,
         )
         .await?;
-    let conn = conn.ok_or("setup did not run")?;
     conn.mr.write(0, &message(i))?;
     let ss = [conn.mr.sge(0..message(i).len())?];
     id.id()
@@ -191,17 +184,11 @@ pub fn dropped_connect_futures_leak_nothing(env: &TestEnv) -> TestResult {
         let server = tokio::spawn(async move {
             let mut req = listener.accept().await?;
             let _conn = setup(req.id_mut())?;
-            let mut id = req.accept(&ConnParam::new(), T).await?;
+            let (mut id, _) = req.accept(&ConnParam::new(), T).await?;
             id.expect(rdma::cm::CmEventKind::Disconnected, T).await?;
             Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
         });
-        let mut conn = None;
-        let (mut id, _) = cm
-            .connect(addr, T, &ConnParam::new(), |id| {
-                conn = Some(setup(id)?);
-                Ok(())
-            })
-            .await?;
+        let (mut id, _, _conn) = cm.connect(addr, T, &ConnParam::new(), setup).await?;
         id.disconnect(T).await?;
         server.await??;
         Ok(())

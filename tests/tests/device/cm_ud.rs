@@ -21,7 +21,7 @@ struct Ud {
 }
 
 fn ud_resources(id: &mut CmId) -> R<Ud> {
-    let ctx = id.context().ok_or("id has no device")?;
+    let ctx = id.context()?;
     let pd = ProtectionDomain::new(&ctx)?;
     let cq = CompletionQueue::new(&ctx, 16)?;
     let mr = MemoryRegion::new(&pd, 4096, AccessFlags::LOCAL_WRITE)?;

@@ -22,7 +22,7 @@ struct Side {
 }
 
 fn resources(id: &mut CmId) -> R<(ProtectionDomain, CompletionQueue, MemoryRegion)> {
-    let ctx = id.context().ok_or("id has no device")?;
+    let ctx = id.context()?;
     let pd = ProtectionDomain::new(&ctx)?;
     let cq = CompletionQueue::new(&ctx, 32)?;
     let mr = MemoryRegion::new(

@@ -357,7 +357,7 @@ struct Res {
 impl Res {
     /// On the device of `id`: librdmacm's context, which its QPs use.
     fn new(id: &CmId) -> R<Res> {
-        let ctx = id.context().ok_or("the CM id has no device")?;
+        let ctx = id.context()?;
         let pd = ProtectionDomain::new(&ctx)?;
         let cq = CompletionQueue::new(&ctx, (4 * SLOTS) as i32)?;
         let mr = MemoryRegion::new(&pd, 2 * SLOTS * SIZE, AccessFlags::LOCAL_WRITE)?;

@@ -124,7 +124,7 @@ pub fn qp_teardown_waits_for_event_processing(env: &TestEnv) -> TestResult {
     let ch = EventChannel::new()?;
     let mut id = CmId::new(&ch, PortSpace::Tcp)?;
     id.bind(SocketAddr::new(IpAddr::V4(env.ipv4), 0))?;
-    let ctx = id.context().ok_or("id has no device")?;
+    let ctx = id.context()?;
     let pd = ProtectionDomain::new(&ctx)?;
     let cq = CompletionQueue::new(&ctx, 4)?;
     id.create_qp(&pd, QpType::Rc, &cq, &cq, QpCaps::default())?;
@@ -173,7 +173,7 @@ pub fn multicast_join_leaves_no_qp_behind(env: &TestEnv) -> TestResult {
         let ch = EventChannel::new()?;
         let mut id = CmId::new(&ch, PortSpace::Udp)?;
         id.bind(SocketAddr::new(IpAddr::V4(env.ipv4), 0))?;
-        let ctx = id.context().ok_or("id has no device")?;
+        let ctx = id.context()?;
         let pd = ProtectionDomain::new(&ctx)?;
         let cq = CompletionQueue::new(&ctx, 4)?;
         id.create_qp(&pd, QpType::Ud, &cq, &cq, QpCaps::default())?;
@@ -249,7 +249,7 @@ pub fn cm_context_outlives_its_ids_and_its_device(env: &TestEnv) -> TestResult {
         check!(start.elapsed() < T, "bind to {ip}: {e}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let ctx = id.context().ok_or("id has no device")?;
+    let ctx = id.context()?;
     check!(ctx.name() == dev.name, "the id is on {}", ctx.name());
     let pd = ProtectionDomain::new(&ctx)?;
     let cq = CompletionQueue::new(&ctx, 4)?;

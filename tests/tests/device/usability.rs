@@ -202,18 +202,14 @@ async fn passive_disconnect(
             .qp()
             .ok_or("no QP")?
             .post_recv(&mut [RecvWr::new(9, &rs)])?;
-        let id = req.accept(&ConnParam::new(), TIMEOUT).await?;
+        let (id, _) = req.accept(&ConnParam::new(), TIMEOUT).await?;
         AR::Ok((id, conn))
     };
-    let mut client_conn = None;
     let param = ConnParam::new();
-    let client = cm.connect(addr, TIMEOUT, &param, |id| {
-        client_conn = Some(setup(id)?);
-        Ok(())
-    });
+    let client = cm.connect(addr, TIMEOUT, &param, setup);
     let (server, client) = tokio::join!(server, client);
     let (mut sid, sconn): (AsyncCmId, Conn) = server?;
-    let (mut cid, _) = client?;
+    let (mut cid, _, _client_conn) = client?;
     // The client's disconnect ends when the server answers (on the IB CM
     // its DREP): it runs beside the server's part.
     let client_done = tokio::spawn(async move {
