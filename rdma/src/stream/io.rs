@@ -1,29 +1,32 @@
 //! The tokio side of [`crate::stream`]: the stream, its halves, the listener and
-//! the driver task.
+//! the driver task, which the message endpoints ([`super::msg`]) share: one
+//! driver and one wire format, in one of two [`Mode`]s.
 
 use std::collections::VecDeque;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
 use crate::cm::{AsyncCm, AsyncCmId, CmEventKind, CmId, ConnParam, Listener};
 use crate::os::lock;
 use crate::{
     AccessFlags, AsyncCompletionQueue, CompletionChannel, CompletionQueue, MemoryRegion,
-    ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, SendWr, WcStatus, WorkCompletion,
+    ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, RemoteMemory, SendWr, WcStatus,
+    WorkCompletion,
 };
 
 use super::{
-    Credits, Header, CONNECT_TIMEOUT, FLUSH_WAIT, HEADER_LEN, LINGER, MAX_PAYLOAD, RECV_SLOTS,
-    SEND_SLOTS, SLOT_SIZE,
+    Credits, Header, CONNECT_TIMEOUT, FLUSH_WAIT, HEADER_LEN, LINGER, MAX_PAYLOAD, ONE_SIDED_SLOTS,
+    RECV_SLOTS, SEND_SLOTS, SLOT_SIZE,
 };
 
 /// Buffers for header-only messages (FIN, credits).
@@ -35,18 +38,65 @@ const POLL_BATCH: usize = 32;
 
 // ------------------------------------------------------------ shared state
 
+/// What a connection carries: the two share the driver and the wire
+/// format, and differ in what a data message means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Bytes: a reader sees no message boundaries, writes are coalesced.
+    Stream,
+    /// Messages: each SEND is one message (its header has the MSG bit),
+    /// possibly empty, read whole.
+    Message,
+}
+
 /// Received data not read yet: `len` bytes of receive buffer `slot` at
 /// offset `at` of the region.
 #[derive(Debug)]
-struct Segment {
-    slot: usize,
-    at: usize,
-    len: usize,
+pub(super) struct Segment {
+    pub(super) slot: usize,
+    pub(super) at: usize,
+    pub(super) len: usize,
+}
+
+/// The tasks waiting for one side of the state (a stream has one at a
+/// time; a message endpoint's `&self` methods may have several).
+#[derive(Debug, Default)]
+pub(super) struct Wakers(Vec<Waker>);
+
+impl Wakers {
+    /// Adds `w` unless a waker that wakes the same task is there.
+    pub(super) fn register(&mut self, w: &Waker) {
+        if !self.0.iter().any(|x| x.will_wake(w)) {
+            self.0.push(w.clone());
+        }
+    }
+
+    fn wake_all(&mut self) {
+        for w in self.0.drain(..) {
+            w.wake();
+        }
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// An RDMA WRITE or READ waiting for the driver, then in flight: the
+/// driver owns `mr` (a clone of the caller's) until the request completes,
+/// so a dropped future never frees memory under the device.
+pub(super) struct OneSided {
+    /// A READ (else a WRITE).
+    read: bool,
+    mr: Arc<MemoryRegion>,
+    range: Range<usize>,
+    remote: RemoteMemory,
+    done: oneshot::Sender<io::Result<()>>,
 }
 
 /// Why the connection ended, for the halves.
 #[derive(Debug, Clone)]
-enum Ended {
+pub(super) enum Ended {
     /// The peer disconnected (or its QP failed) without a FIN for data
     /// still expected.
     PeerGone,
@@ -54,47 +104,48 @@ enum Ended {
     Failed(io::ErrorKind, String),
 }
 
-#[derive(Debug, Default)]
-struct State {
-    /// Received segments, in order.
-    rx: VecDeque<Segment>,
+#[derive(Default)]
+pub(super) struct State {
+    /// Received segments (messages, in [`Mode::Message`]), in order.
+    pub(super) rx: VecDeque<Segment>,
     /// The peer's FIN arrived (after every segment in `rx`).
-    fin_received: bool,
+    pub(super) fin_received: bool,
     /// Receive buffers the reader has emptied, to be posted again.
-    repost: Vec<usize>,
-    /// The task waiting to read.
-    reader: Option<Waker>,
+    pub(super) repost: Vec<usize>,
+    /// Buffers of received messages, kept for the next ones.
+    pub(super) pool: Vec<Vec<u8>>,
+    /// The tasks waiting to read.
+    pub(super) reader: Wakers,
     /// The read half is gone: received data is dropped.
-    reader_gone: bool,
+    pub(super) reader_gone: bool,
 
     /// Send buffers free for the writer.
-    free: Vec<usize>,
+    pub(super) free: Vec<usize>,
     /// Filled send buffers not posted yet: (slot, data bytes).
-    queued: VecDeque<(usize, usize)>,
+    pub(super) queued: VecDeque<(usize, usize)>,
     /// The write side is shut down: a FIN follows the data.
-    shutdown: bool,
+    pub(super) shutdown: bool,
     /// The FIN's SEND completed.
-    fin_done: bool,
-    /// The task waiting to write, flush or shut down.
-    writer: Option<Waker>,
+    pub(super) fin_done: bool,
+    /// The tasks waiting to write, flush or shut down.
+    pub(super) writer: Wakers,
     /// The write half is gone.
-    writer_gone: bool,
+    pub(super) writer_gone: bool,
+
+    /// One-sided requests not posted yet.
+    ops: VecDeque<OneSided>,
 
     /// The connection is over.
-    ended: Option<Ended>,
+    pub(super) ended: Option<Ended>,
 }
 
 impl State {
     fn wake_reader(&mut self) {
-        if let Some(w) = self.reader.take() {
-            w.wake();
-        }
+        self.reader.wake_all();
     }
 
     fn wake_writer(&mut self) {
-        if let Some(w) = self.writer.take() {
-            w.wake();
-        }
+        self.writer.wake_all();
     }
 
     fn end(&mut self, why: Ended) {
@@ -106,28 +157,116 @@ impl State {
     }
 }
 
-/// What the halves and the driver share.
-struct Shared {
+/// What the halves (or the message endpoint) and the driver share.
+pub(super) struct Shared {
     state: Mutex<State>,
     /// Wakes the driver.
-    notify: Notify,
+    pub(super) notify: Notify,
     /// Receive buffers, then send buffers, then control buffers.
-    mr: MemoryRegion,
-    local: Option<SocketAddr>,
-    peer: Option<SocketAddr>,
+    pub(super) mr: MemoryRegion,
+    /// The connection's protection domain: regions for one-sided access.
+    pub(super) pd: ProtectionDomain,
+    pub(super) mode: Mode,
+    pub(super) local: Option<SocketAddr>,
+    pub(super) peer: Option<SocketAddr>,
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
+    }
+
+    /// A region of `len` zeroed bytes in the connection's protection
+    /// domain, with `access`.
+    pub(super) fn register(
+        &self,
+        len: usize,
+        access: AccessFlags,
+    ) -> io::Result<Arc<MemoryRegion>> {
+        MemoryRegion::new(&self.pd, len, access)
+            .map(Arc::new)
+            .map_err(io_err)
+    }
+
+    /// Queues an RDMA WRITE of `range` of `local` to `remote` (or a READ of
+    /// `remote` into it) and waits until it completes. See
+    /// [`RdmaStream::write_remote`] for the checks and the errors.
+    pub(super) async fn one_sided(
+        &self,
+        read: bool,
+        local: &Arc<MemoryRegion>,
+        range: Range<usize>,
+        remote: &RemoteMemory,
+    ) -> io::Result<()> {
+        let what = if read { "read_remote" } else { "write_remote" };
+        let invalid =
+            |m: String| io::Error::new(io::ErrorKind::InvalidInput, format!("{what}: {m}"));
+        if range.start > range.end || range.end > local.len() {
+            return Err(invalid(format!(
+                "the local range {range:?} is outside the {}-byte region",
+                local.len()
+            )));
+        }
+        let len = range.end - range.start;
+        if remote.len != len as u64 {
+            return Err(invalid(format!(
+                "the local range has {len} bytes, the remote one {} (use RemoteMemory::slice)",
+                remote.len
+            )));
+        }
+        if remote.addr.checked_add(remote.len).is_none() {
+            return Err(invalid("the remote range wraps around".into()));
+        }
+        if len > MAX_ONE_SIDED {
+            return Err(invalid(format!("{len} bytes, more than {MAX_ONE_SIDED}")));
+        }
+        if local.pd().as_raw() != self.pd.as_raw() {
+            return Err(invalid(
+                "the region is not in the connection's protection domain (use register)".into(),
+            ));
+        }
+        if read && !local.access().contains(AccessFlags::LOCAL_WRITE) {
+            return Err(invalid(
+                "an RDMA READ lands in a region without LOCAL_WRITE".into(),
+            ));
+        }
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut st = self.lock();
+            if let Some(why) = &st.ended {
+                return Err(ended_error(why, true));
+            }
+            st.ops.push_back(OneSided {
+                read,
+                mr: Arc::clone(local),
+                range,
+                remote: *remote,
+                done: tx,
+            });
+        }
+        self.notify.notify_one();
+        match rx.await {
+            Ok(r) => r,
+            Err(_) => Err(match &self.lock().ended {
+                Some(why) => ended_error(why, true),
+                None => io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the RDMA connection's driver stopped before the request completed",
+                ),
+            }),
+        }
     }
 }
 
-fn recv_at(slot: usize) -> usize {
+/// The most bytes one RDMA WRITE or READ moves (rxe's and siw's message
+/// size limit is 2 GiB).
+const MAX_ONE_SIDED: usize = 1 << 31;
+
+pub(super) fn recv_at(slot: usize) -> usize {
     slot * SLOT_SIZE
 }
 
-fn send_at(slot: usize) -> usize {
+pub(super) fn send_at(slot: usize) -> usize {
     (RECV_SLOTS + slot) * SLOT_SIZE
 }
 
@@ -142,13 +281,14 @@ const WR_RECV: u64 = 1 << 32;
 const WR_SEND: u64 = 2 << 32;
 const WR_CTRL: u64 = 3 << 32;
 const WR_FIN: u64 = 4 << 32;
+const WR_RDMA: u64 = 5 << 32;
 
-fn io_err(e: crate::Error) -> io::Error {
+pub(super) fn io_err(e: crate::Error) -> io::Error {
     let kind = io::Error::from_raw_os_error(e.errno()).kind();
     io::Error::new(kind, e)
 }
 
-fn ended_error(why: &Ended, writing: bool) -> io::Error {
+pub(super) fn ended_error(why: &Ended, writing: bool) -> io::Error {
     match why {
         Ended::PeerGone if writing => io::Error::new(
             io::ErrorKind::BrokenPipe,
@@ -165,25 +305,25 @@ fn ended_error(why: &Ended, writing: bool) -> io::Error {
 // ------------------------------------------------------------ set-up
 
 /// The verbs objects of a stream, made on its CM id before it connects.
-struct Resources {
+pub(super) struct Resources {
     cq: CompletionQueue,
     mr: MemoryRegion,
-    _pd: ProtectionDomain,
+    pd: ProtectionDomain,
 }
 
 impl Resources {
     /// Makes the PD, CQ, QP and region on `id`'s device and posts every
     /// receive buffer.
-    fn new(id: &mut CmId) -> crate::Result<Resources> {
+    pub(super) fn new(id: &mut CmId) -> crate::Result<Resources> {
         let ctx = id.context()?;
         let pd = ProtectionDomain::new(&ctx)?;
         let channel = CompletionChannel::new(&ctx)?;
         let cq = CompletionQueue::builder(&ctx)
-            .cqe((RECV_SLOTS + SEND_SLOTS + CTRL_SLOTS) as i32)
+            .cqe((RECV_SLOTS + SEND_SLOTS + CTRL_SLOTS + ONE_SIDED_SLOTS) as i32)
             .channel(&channel)
             .build()?;
         let caps = QpCaps {
-            max_send_wr: (SEND_SLOTS + CTRL_SLOTS) as u32,
+            max_send_wr: (SEND_SLOTS + CTRL_SLOTS + ONE_SIDED_SLOTS) as u32,
             max_recv_wr: RECV_SLOTS as u32,
             max_send_sge: 1,
             max_recv_sge: 1,
@@ -194,7 +334,7 @@ impl Resources {
         for slot in 0..RECV_SLOTS {
             post_recv(qp, &mr, slot)?;
         }
-        Ok(Resources { cq, mr, _pd: pd })
+        Ok(Resources { cq, mr, pd })
     }
 }
 
@@ -206,15 +346,15 @@ fn post_recv(qp: &QueuePair, mr: &MemoryRegion, slot: usize) -> crate::Result<()
 
 /// The parameters both sides connect with: no RNR retries, since credits
 /// make them unnecessary (a violation shows as an error).
-fn conn_param() -> ConnParam {
+pub(super) fn conn_param() -> ConnParam {
     let mut p = ConnParam::new();
     p.rnr_retry_count = 0;
     p
 }
 
-/// Starts the driver of a connected id and returns the stream.
-fn start(id: AsyncCmId, res: Resources) -> io::Result<RdmaStream> {
-    let Resources { cq, mr, _pd } = res;
+/// Starts the driver of a connected id and returns what it shares.
+pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc<Shared>> {
+    let Resources { cq, mr, pd } = res;
     let cq = AsyncCompletionQueue::new(cq).map_err(io_err)?;
     let state = State {
         free: (0..SEND_SLOTS).rev().collect(),
@@ -224,6 +364,8 @@ fn start(id: AsyncCmId, res: Resources) -> io::Result<RdmaStream> {
         state: Mutex::new(state),
         notify: Notify::new(),
         mr,
+        pd,
+        mode,
         local: id.id().local_addr(),
         peer: id.id().peer_addr(),
     });
@@ -236,15 +378,31 @@ fn start(id: AsyncCmId, res: Resources) -> io::Result<RdmaStream> {
         posted_sends: 0,
         ctrl_free: (0..CTRL_SLOTS).collect(),
         fin_posted: false,
-        _pd,
+        in_flight: (0..ONE_SIDED_SLOTS).map(|_| None).collect(),
     };
     tokio::spawn(driver.run());
-    Ok(RdmaStream {
-        read: OwnedReadHalf {
-            shared: Arc::clone(&shared),
-        },
-        write: OwnedWriteHalf { shared },
-    })
+    Ok(shared)
+}
+
+/// Connects to `addr` and starts the driver.
+pub(super) async fn connect(addr: SocketAddr, mode: Mode) -> io::Result<Arc<Shared>> {
+    let cm = AsyncCm::new().map_err(io_err)?;
+    let (id, _, res) = cm
+        .connect(addr, CONNECT_TIMEOUT, &conn_param(), Resources::new)
+        .await
+        .map_err(io_err)?;
+    start(id, res, mode)
+}
+
+impl RdmaStream {
+    fn from_shared(shared: Arc<Shared>) -> RdmaStream {
+        RdmaStream {
+            read: OwnedReadHalf {
+                shared: Arc::clone(&shared),
+            },
+            write: OwnedWriteHalf { shared },
+        }
+    }
 }
 
 // ------------------------------------------------------------ listener
@@ -283,6 +441,15 @@ impl RdmaListener {
     /// future is dropped is lost (its requester sees a failure); the
     /// listener stays usable and leaks nothing.
     pub async fn accept(&mut self) -> io::Result<(RdmaStream, SocketAddr)> {
+        let (shared, peer) = self.accept_mode(Mode::Stream).await?;
+        Ok((RdmaStream::from_shared(shared), peer))
+    }
+
+    /// [`accept`](Self::accept) for either mode.
+    pub(super) async fn accept_mode(
+        &mut self,
+        mode: Mode,
+    ) -> io::Result<(Arc<Shared>, SocketAddr)> {
         let mut req = self.listener.accept().await.map_err(io_err)?;
         let peer = req.id().peer_addr();
         let res = Resources::new(req.id_mut()).map_err(io_err)?;
@@ -290,11 +457,11 @@ impl RdmaListener {
             .accept(&conn_param(), CONNECT_TIMEOUT)
             .await
             .map_err(io_err)?;
-        let stream = start(id, res)?;
-        let peer = peer.or(stream.write.shared.peer).ok_or_else(|| {
+        let shared = start(id, res, mode)?;
+        let peer = peer.or(shared.peer).ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotConnected, "the request has no address")
         })?;
-        Ok((stream, peer))
+        Ok((shared, peer))
     }
 }
 
@@ -317,12 +484,82 @@ impl RdmaStream {
     /// Cancellation-safe: dropping the future at any point destroys
     /// whatever it had made.
     pub async fn connect(addr: SocketAddr) -> io::Result<RdmaStream> {
-        let cm = AsyncCm::new().map_err(io_err)?;
-        let (id, _, res) = cm
-            .connect(addr, CONNECT_TIMEOUT, &conn_param(), Resources::new)
+        connect(addr, Mode::Stream)
             .await
-            .map_err(io_err)?;
-        start(id, res)
+            .map(RdmaStream::from_shared)
+    }
+
+    /// The connection's protection domain, for regions that the peer
+    /// reaches with one-sided requests or that [`write_remote`](Self::write_remote)
+    /// and [`read_remote`](Self::read_remote) use.
+    pub fn pd(&self) -> &ProtectionDomain {
+        &self.read.shared.pd
+    }
+
+    /// Registers `len` zeroed bytes in the connection's protection domain
+    /// with `access` (e.g. `LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ` for
+    /// a region the peer writes and reads; send its
+    /// [`remote`](MemoryRegion::remote) descriptor to the peer, e.g. in a
+    /// message). The region stays valid after the stream is gone.
+    pub fn register(&self, len: usize, access: AccessFlags) -> io::Result<Arc<MemoryRegion>> {
+        self.read.shared.register(len, access)
+    }
+
+    /// RDMA WRITEs `range` of `local` to the peer's `remote` and waits
+    /// until the device reports it done (for RC: the peer's device has it).
+    ///
+    /// Checked before anything is posted, each an `InvalidInput` error
+    /// that leaves the connection as it was: `range` lies in `local`,
+    /// has `remote.len` bytes (take a part of a peer's range with
+    /// [`RemoteMemory::slice`], which checks it too), at most 2 GiB, and
+    /// `local` is in the connection's protection domain
+    /// ([`register`](Self::register)); for a READ, `local` has
+    /// `LOCAL_WRITE`.
+    ///
+    /// What only the peer's device can check (the rkey, the range within
+    /// the peer's region, the region's rights) fails on the device: the
+    /// request completes with an error, returned as `PermissionDenied`
+    /// (remote access error: bad rkey, out of range, no right) or
+    /// `InvalidInput` (remote invalid request) or `ConnectionAborted`
+    /// (other). On RC such an error moves the QP to the error state: the
+    /// connection is over for everything (reads, writes, messages and
+    /// other one-sided requests, which fail as after a disconnect), as
+    /// the RC transport defines.
+    ///
+    /// Requests are posted in the order they are made, alongside the data,
+    /// up to [`ONE_SIDED_SLOTS`](super::ONE_SIDED_SLOTS) at once; they take
+    /// no credit (the peer's CPU is not involved). An RDMA WRITE is not
+    /// ordered with the peer's reads of its region: tell the peer
+    /// through a message or the stream after this returns.
+    ///
+    /// Cancellation-safe in the sense that matters for memory: dropping the
+    /// future leaves the request to the driver, which holds a clone of
+    /// `local` until the request completes, so the region is never freed
+    /// under the device; the request may or may not have been done (a
+    /// request still queued when its future is dropped is not posted).
+    pub async fn write_remote(
+        &self,
+        local: &Arc<MemoryRegion>,
+        range: Range<usize>,
+        remote: &RemoteMemory,
+    ) -> io::Result<()> {
+        self.read
+            .shared
+            .one_sided(false, local, range, remote)
+            .await
+    }
+
+    /// RDMA READs the peer's `remote` into `range` of `local` (which needs
+    /// `LOCAL_WRITE`) and waits until the data is there. The checks,
+    /// errors and cancellation are those of
+    /// [`write_remote`](Self::write_remote).
+    pub async fn read_remote(
+        &self,
+        local: &Arc<MemoryRegion>,
+        range: Range<usize>,
+        remote: &RemoteMemory,
+    ) -> io::Result<()> {
+        self.read.shared.one_sided(true, local, range, remote).await
     }
 
     /// The peer's address.
@@ -457,10 +694,7 @@ impl AsyncRead for OwnedReadHalf {
         if let Some(why) = &st.ended {
             return Poll::Ready(Err(ended_error(why, false)));
         }
-        match &mut st.reader {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            w => *w = Some(cx.waker().clone()),
-        }
+        st.reader.register(cx.waker());
         Poll::Pending
     }
 }
@@ -518,10 +752,7 @@ impl AsyncWrite for OwnedWriteHalf {
             done += n;
         }
         if done == 0 {
-            match &mut st.writer {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                w => *w = Some(cx.waker().clone()),
-            }
+            st.writer.register(cx.waker());
             return Poll::Pending;
         }
         drop(st);
@@ -556,10 +787,7 @@ impl AsyncWrite for OwnedWriteHalf {
         }
         let first = !st.shutdown;
         st.shutdown = true;
-        match &mut st.writer {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            w => *w = Some(cx.waker().clone()),
-        }
+        st.writer.register(cx.waker());
         drop(st);
         if first {
             shared.notify.notify_one();
@@ -572,7 +800,7 @@ impl Drop for OwnedReadHalf {
     fn drop(&mut self) {
         let mut st = self.shared.lock();
         st.reader_gone = true;
-        st.reader = None;
+        st.reader.clear();
         drop(st);
         self.shared.notify.notify_one();
     }
@@ -583,7 +811,7 @@ impl Drop for OwnedWriteHalf {
         let mut st = self.shared.lock();
         st.writer_gone = true;
         st.shutdown = true;
-        st.writer = None;
+        st.writer.clear();
         drop(st);
         self.shared.notify.notify_one();
     }
@@ -656,7 +884,9 @@ struct Driver {
     posted_sends: usize,
     ctrl_free: Vec<usize>,
     fin_posted: bool,
-    _pd: ProtectionDomain,
+    /// One-sided requests posted, by the low half of their wr id; they
+    /// drop (and their regions with them) after `id`, so after the QP.
+    in_flight: Vec<Option<OneSided>>,
 }
 
 impl Driver {
@@ -672,6 +902,11 @@ impl Driver {
                 Ok(Exit::Closed) => {}
                 Ok(Exit::PeerGone) => st.end(Ended::PeerGone),
                 Err(e) => st.end(Ended::Failed(e.kind(), e.to_string())),
+            }
+            // Requests not posted: failed as the connection did.
+            for op in std::mem::take(&mut st.ops) {
+                let why = st.ended.as_ref().unwrap_or(&Ended::PeerGone);
+                let _ = op.done.send(Err(ended_error(why, true)));
             }
         }
         self.close().await;
@@ -762,6 +997,9 @@ impl Driver {
             WR_RECV => self.posted_recvs -= 1,
             _ => self.posted_sends -= 1,
         }
+        if kind == WR_RDMA {
+            return self.complete_one_sided(slot, wc);
+        }
         let shared = Arc::clone(&self.guard.0);
         let mut st = shared.lock();
         if wc.status() == WcStatus::WorkRequestFlushed {
@@ -786,14 +1024,23 @@ impl Driver {
                 }
                 shared.mr.read(recv_at(slot), &mut h).map_err(io_err)?;
                 let h = Header::from_bytes(h).ok_or_else(|| protocol("a bad header"))?;
+                let message = shared.mode == Mode::Message;
+                if h.msg != message && (h.msg || len > HEADER_LEN) {
+                    return Err(protocol(if message {
+                        "stream data on a message connection"
+                    } else {
+                        "a message on a stream connection"
+                    }));
+                }
                 self.credits
                     .returned(h.credits)
                     .map_err(|()| protocol("more credits returned than owed"))?;
                 let data = len - HEADER_LEN;
-                if st.fin_received && (data > 0 || h.fin) {
+                if st.fin_received && (data > 0 || h.fin || h.msg) {
                     return Err(protocol("data after FIN"));
                 }
-                if data > 0 && !st.reader_gone {
+                // A message may be empty; stream data never is.
+                if (data > 0 || h.msg) && !st.reader_gone {
                     st.rx.push_back(Segment {
                         slot,
                         at: recv_at(slot) + HEADER_LEN,
@@ -821,10 +1068,54 @@ impl Driver {
         Ok(false)
     }
 
+    /// Hands a one-sided request's completion to its caller (if it still
+    /// waits) and frees its slot; a failed request ends the connection.
+    fn complete_one_sided(&mut self, slot: usize, wc: &WorkCompletion) -> io::Result<bool> {
+        let Some(op) = self.in_flight.get_mut(slot).and_then(Option::take) else {
+            return Err(io::Error::other(
+                "RDMA stream: a completion for no one-sided request",
+            ));
+        };
+        let what = if op.read { "RDMA READ" } else { "RDMA WRITE" };
+        let (result, end) = match wc.status() {
+            WcStatus::Success => (Ok(()), Ok(false)),
+            WcStatus::WorkRequestFlushed => (
+                Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    format!("{what}: the connection ended before the request was done"),
+                )),
+                Ok(true),
+            ),
+            status => {
+                let kind = match status {
+                    WcStatus::RemoteAccessError => io::ErrorKind::PermissionDenied,
+                    WcStatus::RemoteInvalidRequest => io::ErrorKind::InvalidInput,
+                    _ => io::ErrorKind::ConnectionAborted,
+                };
+                let text = format!(
+                    "{what} of {} bytes to {:#x} (rkey {:#x}) failed: {status:?} (vendor error {:#x}); \
+                     the connection is over",
+                    op.remote.len,
+                    op.remote.addr,
+                    op.remote.rkey,
+                    wc.vendor_err()
+                );
+                (
+                    Err(io::Error::new(kind, text.clone())),
+                    Err(io::Error::new(kind, text)),
+                )
+            }
+        };
+        let _ = op.done.send(result);
+        // `op.mr` drops here: the device is done with it.
+        end
+    }
+
     /// Posts what can be posted: emptied receive buffers, queued data as
     /// credits allow, the FIN, a credit-only message when one is due.
     fn pump(&mut self) -> io::Result<()> {
         let shared = Arc::clone(&self.guard.0);
+        let msg = shared.mode == Mode::Message;
         let mut st = shared.lock();
         if st.reader_gone {
             let segs: Vec<usize> = st.rx.drain(..).map(|s| s.slot).collect();
@@ -842,6 +1133,7 @@ impl Driver {
             let h = Header {
                 credits: self.credits.take(),
                 fin: false,
+                msg,
             };
             let at = send_at(slot);
             shared.mr.write(at, &h.to_bytes()).map_err(io_err)?;
@@ -852,7 +1144,25 @@ impl Driver {
             self.posted_sends += 1;
         }
         let fin_due = st.shutdown && st.queued.is_empty() && !self.fin_posted;
+        // One-sided requests, as many as there are free slots; posted
+        // below, without the lock.
+        let mut free: Vec<usize> = (0..ONE_SIDED_SLOTS)
+            .filter(|&i| self.in_flight[i].is_none())
+            .collect();
+        let mut ops = Vec::new();
+        while let Some(&slot) = free.last() {
+            let Some(op) = st.ops.pop_front() else { break };
+            // A request whose caller went away before it was posted.
+            if op.done.is_closed() {
+                continue;
+            }
+            free.pop();
+            ops.push((slot, op));
+        }
         drop(st);
+        for (slot, op) in ops {
+            self.post_one_sided(slot, op)?;
+        }
         if fin_due && self.credits.can_send_data() && !self.ctrl_free.is_empty() {
             self.post_ctrl(true)?;
             self.fin_posted = true;
@@ -869,6 +1179,7 @@ impl Driver {
         let h = Header {
             credits: self.credits.take(),
             fin,
+            msg: false,
         };
         let at = ctrl_at(slot);
         let shared = Arc::clone(&self.guard.0);
@@ -880,6 +1191,32 @@ impl Driver {
             .map_err(io_err)?;
         self.posted_sends += 1;
         Ok(())
+    }
+
+    /// Posts a one-sided request in `slot` of `in_flight`; a failure to post
+    /// goes to its caller and ends the connection.
+    fn post_one_sided(&mut self, slot: usize, op: OneSided) -> io::Result<()> {
+        let posted = (|| {
+            let sge = [op.mr.sge(op.range.clone()).map_err(io_err)?];
+            let id = WR_RDMA | slot as u64;
+            let wr = if op.read {
+                SendWr::rdma_read(id, &sge, op.remote)
+            } else {
+                SendWr::rdma_write(id, &sge, op.remote)
+            };
+            self.qp()?.post_send(&mut [wr.signaled()]).map_err(io_err)
+        })();
+        match posted {
+            Ok(()) => {
+                self.posted_sends += 1;
+                self.in_flight[slot] = Some(op);
+                Ok(())
+            }
+            Err(e) => {
+                let _ = op.done.send(Err(io::Error::new(e.kind(), e.to_string())));
+                Err(e)
+            }
+        }
     }
 
     /// Disconnects and waits (for up to [`FLUSH_WAIT`]) until every

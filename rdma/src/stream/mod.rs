@@ -116,9 +116,15 @@
 use std::time::Duration;
 
 #[cfg(feature = "tokio")]
+pub mod blocking;
+#[cfg(feature = "tokio")]
 mod io;
 #[cfg(feature = "tokio")]
+mod msg;
+#[cfg(feature = "tokio")]
 pub use io::{OwnedReadHalf, OwnedWriteHalf, RdmaListener, RdmaStream};
+#[cfg(feature = "tokio")]
+pub use msg::{Message, MessageEndpoint, MessageListener};
 
 /// Receive buffers each side posts: the credits a peer starts with.
 pub const RECV_SLOTS: usize = 16;
@@ -130,6 +136,12 @@ pub const SLOT_SIZE: usize = 64 * 1024;
 pub const HEADER_LEN: usize = 4;
 /// The most data one message carries.
 pub const MAX_PAYLOAD: usize = SLOT_SIZE - HEADER_LEN;
+/// One-sided requests (RDMA WRITE, READ) a connection has posted at once;
+/// more wait in order.
+pub const ONE_SIDED_SLOTS: usize = 16;
+/// The largest message of a [`MessageEndpoint`]: one receive buffer less
+/// the header.
+pub const MAX_MESSAGE: usize = MAX_PAYLOAD;
 /// How long a dropped stream keeps sending what was written before it
 /// disconnects anyway.
 pub const LINGER: Duration = Duration::from_secs(2);
@@ -143,6 +155,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Bit 31 of the header: the sender's last message.
 const FIN_BIT: u32 = 1 << 31;
+/// Bit 30 of the header: one message of a message connection (its data,
+/// possibly none, is the message).
+const MSG_BIT: u32 = 1 << 30;
 /// The header bits that carry returned credits.
 const CREDIT_MASK: u32 = 0xffff;
 
@@ -153,21 +168,27 @@ struct Header {
     credits: u16,
     /// The sender's last message: EOF follows its data.
     fin: bool,
+    /// A message of a message connection (set on every data SEND there,
+    /// never on a stream).
+    msg: bool,
 }
 
 impl Header {
     fn encode(self) -> u32 {
-        u32::from(self.credits) | if self.fin { FIN_BIT } else { 0 }
+        u32::from(self.credits)
+            | if self.fin { FIN_BIT } else { 0 }
+            | if self.msg { MSG_BIT } else { 0 }
     }
 
     /// The header of `word`; `None` when a reserved bit is set.
     fn decode(word: u32) -> Option<Header> {
-        if word & !(FIN_BIT | CREDIT_MASK) != 0 {
+        if word & !(FIN_BIT | MSG_BIT | CREDIT_MASK) != 0 {
             return None;
         }
         Some(Header {
             credits: (word & CREDIT_MASK) as u16,
             fin: word & FIN_BIT != 0,
+            msg: word & MSG_BIT != 0,
         })
     }
 
@@ -249,21 +270,33 @@ mod tests {
     fn stream_header_round_trips_and_rejects_reserved_bits() {
         for credits in [0u16, 1, 8, 16, 0x7fff, u16::MAX] {
             for fin in [false, true] {
-                let h = Header { credits, fin };
-                assert_eq!(Header::decode(h.encode()), Some(h));
-                assert_eq!(Header::from_bytes(h.to_bytes()), Some(h));
+                for msg in [false, true] {
+                    let h = Header { credits, fin, msg };
+                    assert_eq!(Header::decode(h.encode()), Some(h));
+                    assert_eq!(Header::from_bytes(h.to_bytes()), Some(h));
+                }
             }
         }
         assert_eq!(
             Header {
                 credits: 3,
-                fin: true
+                fin: true,
+                msg: false
             }
             .to_bytes(),
             [3, 0, 0, 0x80]
         );
+        assert_eq!(
+            Header {
+                credits: 1,
+                fin: false,
+                msg: true
+            }
+            .to_bytes(),
+            [1, 0, 0, 0x40]
+        );
         assert_eq!(Header::decode(1 << 16), None);
-        assert_eq!(Header::decode(1 << 30 | 5), None);
+        assert_eq!(Header::decode(1 << 29 | 5), None);
     }
 
     #[test]
