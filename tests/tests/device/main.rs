@@ -22,6 +22,7 @@ mod sound_mr;
 mod sound_post;
 mod sound_umad;
 mod stream;
+mod stream_msg;
 mod umad;
 mod usability;
 mod verbs;
@@ -49,6 +50,7 @@ fn main() -> std::process::ExitCode {
         sound_umad::TESTS,
         usability::TESTS,
         stream::TESTS,
+        stream_msg::TESTS,
     ]
     .concat();
     rdma_tests::run(&all)
