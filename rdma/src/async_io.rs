@@ -47,6 +47,25 @@ impl AsyncCompletionQueue {
         Ok(AsyncCompletionQueue { fd, cq })
     }
 
+    /// A new queue of at least `cqe` entries on `ctx`, with a completion
+    /// channel of its own: [`new`](Self::new) without the set-up. Must be
+    /// called inside a tokio runtime.
+    ///
+    /// ```no_run
+    /// # async fn demo(ctx: &rdma::Context) -> rdma::Result<()> {
+    /// let cq = rdma::AsyncCompletionQueue::create(ctx, 64)?;
+    /// // cq.cq() goes to the QP; completions are awaited with cq.poll(..).
+    /// # Ok(()) }
+    /// ```
+    pub fn create(ctx: &Context, cqe: i32) -> Result<AsyncCompletionQueue> {
+        let channel = CompletionChannel::new(ctx)?;
+        let cq = CompletionQueue::builder(ctx)
+            .cqe(cqe)
+            .channel(&channel)
+            .build()?;
+        AsyncCompletionQueue::new(cq)
+    }
+
     /// The wrapped queue, for polling without waiting.
     pub fn cq(&self) -> &CompletionQueue {
         &self.cq
@@ -56,6 +75,10 @@ impl AsyncCompletionQueue {
     /// `out.len()` of them into caller-owned storage (initialised, or
     /// `MaybeUninit` zeroed once per call: see [`CompletionBuf`]). Fails
     /// with `EBUSY` while an [`ExPoll`](crate::ExPoll) of the queue lives.
+    ///
+    /// Cancellation-safe (a `tokio::select!` branch may drop it): the
+    /// completions are taken from the queue and returned in one step, with
+    /// no wait between, so a dropped future has taken none.
     pub async fn poll<'a, B: CompletionBuf + ?Sized>(
         &self,
         out: &'a mut B,

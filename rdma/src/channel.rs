@@ -23,7 +23,7 @@ pub struct CompletionChannel {
 }
 
 pub(crate) struct ChannelInner {
-    _ctx: Context,
+    ctx: Context,
     pub(crate) raw: NonNull<sys::ibv_comp_channel>,
 }
 
@@ -36,7 +36,7 @@ unsafe impl Sync for ChannelInner {}
 impl Drop for ChannelInner {
     fn drop(&mut self) {
         // SAFETY: destroyed once, after every CQ attached to it (each holds a
-        // clone in its `channel` field), and before `_ctx` closes the context.
+        // clone in its `channel` field), and before `ctx` closes the context.
         unsafe { sys::ibv_destroy_comp_channel(self.raw.as_ptr()) };
     }
 }
@@ -49,7 +49,7 @@ impl CompletionChannel {
         let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_comp_channel"))?;
         Ok(CompletionChannel {
             inner: Arc::new(ChannelInner {
-                _ctx: ctx.clone(),
+                ctx: ctx.clone(),
                 raw,
             }),
         })
@@ -59,6 +59,11 @@ impl CompletionChannel {
     /// return `Ok(false)` instead of blocking when no event is pending.
     pub fn set_nonblocking(&self, nonblocking: bool) -> Result<()> {
         crate::os::set_nonblocking(self.as_raw_fd(), nonblocking)
+    }
+
+    /// The context the channel was created on.
+    pub fn context(&self) -> &Context {
+        &self.inner.ctx
     }
 
     /// The raw channel, valid while this value lives.

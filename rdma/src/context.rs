@@ -138,17 +138,24 @@ impl Context {
 
     /// The entry at `index` of port `port`'s GID table, with its type and
     /// netdev (`ibv_query_gid_ex`); `None` when the entry is empty.
-    pub fn query_gid_entry(&self, port: u8, index: u32) -> Result<Option<GidEntry>> {
+    pub fn query_gid_entry(&self, port: u8, index: u8) -> Result<Option<GidEntry>> {
         let mut entry = MaybeUninit::<sys::ibv_gid_entry>::zeroed();
         // SAFETY: an open context; `entry` is a writable ibv_gid_entry, whose
         // size the inline wrapper passes along.
         let rc = unsafe {
-            sys::ibv_query_gid_ex(self.as_raw(), u32::from(port), index, entry.as_mut_ptr(), 0)
+            sys::ibv_query_gid_ex(
+                self.as_raw(),
+                u32::from(port),
+                u32::from(index),
+                entry.as_mut_ptr(),
+                0,
+            )
         };
         match rc {
             0 => {
                 // SAFETY: zero-initialised plain data, filled by the query.
-                Ok(Some(GidEntry::from_raw(unsafe { &entry.assume_init() })))
+                let raw = unsafe { entry.assume_init() };
+                Ok(GidEntry::from_raw(&raw, self.is_iwarp()))
             }
             libc::ENODATA => Ok(None),
             rc => Err(Error::from_rc("ibv_query_gid_ex", rc)),
@@ -170,7 +177,32 @@ impl Context {
         std::path::PathBuf::from(path.to_string_lossy().into_owned())
     }
 
-    /// Every valid GID of every port, with its type and netdev.
+    /// Whether the device's transport is iWARP.
+    fn is_iwarp(&self) -> bool {
+        // SAFETY: an open context points to its device.
+        unsafe { (*(*self.as_raw()).device).transport_type == sys::IBV_TRANSPORT_IWARP }
+    }
+
+    /// The first valid GID of `port` of type `gid_type` (and, for RoCE, of
+    /// IP family `family`; `None`: either), in table order: the GID a UD
+    /// or RC address on RoCE v2 over IPv4 uses is
+    /// `find_gid(1, GidType::RoceV2, Some(IpFamily::V4))`. `None` when the
+    /// port has no such GID.
+    pub fn find_gid(
+        &self,
+        port: u8,
+        gid_type: crate::GidType,
+        family: Option<crate::IpFamily>,
+    ) -> Result<Option<GidEntry>> {
+        Ok(self.gid_table()?.into_iter().find(|e| {
+            e.port == port
+                && e.gid_type == gid_type
+                && (family.is_none() || e.ip_family() == family)
+        }))
+    }
+
+    /// Every valid GID of every port, with its type and netdev (entries
+    /// past index 255, which no address vector can name, are left out).
     pub fn gid_table(&self) -> Result<Vec<GidEntry>> {
         let ports = self.query_device()?.phys_port_cnt();
         let mut cap = 0usize;
@@ -187,7 +219,11 @@ impl Context {
         // SAFETY: ibv_query_gid_table writes and counts at most `max_entries`
         // (the capacity) entries, so the first `n` are initialised.
         unsafe { raw.set_len(n as usize) };
-        Ok(raw.iter().map(GidEntry::from_raw).collect())
+        let iwarp = self.is_iwarp();
+        Ok(raw
+            .iter()
+            .filter_map(|e| GidEntry::from_raw(e, iwarp))
+            .collect())
     }
 }
 

@@ -123,8 +123,18 @@ impl<'a> CqBuilder<'a> {
         self
     }
 
-    /// Creates the queue.
+    /// Creates the queue. A channel of another context is refused
+    /// (`EINVAL`).
     pub fn build(self) -> Result<CompletionQueue> {
+        if let Some(c) = self.channel {
+            crate::pd::same_context(
+                "ibv_create_cq",
+                "CQ",
+                self.ctx,
+                "completion channel",
+                c.context(),
+            )?;
+        }
         let ch = self.channel.map_or(ptr::null_mut(), |c| c.as_raw());
         if self.extended {
             if let Some(cq) = self.create_ex(ch)? {

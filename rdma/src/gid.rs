@@ -86,19 +86,36 @@ pub enum GidType {
     RoceV1,
     /// RoCE v2 (UDP/IP).
     RoceV2,
+    /// iWARP: the port's MAC address in a link-local form (the kernel
+    /// reports it as of type IB; the crate tells it by the device's
+    /// transport).
+    Iwarp,
     /// A value this crate does not know.
     Other(u32),
 }
 
+/// The address family of a RoCE GID: an IPv4-mapped address or an IPv6 one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpFamily {
+    /// IPv4 (`::ffff:a.b.c.d`).
+    V4,
+    /// IPv6.
+    V6,
+}
+
 /// One valid entry of a port's GID table.
+///
+/// The index and the port are `u8`, as the address vectors that name them
+/// take them ([`Path`](crate::Path)`::sgid_index`, the port of an
+/// [`InitAttr`](crate::InitAttr)): a GRH's source GID index is 8 bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GidEntry {
     /// The GID.
     pub gid: Gid,
     /// Its index in the port's table.
-    pub index: u32,
+    pub index: u8,
     /// The port (from 1).
-    pub port: u32,
+    pub port: u8,
     /// Its type.
     pub gid_type: GidType,
     /// The interface index of the netdev it belongs to (0 for none).
@@ -106,18 +123,33 @@ pub struct GidEntry {
 }
 
 impl GidEntry {
-    pub(crate) fn from_raw(e: &sys::ibv_gid_entry) -> GidEntry {
-        GidEntry {
+    /// The entry, or `None` for one past index 255 (which no address
+    /// vector can name). `iwarp`: the device's transport is iWARP.
+    pub(crate) fn from_raw(e: &sys::ibv_gid_entry, iwarp: bool) -> Option<GidEntry> {
+        Some(GidEntry {
             gid: Gid::from(e.gid),
-            index: e.gid_index,
-            port: e.port_num,
+            index: u8::try_from(e.gid_index).ok()?,
+            port: u8::try_from(e.port_num).ok()?,
             gid_type: match e.gid_type {
+                sys::IBV_GID_TYPE_IB if iwarp => GidType::Iwarp,
                 sys::IBV_GID_TYPE_IB => GidType::Ib,
                 sys::IBV_GID_TYPE_ROCE_V1 => GidType::RoceV1,
                 sys::IBV_GID_TYPE_ROCE_V2 => GidType::RoceV2,
                 other => GidType::Other(other),
             },
             ndev_ifindex: e.ndev_ifindex,
+        })
+    }
+
+    /// The IP family of a RoCE entry's address (`None` for InfiniBand and
+    /// iWARP GIDs, which are no IP addresses).
+    pub fn ip_family(&self) -> Option<IpFamily> {
+        match self.gid_type {
+            GidType::RoceV1 | GidType::RoceV2 => Some(match self.gid.to_ipv4_mapped() {
+                Some(_) => IpFamily::V4,
+                None => IpFamily::V6,
+            }),
+            _ => None,
         }
     }
 

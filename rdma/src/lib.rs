@@ -3,7 +3,8 @@
 //! RAII types for the verbs of libibverbs; the raw bindings are
 //! [`ibverbs_sys`] (re-exported as [`sys`]). Every object exposes its raw
 //! pointer (`as_raw`) for what the crate does not cover.
-//! The module `stream` (feature `tokio`) carries byte streams over RC connections.
+//! The module `stream` (feature `tokio`) carries byte streams over RC
+//! connections; the connection manager is [`cm`].
 //!
 //! ```no_run
 //! for dev in rdma::DeviceList::new()?.iter() {
@@ -15,6 +16,30 @@
 //!     }
 //! }
 //! # Ok::<(), rdma::Error>(())
+//! ```
+//!
+//! # Three programs to start from
+//! Each is a whole program, in the crate's `examples/` (`cargo run -p rdma
+//! --example NAME -- server ADDR:PORT`, then `-- client ADDR:PORT` with the
+//! server's RDMA address; the CI runs all three on rxe and the first two on
+//! siw).
+//!
+//! A blocking RC connection through the connection manager, with the
+//! peer's buffer advertised as a [`RemoteMemory`] and written with RDMA
+//! WRITE (`hello_rc`):
+//! ```no_run
+#![doc = include_str!("../examples/hello_rc.rs")]
+//! ```
+//! A tokio echo server over [`stream`] (feature `tokio`), and concurrent
+//! clients (`echo`):
+#![cfg_attr(feature = "tokio", doc = "```no_run")]
+#![cfg_attr(not(feature = "tokio"), doc = "```ignore")]
+#![doc = include_str!("../examples/echo.rs")]
+//! ```
+//! A UD datagram through the connection manager, which resolves the
+//! server's QP number and QKey (`hello_ud`; RoCE and InfiniBand):
+//! ```no_run
+#![doc = include_str!("../examples/hello_ud.rs")]
 //! ```
 //!
 //! # Ownership
@@ -169,7 +194,7 @@ pub use cq::{CompletionQueue, CqBuilder, ExCompletion, ExPoll};
 pub use device::{Device, DeviceList, NodeType, TransportType};
 pub use error::{Error, ErrorDetails, Result};
 pub use event::{AsyncEvent, AsyncEventElement, AsyncEventFd, AsyncEventKind};
-pub use gid::{Gid, GidEntry, GidType};
+pub use gid::{Gid, GidEntry, GidType, IpFamily};
 pub use mr::{AccessFlags, MemoryRegion, RemoteMemory, Sge};
 pub use mw::{MemoryWindow, MwType};
 pub use pd::ProtectionDomain;

@@ -164,6 +164,22 @@ impl WorkCompletion {
     pub fn is_success(&self) -> bool {
         self.0.status == sys::IBV_WC_SUCCESS
     }
+    /// The completion when it succeeded, else an error (`EIO`) that names
+    /// the work request, its status and the vendor's error syndrome:
+    /// `cq.wait_one(timeout)?.result()?`.
+    pub fn result(self) -> crate::Result<WorkCompletion> {
+        if self.is_success() {
+            return Ok(self);
+        }
+        Err(
+            crate::Error::new("work completion", libc::EIO).with_hint(format!(
+                "work request {} failed: {:?} (vendor error {:#x})",
+                self.wr_id(),
+                self.status(),
+                self.vendor_err()
+            )),
+        )
+    }
     /// The opcode; meaningful only for successful completions.
     #[inline]
     pub fn opcode(&self) -> WcOpcode {

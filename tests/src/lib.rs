@@ -453,6 +453,26 @@ pub fn example(name: &str) -> Result<std::path::PathBuf, Box<dyn Error>> {
     Ok(bin)
 }
 
+/// The path of the `rdma` crate's example `name` (its `examples/`: the
+/// programs of the crate docs), built next to the test binary
+/// (`target/debug/examples/<name>`).
+pub fn crate_example(name: &str) -> Result<std::path::PathBuf, Box<dyn Error>> {
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .ok_or("the test binary has no parent directory")?;
+    let bin = dir.join("examples").join(name);
+    if !bin.is_file() {
+        return Err(format!(
+            "{} is missing: build them first (cargo build -p rdma --examples --features tokio; ci/test.sh does)",
+            bin.display()
+        )
+        .into());
+    }
+    Ok(bin)
+}
+
 /// A child process (an example program or an rdma-core tool) whose output
 /// (stdout, then stderr) is collected when it ends.
 pub struct Running {

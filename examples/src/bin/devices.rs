@@ -68,7 +68,7 @@ fn run(only: Option<&str>) -> rdma::Result<usize> {
             println!("\t\t\tport_lid:\t\t{}", port.lid());
             println!("\t\t\tport_lmc:\t\t{:#04x}", port.lmc());
             println!("\t\t\tlink_layer:\t\t{}", port.link_layer());
-            for g in gids.iter().filter(|g| g.port == u32::from(p)) {
+            for g in gids.iter().filter(|g| g.port == p) {
                 let netdev = g.netdev().unwrap_or_default();
                 println!(
                     "\t\t\tGID[{:3}]:\t\t{}, {:?} {} {}",

@@ -443,9 +443,13 @@ fn print_port(
             .map_err(|e| format!("Failed to query gid to port {port}, index {index}: {e}"))?;
         // ibv_devinfo asks for the type separately and skips the line when
         // that query fails.
-        let v2 = match ctx.query_gid_entry(port, index) {
+        // (Past index 255 no entry can be named: as a failed query.)
+        let Ok(index8) = u8::try_from(index) else {
+            continue;
+        };
+        let v2 = match ctx.query_gid_entry(port, index8) {
             Ok(None) => false,
-            Ok(Some(e)) => !matches!(e.gid_type, GidType::Ib | GidType::RoceV1),
+            Ok(Some(e)) => !matches!(e.gid_type, GidType::Ib | GidType::Iwarp | GidType::RoceV1),
             Err(_) => continue,
         };
         // An entry whose interface ID is zero is empty, for ibv_devinfo.

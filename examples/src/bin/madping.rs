@@ -83,7 +83,7 @@ fn source_gid_index(ca: &str, port: u32, dest: Gid) -> Result<u8, Box<dyn std::e
         .find(|d| d.name() == ca)
         .ok_or_else(|| format!("no verbs device {ca}"))?;
     let table = dev.open()?.gid_table()?;
-    let ours: Vec<_> = table.iter().filter(|e| e.port == port).collect();
+    let ours: Vec<_> = table.iter().filter(|e| u32::from(e.port) == port).collect();
     // RoCE v2 carries the GIDs as IP addresses: source and destination must be
     // of one family (an IPv6 source with an IPv4-mapped destination is refused
     // with EINVAL).
@@ -98,7 +98,7 @@ fn source_gid_index(ca: &str, port: u32, dest: Gid) -> Result<u8, Box<dyn std::e
     });
     let family = if v4 { "IPv4-mapped" } else { "IPv6" };
     let e = pick.ok_or_else(|| format!("{ca} port {port} has no {family} GID to send from"))?;
-    Ok(u8::try_from(e.index)?)
+    Ok(e.index)
 }
 
 fn host_name() -> String {

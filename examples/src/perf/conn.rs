@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use rdma::cm::{CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
 use rdma::{
     AccessFlags, CompletionChannel, CompletionQueue, Context, DeviceList, Gid, GidType, InitAttr,
-    MemoryRegion, Mtu, Path, ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, RemoteMemory,
-    RtrAttr, RtsAttr, TransportType,
+    IpFamily, MemoryRegion, Mtu, Path, ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr,
+    RemoteMemory, RtrAttr, RtsAttr, TransportType,
 };
 
 use super::{Config, Kind, Verb};
@@ -579,18 +579,10 @@ const ECONNREFUSED: i32 = 111;
 
 /// The port's first RoCE v2 GID that maps an IPv4 address, else index 0.
 pub(crate) fn default_gid_index(ctx: &Context, port: u8) -> u32 {
-    ctx.gid_table()
+    ctx.find_gid(port, GidType::RoceV2, Some(IpFamily::V4))
         .ok()
-        .and_then(|t| {
-            t.into_iter()
-                .find(|g| {
-                    g.port == u32::from(port)
-                        && g.gid_type == GidType::RoceV2
-                        && g.gid.to_ipv4_mapped().is_some()
-                })
-                .map(|g| g.index)
-        })
-        .unwrap_or(0)
+        .flatten()
+        .map_or(0, |g| u32::from(g.index))
 }
 
 use crate::net::resolve;

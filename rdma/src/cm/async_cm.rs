@@ -421,6 +421,10 @@ impl AsyncCmId {
     }
 
     /// The next event of this id.
+    ///
+    /// Cancellation-safe (a `tokio::select!` branch may drop it): an event
+    /// is taken from the id's queue and returned in one step, so a dropped
+    /// future has taken none.
     pub async fn next_event(&mut self) -> Result<CmEvent> {
         std::future::poll_fn(|cx| self.poll_event(cx)).await
     }
@@ -437,7 +441,8 @@ impl AsyncCmId {
     }
 
     /// Waits up to `timeout` for an event of `kind`; another event is an
-    /// error that names it.
+    /// error that names it (and is consumed). Cancellation-safe as
+    /// [`next_event`](Self::next_event) is.
     pub async fn expect(&mut self, kind: CmEventKind, timeout: Duration) -> Result<CmEvent> {
         let ev = tokio::time::timeout(timeout, self.next_event())
             .await
@@ -541,6 +546,10 @@ impl Listener {
     }
 
     /// The next connect request.
+    ///
+    /// Cancellation-safe: a request is taken from the listener's queue and
+    /// returned in one step, so a dropped future has taken none (and a
+    /// later call gets it).
     pub async fn accept(&mut self) -> Result<ConnectRequest> {
         std::future::poll_fn(|cx| self.poll_accept(cx)).await
     }

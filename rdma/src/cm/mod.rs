@@ -27,6 +27,77 @@
 //! `poll_event` lets one task wait on many ids without a task per id.
 //! Dropping any of these futures part-way leaks nothing: the id goes with
 //! it and the channel stays usable.
+//!
+//! # A connection, step by step
+//! The active side resolves the address (`AddrResolved`: the id now has a
+//! device, [`CmId::context`]) and the route (`RouteResolved`), creates its
+//! QP on the id ([`CmId::create_qp`], which leaves an RC QP in INIT), posts
+//! its first receives, and connects. The passive side binds and listens,
+//! and each `ConnectRequest` brings a new id, already on the device the
+//! request came in on: it creates its QP there, posts receives and
+//! accepts. **The CM takes both QPs to RTR and RTS** (from the parameters
+//! of the exchange: the path, the PSNs, the peer's QP number); both sides
+//! may send once they see `Established`. Private data (up to 56 bytes on
+//! an RC connect, 196 on an accept, over the IB CM; more on iWARP) rides
+//! along: an accept's private data is the usual place for a
+//! [`RemoteMemory`](crate::RemoteMemory)'s wire form.
+//!
+//! The blocking form of both sides is the crate docs' `hello_rc` program
+//! (and `hello_ud` for UD). The same with tokio, each side in a task:
+//!
+//! ```no_run
+//! # #[cfg(feature = "tokio")]
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! use rdma::cm::{AsyncCm, CmId, ConnParam};
+//! use rdma::{AccessFlags, AsyncCompletionQueue, MemoryRegion, ProtectionDomain};
+//! use rdma::{QpCaps, QpType, RecvWr, SendWr, WorkCompletion};
+//! use std::time::Duration;
+//!
+//! const T: Duration = Duration::from_secs(5);
+//! type Side = (ProtectionDomain, AsyncCompletionQueue, MemoryRegion);
+//! /// What one side needs: a PD, a CQ to await, a region and the id's RC QP.
+//! fn setup(id: &mut CmId) -> rdma::Result<Side> {
+//!     let ctx = id.context()?;
+//!     let pd = ProtectionDomain::new(&ctx)?;
+//!     let cq = AsyncCompletionQueue::create(&ctx, 8)?;
+//!     let mr = MemoryRegion::new(&pd, 64, AccessFlags::LOCAL_WRITE)?;
+//!     id.create_qp(&pd, QpType::Rc, cq.cq(), cq.cq(), QpCaps::default())?;
+//!     Ok((pd, cq, mr))
+//! }
+//! /// The next completion, which must have succeeded.
+//! async fn next(cq: &AsyncCompletionQueue) -> rdma::Result<WorkCompletion> {
+//!     let mut wc = [WorkCompletion::ZERO; 1];
+//!     cq.poll(&mut wc).await?[0].result()
+//! }
+//!
+//! let cm = AsyncCm::new()?;
+//! let addr = "192.0.2.1:7471".parse()?;
+//! let mut listener = cm.listen(addr, 8)?;
+//! let server = tokio::spawn(async move {
+//!     let mut req = listener.accept().await?;
+//!     let (_pd, cq, mr) = setup(req.id_mut())?;
+//!     let qp = req.id().qp().ok_or("no QP")?;
+//!     qp.post_recv(&mut [RecvWr::new(1, &[mr.sge(..)?])])?; // before the accept
+//!     let (mut id, _) = req.accept(&ConnParam::new(), T).await?;
+//!     let wc = next(&cq).await?;
+//!     println!("{:?}", mr.to_vec(..wc.byte_len() as usize)?);
+//!     id.disconnect(T).await?; // returns at once when the client left first
+//!     Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+//! });
+//!
+//! let (mut id, _established, (_pd, cq, mr)) =
+//!     cm.connect(addr, T, &ConnParam::new(), setup).await?;
+//! mr.write(0, b"hello")?;
+//! let sge = [mr.sge(0..5)?];
+//! id.id().qp().ok_or("no QP")?.post_send(&mut [SendWr::send(2, &sge).signaled()])?;
+//! next(&cq).await?;
+//! id.disconnect(T).await?;
+//! server.await??;
+//! # Ok(()) }
+//! ```
+//!
+//! For a byte stream with tokio's traits, without any of the above, see
+//! [`stream`](crate::stream).
 
 mod addr;
 #[cfg(feature = "tokio")]

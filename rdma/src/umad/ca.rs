@@ -307,8 +307,8 @@ pub fn gid_index(ca: &str, port_num: u8, gid: crate::Gid) -> Result<Option<u8>> 
     let table = ctx.gid_table().map_err(Error::Verbs)?;
     Ok(table
         .iter()
-        .find(|e| e.port == u32::from(port_num) && e.gid == gid)
-        .and_then(|e| u8::try_from(e.index).ok()))
+        .find(|e| e.port == port_num && e.gid == gid)
+        .map(|e| e.index))
 }
 
 #[cfg(test)]

@@ -66,6 +66,18 @@ pub const TESTS: &[Test] = &[
         name: "cm_examples::send_bw_receive_queue_smaller_than_send_depth",
         run: send_bw_small_receive_queue,
     },
+    Test {
+        name: "cm_examples::doc_hello_rc",
+        run: doc_hello_rc,
+    },
+    Test {
+        name: "cm_examples::doc_echo_eight_clients",
+        run: doc_echo,
+    },
+    Test {
+        name: "cm_examples::doc_hello_ud",
+        run: doc_hello_ud,
+    },
 ];
 
 /// How long one pair may run, from the server's start to both exits.
@@ -684,6 +696,72 @@ fn datagram_two_hosts(env: &TestEnv) -> TestResult {
         if got != 5 || !out.contains(&summary) || !out.contains("datagram: done") {
             fail!("a host did not get the 5 datagrams of {peer} ({got} of them)\n{all}");
         }
+    }
+    Ok(Outcome::Passed)
+}
+
+/// The crate docs' programs (rdma/examples) take `server|client ADDR:PORT`.
+fn doc_pair(env: &TestEnv, name: &str, base: u16) -> R<(String, String)> {
+    let bin = rdma_tests::crate_example(name)?.display().to_string();
+    let port = port(env, base);
+    let at = format!("{}:{port}", env.ipv4);
+    run_pair((&bin, &["server", &at]), (&bin, &["client", &at]), port)
+}
+
+fn doc_hello_rc(env: &TestEnv) -> TestResult {
+    let (so, co) = doc_pair(env, "hello_rc", 19_341)?;
+    if !so.lines().any(|l| l == "hello over RDMA WRITE") {
+        fail!("the server did not print the greeting the client wrote\n{so}\n{co}");
+    }
+    Ok(Outcome::Passed)
+}
+
+fn doc_hello_ud(env: &TestEnv) -> TestResult {
+    if env.provider == Provider::Siw {
+        return Ok(Outcome::Skipped("iWARP (siw) has no UD".into()));
+    }
+    let (so, co) = doc_pair(env, "hello_ud", 19_343)?;
+    if !so.lines().any(|l| l == "hello over UD") {
+        fail!("the server did not print the datagram\n{so}\n{co}");
+    }
+    Ok(Outcome::Passed)
+}
+
+/// The echo server serves until killed: 8 clients against it, each checking
+/// its own echo; the server names each connection it echoed.
+fn doc_echo(env: &TestEnv) -> TestResult {
+    const CLIENTS: usize = 8;
+    let bin = rdma_tests::crate_example("echo")?.display().to_string();
+    let port = port(env, 19_345);
+    let at = format!("{}:{port}", env.ipv4);
+    let deadline = Instant::now() + TIMEOUT;
+    let mut s = Running::spawn("server", &bin, &["server", &at])?;
+    if let Err(e) = wait_cm_listening(port, &mut s, deadline) {
+        let out = s.finish_killed();
+        fail!("{e}\n{out}");
+    }
+    let mut c = Running::spawn("client", &bin, &["client", &at, &CLIENTS.to_string()])?;
+    let cc = c.wait(deadline);
+    // The server's last line is printed before its FIN, which the client
+    // waited for.
+    let (co, so) = (c.finish_killed(), s.finish_killed());
+    if cc != Some(0) {
+        fail!("the clients exited with {cc:?}\n{so}\n{co}");
+    }
+    // Each client's message: its greeting 10,000 times (one digit: under 10 clients).
+    let len = "client 0 says hello. ".len() * 10_000;
+    for i in 0..CLIENTS {
+        let want = format!("client {i}: {len} bytes echoed and checked");
+        if !co.lines().any(|l| l == want) {
+            fail!("no line {want:?} from the clients\n{so}\n{co}");
+        }
+    }
+    let echoed = so
+        .lines()
+        .filter(|l| l.ends_with(&format!(": echoed {len} bytes")))
+        .count();
+    if echoed != CLIENTS {
+        fail!("the server reported {echoed} echoed connections of {CLIENTS}\n{so}\n{co}");
     }
     Ok(Outcome::Passed)
 }

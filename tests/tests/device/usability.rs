@@ -307,7 +307,303 @@ pub fn passive_disconnect_returns_at_once(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+/// A free port on the test address: bound, then closed, so that nothing
+/// listens there.
+fn unused_port(env: &TestEnv) -> AR<SocketAddr> {
+    let l = std::net::TcpListener::bind(SocketAddr::new(IpAddr::V4(env.ipv4), 0))?;
+    Ok(l.local_addr()?)
+}
+
+/// A connection refused reads the same on rxe (the IB CM's reject reason)
+/// and siw (a refused TCP connection, an MPA reject): `is_refused`, a hint
+/// that says what happened, and `ConnectionRefused` from a stream.
+pub fn a_refused_connection_reads_the_same_everywhere(env: &TestEnv) -> TestResult {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let r: AR<()> = rt.block_on(async {
+        let cm = AsyncCm::new()?;
+        // Nothing listens.
+        let nobody = unused_port(env)?;
+        let e = match cm.connect(nobody, TIMEOUT, &ConnParam::new(), setup).await {
+            Ok(_) => return Err("a connect to a port nobody listens on succeeded".into()),
+            Err(e) => e,
+        };
+        let text = e.to_string();
+        eprintln!("    nobody listens: {text}");
+        check!(e.is_refused(), "not refused: {text}");
+        check!(
+            text.contains("nothing listens"),
+            "the error does not say that nothing listens: {text}"
+        );
+        check!(!text.contains("status"), "a raw status in: {text}");
+        let e = match rdma::stream::RdmaStream::connect(nobody).await {
+            Ok(_) => return Err("a stream connected to a port nobody listens on".into()),
+            Err(e) => e,
+        };
+        check!(
+            e.kind() == std::io::ErrorKind::ConnectionRefused,
+            "a stream's refused connect: {:?} {e}",
+            e.kind()
+        );
+        // The listener rejects, with private data.
+        let mut listener = cm.listen(SocketAddr::new(IpAddr::V4(env.ipv4), 0), 4)?;
+        let at = listener.local_addr().ok_or("the listener has no address")?;
+        let server = async {
+            let req = listener.accept().await?;
+            req.reject(b"go away")?;
+            AR::Ok(())
+        };
+        let param = ConnParam::new();
+        let client = cm.connect(at, TIMEOUT, &param, setup);
+        let (server, client) = tokio::join!(server, client);
+        server?;
+        let e = match client {
+            Ok(_) => return Err("a rejected connect succeeded".into()),
+            Err(e) => e,
+        };
+        let text = e.to_string();
+        eprintln!("    rejected: {text}");
+        check!(e.is_refused(), "a reject is not refused: {text}");
+        check!(
+            text.contains("the listener rejected"),
+            "the error does not say that the listener rejected: {text}"
+        );
+        Ok(())
+    });
+    r.map_err(|e| e.to_string())?;
+    Ok(Outcome::Passed)
+}
+
+/// The set-up closure of `connect` returns the caller's own value, and its
+/// own error type, which ends the connect as it is, leaking nothing.
+pub fn connect_setup_returns_the_callers_value_and_error(env: &TestEnv) -> TestResult {
+    #[derive(Debug)]
+    enum Mine {
+        Rdma(rdma::Error),
+        NoThanks(u32),
+    }
+    impl From<rdma::Error> for Mine {
+        fn from(e: rdma::Error) -> Mine {
+            Mine::Rdma(e)
+        }
+    }
+    let before = rdma_tests::resource_counts(&env.device)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let r: AR<()> = rt.block_on(async {
+        let cm = AsyncCm::new()?;
+        let mut listener = cm.listen(SocketAddr::new(IpAddr::V4(env.ipv4), 0), 4)?;
+        let at = listener.local_addr().ok_or("the listener has no address")?;
+        // The closure's own error: no connect request is ever sent.
+        let r = cm
+            .connect(at, TIMEOUT, &ConnParam::new(), |id| {
+                let _conn = setup(id)?;
+                Err::<Conn, Mine>(Mine::NoThanks(7))
+            })
+            .await;
+        check!(
+            matches!(r, Err(Mine::NoThanks(7))),
+            "the closure's error came back as {:?}",
+            r.err()
+        );
+        check!(
+            tokio::time::timeout(Duration::from_millis(500), listener.accept())
+                .await
+                .is_err(),
+            "a request reached the listener after the set-up failed"
+        );
+        // The closure's value: the connection's resources, used after.
+        let server = async {
+            let mut req = listener.accept().await?;
+            let conn = setup(req.id_mut())?;
+            let rs = [conn.mr.sge(0..64)?];
+            req.id()
+                .qp()
+                .ok_or("no QP")?
+                .post_recv(&mut [RecvWr::new(6, &rs)])?;
+            let (id, _) = req
+                .accept(&ConnParam::new().with_private_data(b"hi"), TIMEOUT)
+                .await?;
+            AR::Ok((id, conn))
+        };
+        let param = ConnParam::new();
+        let client = cm.connect(at, TIMEOUT, &param, |id| Ok::<_, Mine>((setup(id)?, 42u32)));
+        let (server, client) = tokio::join!(server, client);
+        let (mut sid, sconn) = server?;
+        let (mut cid, est, (conn, n)) = client.map_err(|e| match e {
+            Mine::Rdma(e) => e.to_string(),
+            Mine::NoThanks(n) => format!("the closure refused: {n}"),
+        })?;
+        check!(n == 42, "the closure's value: {n}");
+        check!(
+            est.private_data().starts_with(b"hi"),
+            "the accept's private data: {:?}",
+            est.private_data()
+        );
+        // The CQ the closure made serves the connection.
+        conn.mr.write(0, b"ping")?;
+        let ss = [conn.mr.sge(0..4)?];
+        cid.id()
+            .qp()
+            .ok_or("no QP")?
+            .post_send(&mut [SendWr::send(5, &ss).signaled()])?;
+        let wc = conn.cq.wait_one(TIMEOUT)?;
+        check!(wc.is_success() && wc.wr_id() == 5, "{wc:?}");
+        let wc = sconn.cq.wait_one(TIMEOUT)?;
+        check!(
+            wc.is_success() && wc.wr_id() == 6 && sconn.mr.to_vec(0..4)? == b"ping",
+            "{wc:?}"
+        );
+        cid.disconnect(TIMEOUT).await?;
+        sid.disconnect(TIMEOUT).await?;
+        Ok(())
+    });
+    r.map_err(|e| e.to_string())?;
+    drop(rt);
+    let after = rdma_tests::resource_counts(&env.device)?;
+    check!(
+        before == after,
+        "resources leaked: before {before:?}, after {after:?}"
+    );
+    Ok(Outcome::Passed)
+}
+
+/// `AsyncCompletionQueue::create` makes its own channel; a CQ builder
+/// refuses a channel of another context.
+pub fn an_async_cq_makes_its_own_channel(env: &TestEnv) -> TestResult {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let r: R<()> = rt.block_on(async {
+        let ctx = open(env)?;
+        let acq = rdma::AsyncCompletionQueue::create(&ctx, 16)?;
+        check!(acq.cq().channel().is_some(), "no channel");
+        let pd = ProtectionDomain::new(&ctx)?;
+        let qp = || {
+            QueuePair::builder(&pd, QpType::Rc, acq.cq())
+                .caps(QpCaps::default())
+                .build()
+        };
+        let (a, b) = (qp()?, qp()?);
+        let _cm = connect_rc(env, &ctx, &a, &b)?;
+        let mr = MemoryRegion::new(&pd, 64, AccessFlags::LOCAL_WRITE)?;
+        let rs = [mr.sge(0..32)?];
+        b.post_recv(&mut [RecvWr::new(1, &rs)])?;
+        let ss = [mr.sge(32..40)?];
+        a.post_send(&mut [SendWr::send(2, &ss).signaled()])?;
+        let mut got = Vec::new();
+        let mut wcs = [WorkCompletion::ZERO; 4];
+        while got.len() < 2 {
+            let polled = tokio::time::timeout(TIMEOUT, acq.poll(&mut wcs))
+                .await
+                .map_err(|_| "no completion from the async CQ")??;
+            got.extend(
+                polled
+                    .iter()
+                    .map(|wc| (wc.wr_id(), wc.opcode(), wc.status())),
+            );
+        }
+        got.sort_by_key(|g| g.0);
+        check!(
+            got == [
+                (1, WcOpcode::Recv, WcStatus::Success),
+                (2, WcOpcode::Send, WcStatus::Success)
+            ],
+            "{got:?}"
+        );
+        // A channel of another context (the same device, opened again).
+        let other = open(env)?;
+        let ch = CompletionChannel::new(&other)?;
+        let e = match CompletionQueue::builder(&ctx).cqe(4).channel(&ch).build() {
+            Ok(_) => return Err("a CQ was made with another context's channel".into()),
+            Err(e) => e,
+        };
+        check!(e.errno() == libc::EINVAL, "another context's channel: {e}");
+        drop((a, b));
+        Ok(())
+    });
+    r.map_err(|e| e.to_string())?;
+    Ok(Outcome::Passed)
+}
+
+/// The GID picker, and the types it picks by: on rxe the RoCE v2 GID of
+/// the test's IPv4 address (and an IPv6 one), on siw iWARP GIDs only.
+pub fn gids_are_picked_by_type_and_family(env: &TestEnv) -> TestResult {
+    use rdma::{GidType, IpFamily};
+    let ctx = open(env)?;
+    let table = ctx.gid_table()?;
+    check!(!table.is_empty(), "an empty GID table");
+    for e in &table {
+        // The index and port are those an address vector takes.
+        let again = ctx.query_gid_entry(e.port, e.index)?;
+        check!(again == Some(*e), "entry {e:?} queried again: {again:?}");
+    }
+    match env.provider {
+        Provider::Rxe => {
+            let v4 = ctx.find_gid(1, GidType::RoceV2, Some(IpFamily::V4))?;
+            let v4 = v4.ok_or("no RoCE v2 IPv4 GID")?;
+            check!(
+                v4.gid.to_ipv4_mapped() == Some(env.ipv4),
+                "the IPv4 RoCE v2 GID is {} (index {}), not {}",
+                v4.gid,
+                v4.index,
+                env.ipv4
+            );
+            let v6 = ctx.find_gid(1, GidType::RoceV2, Some(IpFamily::V6))?;
+            let v6 = v6.ok_or("no RoCE v2 IPv6 GID")?;
+            check!(
+                v6.ip_family() == Some(IpFamily::V6) && v6.gid.to_ipv4_mapped().is_none(),
+                "{v6:?}"
+            );
+            check!(
+                ctx.find_gid(1, GidType::Iwarp, None)?.is_none(),
+                "an iWARP GID on rxe"
+            );
+            check!(
+                ctx.find_gid(2, GidType::RoceV2, None)?.is_none(),
+                "a GID on rxe's port 2"
+            );
+        }
+        Provider::Siw => {
+            check!(
+                table
+                    .iter()
+                    .all(|e| e.gid_type == GidType::Iwarp && e.ip_family().is_none()),
+                "siw's GIDs: {table:?}"
+            );
+            check!(
+                ctx.find_gid(1, GidType::Iwarp, None)?.is_some(),
+                "no iWARP GID found"
+            );
+            check!(
+                ctx.find_gid(1, GidType::RoceV2, Some(IpFamily::V4))?
+                    .is_none(),
+                "a RoCE GID on siw"
+            );
+        }
+    }
+    Ok(Outcome::Passed)
+}
+
 pub const TESTS: &[rdma_tests::Test] = &[
+    rdma_tests::Test {
+        name: "usability::gids_are_picked_by_type_and_family",
+        run: gids_are_picked_by_type_and_family,
+    },
+    rdma_tests::Test {
+        name: "usability::a_refused_connection_reads_the_same_everywhere",
+        run: a_refused_connection_reads_the_same_everywhere,
+    },
+    rdma_tests::Test {
+        name: "usability::connect_setup_returns_the_callers_value_and_error",
+        run: connect_setup_returns_the_callers_value_and_error,
+    },
+    rdma_tests::Test {
+        name: "usability::an_async_cq_makes_its_own_channel",
+        run: an_async_cq_makes_its_own_channel,
+    },
     rdma_tests::Test {
         name: "usability::cq_wait_returns_completions_and_times_out",
         run: cq_wait_returns_completions_and_times_out,

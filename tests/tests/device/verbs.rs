@@ -123,7 +123,7 @@ pub fn roce_gid(ctx: &Context, env: &TestEnv) -> R<(Gid, u8)> {
         .into_iter()
         .find(|e| e.gid == want && e.gid_type == rdma::GidType::RoceV2)
     {
-        Some(e) => Ok((e.gid, e.index as u8)),
+        Some(e) => Ok((e.gid, e.index)),
         None => fail!("no RoCEv2 GID for {}", env.ipv4),
     }
 }
