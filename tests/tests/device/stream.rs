@@ -1,18 +1,33 @@
 //! `rdma::stream`: byte streams with tokio's `AsyncRead` and `AsyncWrite`
-//! over RC connections.
+//! over RC connections: echoes, bulk copies, many streams, hyper's HTTP/1.1
+//! over them, peers that die (threads and SIGKILLed processes), streams
+//! dropped mid-write (the kernel's resource counts), and the cancellation
+//! and shutdown edges.
 
+use std::convert::Infallible;
+use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
 use rdma::stream::{RdmaListener, RdmaStream, RECV_SLOTS, SEND_SLOTS, SLOT_SIZE};
 use rdma_tests::{check, Outcome, TestEnv, TestResult};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 type R<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 /// The most any step of these tests may take.
 const T: Duration = Duration::from_secs(60);
+/// Resource counts of the device, as `rdma resource show` gives them.
+type Counts = std::collections::BTreeMap<String, u64>;
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
@@ -28,37 +43,101 @@ fn listen(env: &TestEnv) -> R<(RdmaListener, SocketAddr)> {
     Ok((l, at))
 }
 
-/// FNV-1a, 64 bits.
-fn fnv(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+/// Word `k` of the pattern `seed` (splitmix64 of the two).
+fn word(seed: u64, k: u64) -> u64 {
+    let mut z = seed.wrapping_add(k.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
-/// `len` pseudo-random bytes, different for every `seed` (xorshift64).
+/// Fills `buf` with the bytes at `offset..` of the endless pseudo-random
+/// stream `seed` (little-endian words of [`word`]): any piece of a stream
+/// can be checked where it stands.
+fn fill(seed: u64, offset: u64, buf: &mut [u8]) {
+    let mut pos = offset;
+    let mut rest = buf;
+    while !rest.is_empty() {
+        let skip = (pos % 8) as usize;
+        let w = word(seed, pos / 8).to_le_bytes();
+        let n = (8 - skip).min(rest.len());
+        rest[..n].copy_from_slice(&w[skip..skip + n]);
+        rest = &mut rest[n..];
+        pos += n as u64;
+    }
+}
+
+/// The first `len` bytes of the stream `seed`.
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    let mut v = vec![0; len];
+    fill(seed, 0, &mut v);
+    v
+}
+
+/// Checks that `piece` is the bytes at `offset..` of the stream `seed`;
+/// the error names the first byte that differs.
+fn verify(seed: u64, offset: u64, piece: &[u8], scratch: &mut Vec<u8>) -> Result<(), String> {
+    scratch.resize(piece.len(), 0);
+    fill(seed, offset, scratch);
+    if piece == &scratch[..] {
+        return Ok(());
+    }
+    let i = piece.iter().zip(scratch.iter()).position(|(a, b)| a != b);
+    let i = i.unwrap_or(0);
+    Err(format!(
+        "byte {} of stream {seed:#x} is {:#04x}, not {:#04x}",
+        offset + i as u64,
+        piece[i],
+        scratch[i]
+    ))
 }
 
 /// Runs `f` on a fresh runtime, within `T`.
 fn run<F: std::future::Future<Output = R<()>>>(f: F) -> TestResult {
+    run_within(T, f)
+}
+
+fn run_within<F: std::future::Future<Output = R<()>>>(limit: Duration, f: F) -> TestResult {
     let rt = runtime()?;
     let r = rt.block_on(async {
-        tokio::time::timeout(T, f)
+        tokio::time::timeout(limit, f)
             .await
-            .unwrap_or_else(|_| Err(format!("the test took more than {T:?}").into()))
+            .unwrap_or_else(|_| Err(format!("the test took more than {limit:?}").into()))
     });
     drop(rt);
     r.map_err(|e| e.to_string())?;
     Ok(Outcome::Passed)
+}
+
+/// The device's resource counts.
+fn counts(env: &TestEnv) -> R<Counts> {
+    rdma_tests::resource_counts(&env.device).map_err(|e| e.to_string().into())
+}
+
+/// Waits (up to `limit`) until the device's resource counts are `want`
+/// again: a closed stream's driver releases its objects within
+/// `LINGER + FLUSH_WAIT` (4 s). Returns how long that took.
+async fn counts_back_to(env: &TestEnv, want: &Counts, limit: Duration) -> R<Duration> {
+    let start = Instant::now();
+    loop {
+        let now = counts(env)?;
+        if &now == want {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            return Err(format!(
+                "resources not back to {want:?} {limit:?} after the streams were dropped: {now:?}"
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Connects to `l` and accepts: both ends of one stream.
+async fn pair(l: &mut RdmaListener, at: SocketAddr) -> R<(RdmaStream, RdmaStream)> {
+    let (a, c) = tokio::join!(l.accept(), RdmaStream::connect(at));
+    Ok((c?, a?.0))
 }
 
 /// Echoes everything it reads on `stream` until EOF, then shuts down.
@@ -67,6 +146,73 @@ async fn echo(stream: RdmaStream) -> R<u64> {
     let n = tokio::io::copy(&mut rd, &mut wr).await?;
     wr.shutdown().await?;
     Ok(n)
+}
+
+/// Reads `len` bytes of the stream `seed`.
+struct PatternReader {
+    seed: u64,
+    pos: u64,
+    len: u64,
+}
+
+impl AsyncRead for PatternReader {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let n = (self.len - self.pos).min(buf.remaining() as u64) as usize;
+        let dst = &mut buf.initialize_unfilled_to(n)[..n];
+        fill(self.seed, self.pos, dst);
+        buf.advance(n);
+        self.pos += n as u64;
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A sink that checks what is written to it against the stream `seed`.
+struct PatternCheck {
+    seed: u64,
+    pos: u64,
+    scratch: Vec<u8>,
+}
+
+impl PatternCheck {
+    fn new(seed: u64) -> PatternCheck {
+        PatternCheck {
+            seed,
+            pos: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    fn check(&mut self, piece: &[u8]) -> Result<(), String> {
+        verify(self.seed, self.pos, piece, &mut self.scratch)?;
+        self.pos += piece.len() as u64;
+        Ok(())
+    }
+}
+
+impl AsyncWrite for PatternCheck {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(
+            self.check(buf)
+                .map(|()| buf.len())
+                .map_err(io::Error::other),
+        )
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
 }
 
 pub fn echo_of_every_size(env: &TestEnv) -> TestResult {
@@ -121,58 +267,71 @@ fn check_addr(s: &RdmaStream, peer: SocketAddr) -> R<()> {
     Ok(())
 }
 
-pub fn copy_of_16_mib_with_a_checksum(env: &TestEnv) -> TestResult {
-    const LEN: usize = 16 << 20;
+/// 64 MiB through `tokio::io::copy` at both ends: from a pattern source
+/// into the stream, and from the stream into a sink that checks every
+/// byte where it stands in the pattern.
+pub fn copy_of_64_mib_checked_byte_by_byte(env: &TestEnv) -> TestResult {
+    const LEN: u64 = 64 << 20;
+    const SEED: u64 = 64;
     run(async {
         let (mut l, at) = listen(env)?;
         let server = tokio::spawn(async move {
             let (mut s, _) = l.accept().await?;
-            let mut got = Vec::with_capacity(LEN);
-            tokio::io::copy(&mut s, &mut got).await?;
-            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((got.len(), fnv(&got)))
+            let mut sink = PatternCheck::new(SEED);
+            let n = tokio::io::copy(&mut s, &mut sink).await?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((n, sink.pos))
         });
-        let data = pattern(16, LEN);
+        let start = Instant::now();
+        let mut source = PatternReader {
+            seed: SEED,
+            pos: 0,
+            len: LEN,
+        };
         let mut s = RdmaStream::connect(at).await?;
-        let sent = tokio::io::copy(&mut &data[..], &mut s).await?;
+        let sent = tokio::io::copy(&mut source, &mut s).await?;
         s.shutdown().await?;
-        let (len, sum) = server.await??;
-        if sent as usize != LEN || len != LEN || sum != fnv(&data) {
-            return Err(format!(
-                "sent {sent} bytes, received {len} with FNV {sum:#x}; want {LEN} with {:#x}",
-                fnv(&data)
-            )
-            .into());
-        }
+        let (n, checked) = server.await??;
+        check!(
+            sent == LEN && n == LEN && checked == LEN,
+            "sent {sent} bytes, the receiver copied {n} and checked {checked}; want {LEN}"
+        );
+        let secs = start.elapsed().as_secs_f64();
+        eprintln!(
+            "    {} MiB in {secs:.1} s ({:.1} MiB/s)",
+            LEN >> 20,
+            (LEN >> 20) as f64 / secs
+        );
         Ok(())
     })
 }
 
-pub fn eight_concurrent_streams_on_one_listener(env: &TestEnv) -> TestResult {
-    const N: usize = 8;
-    const LEN: usize = 256 << 10;
+/// 64 streams on one listener at once, each echoing its own pattern; the
+/// device's resources are back where they were once they are closed.
+pub fn sixty_four_concurrent_streams_on_one_listener(env: &TestEnv) -> TestResult {
+    const N: usize = 64;
+    let len = |i: usize| 48 * 1024 + i * 1021;
     let before = rdma_tests::resource_counts(&env.device)?;
-    let r = run(async {
+    run(async {
         let (mut l, at) = listen(env)?;
+        let with_listener = counts(env)?;
         let server = tokio::spawn(async move {
             let mut echoes = Vec::new();
             for _ in 0..N {
                 let (s, _) = l.accept().await?;
                 echoes.push(tokio::spawn(echo(s)));
             }
+            let mut total = 0;
             for e in echoes {
-                let n = e.await??;
-                if n != LEN as u64 {
-                    return Err(format!("a stream echoed {n} bytes").into());
-                }
+                total += e.await??;
             }
-            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+            Ok::<u64, Box<dyn std::error::Error + Send + Sync>>(total)
         });
         let clients: Vec<_> = (0..N)
             .map(|i| {
                 tokio::spawn(async move {
                     let s = RdmaStream::connect(at).await?;
                     let (mut rd, mut wr) = s.into_split();
-                    let msg = pattern(100 + i as u64, LEN);
+                    let msg = pattern(100 + i as u64, len(i));
                     let writer = async {
                         wr.write_all(&msg).await?;
                         wr.shutdown().await
@@ -182,16 +341,36 @@ pub fn eight_concurrent_streams_on_one_listener(env: &TestEnv) -> TestResult {
                     w?;
                     r?;
                     if back != msg {
-                        return Err(format!("stream {i}: the echo differs").into());
+                        return Err(format!(
+                            "stream {i}: the echo differs ({} bytes of {})",
+                            back.len(),
+                            msg.len()
+                        )
+                        .into());
                     }
                     Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
                 })
             })
             .collect();
-        for c in clients {
-            c.await??;
+        let mut failed = Vec::new();
+        for (i, c) in clients.into_iter().enumerate() {
+            if let Err(e) = c.await? {
+                failed.push(format!("{i}: {e}"));
+            }
         }
-        server.await??;
+        check!(
+            failed.is_empty(),
+            "{} clients failed: {failed:?}",
+            failed.len()
+        );
+        let total = server.await??;
+        let want: usize = (0..N).map(len).sum();
+        check!(
+            total == want as u64,
+            "the server echoed {total} bytes of {want}"
+        );
+        // Everything but the listener is released while the runtime runs.
+        counts_back_to(env, &with_listener, Duration::from_secs(10)).await?;
         Ok(())
     })?;
     let after = rdma_tests::resource_counts(&env.device)?;
@@ -199,9 +378,196 @@ pub fn eight_concurrent_streams_on_one_listener(env: &TestEnv) -> TestResult {
         before == after,
         "resources left after the streams and the runtime are gone: before {before:?}, after {after:?}"
     );
-    Ok(r)
+    Ok(Outcome::Passed)
 }
 
+// ------------------------------------------------------------ HTTP/1.1
+
+type Body = BoxBody<Bytes, Infallible>;
+/// The sizes of the bodies, in both directions: around the stream's
+/// buffer (64 KiB, with its header 64 KiB - 4 of data) and beyond its ring.
+const HTTP_SIZES: [usize; 8] = [0, 1, 100, 65535, 65536, 65537, 1 << 20, 4 << 20];
+/// The seed of a reply: the request's, with this bit flipped.
+const REPLY: u64 = 1 << 63;
+/// A chunked body comes in pieces of this size (not a divisor of anything).
+const PIECE: usize = 100 * 1024 - 3;
+
+/// The body `len` bytes of the stream `seed`: with a length, or chunked.
+fn http_body(seed: u64, len: usize, chunked: bool) -> Body {
+    let data = Bytes::from(pattern(seed, len));
+    if !chunked {
+        return Full::new(data).boxed();
+    }
+    let frames: Vec<Result<Frame<Bytes>, Infallible>> = (0..len)
+        .step_by(PIECE)
+        .map(|at| Ok(Frame::data(data.slice(at..(at + PIECE).min(len)))))
+        .collect();
+    StreamBody::new(tokio_stream::iter(frames)).boxed()
+}
+
+fn header(req: &Request<Incoming>, name: &str) -> R<u64> {
+    let v = req
+        .headers()
+        .get(name)
+        .ok_or_else(|| format!("no {name} header"))?;
+    Ok(v.to_str()?.parse()?)
+}
+
+/// The server's handler: checks the request body (`x-len` bytes of the
+/// stream `x-seed`) and replies with `x-want` bytes of the stream
+/// `x-seed ^ REPLY` (chunked when `x-chunked` says 1); 400 with the
+/// reason when the request is wrong.
+async fn handle(
+    req: Request<Incoming>,
+    served: Arc<AtomicUsize>,
+) -> Result<Response<Body>, Infallible> {
+    let r: R<Body> = async {
+        let (seed, len, want) = (
+            header(&req, "x-seed")?,
+            header(&req, "x-len")?,
+            header(&req, "x-want")?,
+        );
+        let chunked = header(&req, "x-chunked")? == 1;
+        let got = req.into_body().collect().await?.to_bytes();
+        check_len(got.len(), len as usize, "request")?;
+        verify(seed, 0, &got, &mut Vec::new())?;
+        Ok(http_body(seed ^ REPLY, want as usize, chunked))
+    }
+    .await;
+    let resp = match r {
+        Ok(body) => {
+            served.fetch_add(1, Ordering::Relaxed);
+            Response::new(body)
+        }
+        Err(e) => {
+            let mut resp = Response::new(Full::new(Bytes::from(e.to_string())).boxed());
+            *resp.status_mut() = StatusCode::BAD_REQUEST;
+            resp
+        }
+    };
+    Ok(resp)
+}
+
+fn check_len(got: usize, want: usize, what: &str) -> R<()> {
+    if got != want {
+        return Err(format!("the {what} body has {got} bytes, not {want}").into());
+    }
+    Ok(())
+}
+
+/// Serves HTTP/1.1 on `conns` connections of `l`, each in a task of its
+/// own; the connections' results.
+async fn http_server(mut l: RdmaListener, conns: usize, served: Arc<AtomicUsize>) -> R<()> {
+    let mut tasks = Vec::new();
+    for _ in 0..conns {
+        let (s, _) = l.accept().await?;
+        let served = Arc::clone(&served);
+        tasks.push(tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| handle(req, Arc::clone(&served)));
+            hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(s), service)
+                .await
+        }));
+    }
+    for (i, t) in tasks.into_iter().enumerate() {
+        t.await?
+            .map_err(|e| format!("server connection {i}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// One request of `len` bytes of the stream `seed` asking for `want`
+/// bytes back; checks the reply's status and body.
+async fn http_exchange(
+    sender: &mut hyper::client::conn::http1::SendRequest<Body>,
+    seed: u64,
+    len: usize,
+    want: usize,
+    chunked: bool,
+) -> R<()> {
+    sender.ready().await?;
+    let req = Request::post("/exchange")
+        .header("x-seed", seed)
+        .header("x-len", len)
+        .header("x-want", want)
+        .header("x-chunked", u32::from(!chunked))
+        .body(http_body(seed, len, chunked))?;
+    let resp = sender.send_request(req).await?;
+    let status = resp.status();
+    let got = resp.into_body().collect().await?.to_bytes();
+    if status != StatusCode::OK {
+        return Err(format!("status {status}: {}", String::from_utf8_lossy(&got)).into());
+    }
+    check_len(got.len(), want, "reply")?;
+    verify(seed ^ REPLY, 0, &got, &mut Vec::new())?;
+    Ok(())
+}
+
+/// A client connection: the requests `(len, want)` in order, request
+/// bodies chunked every other time (and the replies the other way round).
+async fn http_client(at: SocketAddr, conn: u64, exchanges: Vec<(usize, usize)>) -> R<usize> {
+    let s = RdmaStream::connect(at).await?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(s)).await?;
+    let driver = tokio::spawn(connection);
+    for (k, &(len, want)) in exchanges.iter().enumerate() {
+        let seed = conn << 32 | k as u64;
+        http_exchange(&mut sender, seed, len, want, k % 2 == 1)
+            .await
+            .map_err(|e| {
+                format!("connection {conn}, request {k} ({len} bytes up, {want} down): {e}")
+            })?;
+    }
+    drop(sender);
+    driver.await??;
+    Ok(exchanges.len())
+}
+
+/// hyper's HTTP/1.1 server and client over RDMA streams: requests with
+/// bodies of 0 bytes to 4 MiB in both directions (with a length and
+/// chunked), many on one keep-alive connection, then on four connections
+/// at once; every body is checked byte by byte.
+pub fn http1_over_rdma_streams(env: &TestEnv) -> TestResult {
+    const SEVERAL: u64 = 4;
+    run_within(Duration::from_secs(120), async {
+        let (l, at) = listen(env)?;
+        let served = Arc::new(AtomicUsize::new(0));
+        let server = tokio::spawn(http_server(l, 1 + SEVERAL as usize, Arc::clone(&served)));
+        let start = Instant::now();
+        // One connection: every size up with every size down of the
+        // mirrored list, and every size both ways.
+        let n = HTTP_SIZES.len();
+        let mut one: Vec<(usize, usize)> = (0..n)
+            .map(|i| (HTTP_SIZES[i], HTTP_SIZES[n - 1 - i]))
+            .collect();
+        one.extend(HTTP_SIZES.iter().map(|&s| (s, s)));
+        let mut sent = http_client(at, 0, one).await?;
+        let one_s = start.elapsed();
+        // Several at once: each the sizes below 1 MiB both ways, rotated,
+        // and one of 1 MiB.
+        let small = &HTTP_SIZES[..6];
+        let clients: Vec<_> = (1..=SEVERAL)
+            .map(|c| {
+                let mut ex: Vec<(usize, usize)> = (0..small.len())
+                    .map(|i| (small[i], small[(i + c as usize) % small.len()]))
+                    .collect();
+                ex.insert(c as usize, (1 << 20, 1 << 20));
+                tokio::spawn(http_client(at, c, ex))
+            })
+            .collect();
+        for c in clients {
+            sent += c.await??;
+        }
+        server.await??;
+        let got = served.load(Ordering::Relaxed);
+        check!(got == sent, "the server served {got} requests of {sent}");
+        eprintln!(
+            "    {sent} requests: one connection {:.1} s, then {SEVERAL} at once {:.1} s",
+            one_s.as_secs_f64(),
+            (start.elapsed() - one_s).as_secs_f64()
+        );
+        Ok(())
+    })
+}
 pub fn half_close_then_reply(env: &TestEnv) -> TestResult {
     run(async {
         let (mut l, at) = listen(env)?;
@@ -360,10 +726,612 @@ pub fn a_writer_whose_peer_does_not_read_waits(env: &TestEnv) -> TestResult {
         let mut got = Vec::with_capacity(LEN);
         s.read_to_end(&mut got).await?;
         let _c = writer.await??;
-        if got.len() != LEN || fnv(&got) != fnv(&data) {
+        if got.len() != LEN || got != *data {
             return Err(format!("received {} bytes, not the {LEN} written", got.len()).into());
         }
         eprintln!("    {w} bytes written before the peer read");
+        Ok(())
+    })
+}
+
+// ------------------------------------------------------------ a peer process killed
+
+/// Set in the child process of the SIGKILL test: the address it connects to.
+const PEER_VAR: &str = "RDMA_TEST_STREAM_PEER";
+/// The name of the SIGKILL test (the child runs it, as the peer).
+const KILL_TEST: &str = "stream::a_peer_process_killed_mid_stream_ends_both_halves";
+/// From the kill, how long the survivor's read and write may take to end.
+const DEATH_BOUND: Duration = Duration::from_secs(10);
+const CHILD_SEED: u64 = 0xC411D;
+const PARENT_SEED: u64 = 0x9A4E47;
+
+/// The child's part: connects to the parent, writes the stream
+/// `CHILD_SEED` and reads (discarding) until it is killed; gives up after
+/// `T` so that it never outlives a parent that failed.
+fn killed_peer(addr: &str) -> TestResult {
+    let at: SocketAddr = addr.parse()?;
+    run(async move {
+        let s = RdmaStream::connect(at).await?;
+        let (mut rd, mut wr) = s.into_split();
+        let writer = async {
+            let mut buf = vec![0; 48 * 1024];
+            let mut pos = 0;
+            loop {
+                fill(CHILD_SEED, pos, &mut buf);
+                wr.write_all(&buf).await?;
+                pos += buf.len() as u64;
+            }
+        };
+        let reader = async {
+            let mut buf = vec![0; 64 * 1024];
+            loop {
+                if rd.read(&mut buf).await? == 0 {
+                    return Ok::<(), io::Error>(());
+                }
+            }
+        };
+        let (w, r): (io::Result<()>, io::Result<()>) = tokio::join!(writer, reader);
+        Err(format!("the peer's stream ended before the kill: write {w:?}, read {r:?}").into())
+    })
+}
+
+/// Kills and reaps the child when the test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The peer is another process (this binary, running this test as the
+/// peer) that writes and reads a stream; once data flows both ways it gets
+/// SIGKILL. The survivor's read must end (EOF or an error) and its write
+/// fail within `DEATH_BOUND`, never hang; every byte read before is the
+/// peer's pattern; and once the survivor drops its stream the device's
+/// resources (the dead process's too) are back where they were.
+pub fn a_peer_process_killed_mid_stream_ends_both_halves(env: &TestEnv) -> TestResult {
+    if let Ok(addr) = std::env::var(PEER_VAR) {
+        return killed_peer(&addr);
+    }
+    let before = rdma_tests::resource_counts(&env.device)?;
+    run(async {
+        let (mut l, at) = listen(env)?;
+        let with_listener = counts(env)?;
+        let child = std::process::Command::new(std::env::current_exe()?)
+            .env("RDMA_TEST_CHILD", KILL_TEST)
+            .env(PEER_VAR, at.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()?;
+        let mut child = KillOnDrop(child);
+        let (s, _) = tokio::time::timeout(Duration::from_secs(30), l.accept())
+            .await
+            .map_err(|_| "the peer process did not connect within 30 s")??;
+        drop(l);
+        let (mut rd, mut wr) = s.into_split();
+        let written = Arc::new(AtomicUsize::new(0));
+        let writer = {
+            let written = Arc::clone(&written);
+            tokio::spawn(async move {
+                let mut buf = vec![0; 40 * 1024];
+                let mut pos = 0;
+                let e = loop {
+                    fill(PARENT_SEED, pos, &mut buf);
+                    if let Err(e) = wr.write_all(&buf).await {
+                        break e;
+                    }
+                    pos += buf.len() as u64;
+                    written.store(pos as usize, Ordering::Relaxed);
+                };
+                (Instant::now(), e)
+            })
+        };
+        let mut check = PatternCheck::new(CHILD_SEED);
+        let mut buf = vec![0; 64 * 1024];
+        let mut killed = None;
+        let end = loop {
+            if killed.is_none()
+                && check.pos >= 2 << 20
+                && written.load(Ordering::Relaxed) >= 1 << 20
+            {
+                child.0.kill()?;
+                killed = Some(Instant::now());
+            }
+            let limit = match killed {
+                Some(k) => DEATH_BOUND.saturating_sub(k.elapsed()),
+                None => Duration::from_secs(30),
+            };
+            match tokio::time::timeout(limit, rd.read(&mut buf)).await {
+                Err(_) if killed.is_some() => {
+                    return Err(format!(
+                        "the survivor's read still waits {DEATH_BOUND:?} after the kill ({} bytes read)",
+                        check.pos
+                    )
+                    .into())
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "no data flowed: {} bytes read, {} written in 30 s",
+                        check.pos,
+                        written.load(Ordering::Relaxed)
+                    )
+                    .into())
+                }
+                Ok(Ok(0)) => break Ok(()),
+                Ok(Ok(n)) => check.check(&buf[..n])?,
+                Ok(Err(e)) => break Err(e),
+            }
+        };
+        let Some(killed) = killed else {
+            return Err(format!("the read ended before the kill: {end:?}").into());
+        };
+        let read_end = killed.elapsed();
+        let (write_end, werr) =
+            tokio::time::timeout(DEATH_BOUND, writer)
+                .await
+                .map_err(|_| {
+                    format!("the survivor's write still waits {DEATH_BOUND:?} after the kill")
+                })??;
+        let status = child.0.wait()?;
+        use std::os::unix::process::ExitStatusExt;
+        check!(
+            status.signal() == Some(libc::SIGKILL),
+            "the peer ended with {status}, not SIGKILL"
+        );
+        eprintln!(
+            "    read {} bytes, wrote {}; after the kill: read ended in {read_end:?} with {end:?}, \
+             write failed in {:?} with {werr}",
+            check.pos,
+            written.load(Ordering::Relaxed),
+            write_end.saturating_duration_since(killed)
+        );
+        drop(rd);
+        let t = counts_back_to(env, &with_listener, Duration::from_secs(10)).await?;
+        eprintln!("    resources back {t:?} after the survivor's stream was dropped");
+        Ok(())
+    })?;
+    let after = rdma_tests::resource_counts(&env.device)?;
+    check!(
+        before == after,
+        "resources left: before {before:?}, after {after:?}"
+    );
+    Ok(Outcome::Passed)
+}
+
+// ------------------------------------------------------------ drops mid-write
+
+/// Rounds of streams dropped in the middle of writes, in four ways at
+/// once; after each round the device's PD, CQ, QP, MR and CM id counts
+/// must be back to what they were with only the listener (no growth).
+pub fn streams_dropped_mid_write_leak_no_kernel_resources(env: &TestEnv) -> TestResult {
+    const ROUNDS: usize = 5;
+    const BIG: usize = 8 << 20;
+    let before = rdma_tests::resource_counts(&env.device)?;
+    run_within(Duration::from_secs(120), async {
+        let (mut l, at) = listen(env)?;
+        let base = counts(env)?;
+        let data = Arc::new(pattern(9, BIG));
+        let mut times = Vec::new();
+        for round in 0..ROUNDS {
+            let (c1, s1) = pair(&mut l, at).await?;
+            let (c2, s2) = pair(&mut l, at).await?;
+            let (c3, s3) = pair(&mut l, at).await?;
+            let (c4, s4) = pair(&mut l, at).await?;
+            check!(
+                counts(env)?.get("qp") > base.get("qp"),
+                "round {round}: no QP counted for the open streams: {:?}",
+                counts(env)?
+            );
+            // 1: the writer's peer does not read; the writer is dropped
+            // with its buffers full, then the peer.
+            let one = {
+                let data = Arc::clone(&data);
+                async move {
+                    let mut c1 = c1;
+                    let w =
+                        tokio::time::timeout(Duration::from_millis(200), c1.write_all(&data)).await;
+                    check!(w.is_err(), "8 MiB went to a peer that does not read: {w:?}");
+                    drop(c1);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    drop(s1);
+                    Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+                }
+            };
+            // 2: the peer reads; the writer is dropped mid-way, the peer
+            // reads what came (a prefix) until the end.
+            let two = {
+                let data = Arc::clone(&data);
+                async move {
+                    let mut c2 = c2;
+                    let mut s2 = s2;
+                    let reader = tokio::spawn(async move {
+                        let mut got = Vec::new();
+                        let r = s2.read_to_end(&mut got).await;
+                        (got, r.err())
+                    });
+                    let _ =
+                        tokio::time::timeout(Duration::from_millis(100), c2.write_all(&data)).await;
+                    drop(c2);
+                    let (got, _end) = tokio::time::timeout(Duration::from_secs(10), reader)
+                        .await
+                        .map_err(|_| "the reader of a dropped writer did not end in 10 s")??;
+                    check!(
+                        got.len() <= BIG && got[..] == data[..got.len()],
+                        "the reader of a dropped writer got {} bytes that are not the prefix",
+                        got.len()
+                    );
+                    Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+                }
+            };
+            // 3: the accepted side is the writer, dropped mid-write.
+            let three = {
+                let data = Arc::clone(&data);
+                async move {
+                    let mut s3 = s3;
+                    let w =
+                        tokio::time::timeout(Duration::from_millis(200), s3.write_all(&data)).await;
+                    check!(w.is_err(), "8 MiB went to a peer that does not read: {w:?}");
+                    drop(s3);
+                    drop(c3);
+                    Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+                }
+            };
+            // 4: split; the write half's task is aborted mid-write, the
+            // read half was dropped before.
+            let four = {
+                let data = Arc::clone(&data);
+                async move {
+                    let (rd, mut wr) = c4.into_split();
+                    drop(rd);
+                    let task = tokio::spawn(async move { wr.write_all(&data).await });
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    check!(
+                        !task.is_finished(),
+                        "the write to a peer that does not read ended"
+                    );
+                    task.abort();
+                    let _ = task.await;
+                    drop(s4);
+                    Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+                }
+            };
+            let (a, b, c, d) = tokio::join!(one, two, three, four);
+            a.map_err(|e| format!("round {round}, way 1: {e}"))?;
+            b.map_err(|e| format!("round {round}, way 2: {e}"))?;
+            c.map_err(|e| format!("round {round}, way 3: {e}"))?;
+            d.map_err(|e| format!("round {round}, way 4: {e}"))?;
+            let t = counts_back_to(env, &base, Duration::from_secs(10))
+                .await
+                .map_err(|e| format!("round {round}: {e}"))?;
+            times.push(t.as_millis());
+        }
+        eprintln!("    {ROUNDS} rounds of 4 drops: resources back after {times:?} ms; {base:?}");
+        Ok(())
+    })?;
+    let after = rdma_tests::resource_counts(&env.device)?;
+    check!(
+        before == after,
+        "resources left: before {before:?}, after {after:?}"
+    );
+    Ok(Outcome::Passed)
+}
+
+// ------------------------------------------------------------ edges
+
+/// Connects pending on a listener that never accepts end with an error
+/// once it is dropped (not a hang); so does a connect once a listener
+/// whose accept was pending is dropped (its task aborted); the port can
+/// be bound again and serves.
+pub fn dropping_the_listener_fails_its_pending_connects(env: &TestEnv) -> TestResult {
+    const N: usize = 4;
+    const BOUND: Duration = Duration::from_secs(15);
+    let before = rdma_tests::resource_counts(&env.device)?;
+    run(async {
+        let (l, at) = listen(env)?;
+        let clients: Vec<_> = (0..N)
+            .map(|_| {
+                tokio::spawn(async move {
+                    let r = RdmaStream::connect(at).await;
+                    (Instant::now(), r.map(|_| ()))
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for (i, c) in clients.iter().enumerate() {
+            check!(
+                !c.is_finished(),
+                "connect {i} ended before the listener was dropped"
+            );
+        }
+        drop(l);
+        let dropped = Instant::now();
+        let mut took = Vec::new();
+        for (i, c) in clients.into_iter().enumerate() {
+            let (end, r) = tokio::time::timeout(BOUND, c).await.map_err(|_| {
+                format!("connect {i} still waits {BOUND:?} after the listener was dropped")
+            })??;
+            check!(r.is_err(), "connect {i} to a dropped listener succeeded");
+            took.push(format!(
+                "{:?}: {}",
+                end.saturating_duration_since(dropped),
+                r.unwrap_err().kind()
+            ));
+        }
+        // The port again, with an accept pending when the task holding
+        // the listener is aborted.
+        let mut l = RdmaListener::bind(at)?;
+        check!(
+            l.local_addr()? == at,
+            "bound {:?}, not {at}",
+            l.local_addr()
+        );
+        let (c, s) = pair(&mut l, at).await?;
+        let server = tokio::spawn(echo(s));
+        let (mut rd, mut wr) = c.into_split();
+        wr.write_all(b"on the port again").await?;
+        wr.shutdown().await?;
+        let mut back = Vec::new();
+        rd.read_to_end(&mut back).await?;
+        check!(back == b"on the port again", "echo {back:?}");
+        server.await??;
+        drop((rd, wr));
+        let waiting = tokio::spawn(async move { l.accept().await.map(|_| ()) });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        check!(!waiting.is_finished(), "an accept with no requester ended");
+        waiting.abort();
+        check!(
+            waiting.await.is_err_and(|e| e.is_cancelled()),
+            "the aborted accept was not cancelled"
+        );
+        let start = Instant::now();
+        let late = tokio::time::timeout(BOUND, RdmaStream::connect(at))
+            .await
+            .map_err(|_| {
+                format!("a connect to the dropped listener still waits after {BOUND:?}")
+            })?;
+        check!(late.is_err(), "a connect to a dropped listener succeeded");
+        eprintln!(
+            "    pending connects failed after the drop in {took:?}; a later one in {:?}: {}",
+            start.elapsed(),
+            late.unwrap_err()
+        );
+        Ok(())
+    })?;
+    let after = rdma_tests::resource_counts(&env.device)?;
+    check!(
+        before == after,
+        "resources left: before {before:?}, after {after:?}"
+    );
+    Ok(Outcome::Passed)
+}
+
+/// Accepts cancelled at ever later points (a timeout around each) while
+/// clients connect: every client's connect ends; a client whose accept
+/// was cancelled mid-way either fails or, if its connect completed, sees
+/// its stream end (EOF or an error) within seconds; the accepted ones
+/// echo; the listener then accepts a new client, and nothing leaks.
+pub fn accepts_cancelled_mid_way_leave_the_listener_usable(env: &TestEnv) -> TestResult {
+    const N: usize = 6;
+    let before = rdma_tests::resource_counts(&env.device)?;
+    run(async {
+        let (mut l, at) = listen(env)?;
+        let clients: Vec<_> = (0..N)
+            .map(|_| tokio::spawn(async move { RdmaStream::connect(at).await }))
+            .collect();
+        let mut accepted = Vec::new();
+        let mut cancelled = 0;
+        let mut wait = Duration::from_micros(500);
+        let start = Instant::now();
+        while accepted.len() < N && start.elapsed() < Duration::from_secs(20) {
+            if clients.iter().all(|c| c.is_finished()) && wait > Duration::from_millis(300) {
+                break;
+            }
+            match tokio::time::timeout(wait, l.accept()).await {
+                Ok(r) => accepted.push(r?.0),
+                Err(_) => {
+                    cancelled += 1;
+                    wait += wait / 4;
+                }
+            }
+        }
+        let (mut orphans, mut refused) = (0, 0);
+        for (i, c) in clients.into_iter().enumerate() {
+            let r = tokio::time::timeout(Duration::from_secs(15), c)
+                .await
+                .map_err(|_| format!("client {i} still waits 15 s after the accepts"))??;
+            let Ok(mut cs) = r else {
+                refused += 1;
+                continue;
+            };
+            let me = cs.local_addr()?;
+            match accepted.iter().position(|s| s.peer_addr().ok() == Some(me)) {
+                Some(k) => {
+                    let s = accepted.swap_remove(k);
+                    let server = tokio::spawn(echo(s));
+                    let msg = pattern(20 + i as u64, 70_000);
+                    cs.write_all(&msg).await?;
+                    cs.shutdown().await?;
+                    let mut back = Vec::new();
+                    cs.read_to_end(&mut back).await?;
+                    check!(back == msg, "client {i}: the echo differs");
+                    server.await??;
+                }
+                None => {
+                    // Connected, but its accept was cancelled: the stream
+                    // must end, not hang.
+                    orphans += 1;
+                    let end = tokio::time::timeout(Duration::from_secs(10), cs.read(&mut [0; 16]))
+                        .await
+                        .map_err(|_| {
+                            format!(
+                                "client {i}, whose accept was cancelled, still reads after 10 s"
+                            )
+                        })?;
+                    check!(
+                        !matches!(end, Ok(n) if n > 0),
+                        "client {i}, whose accept was cancelled, read data"
+                    );
+                }
+            }
+        }
+        check!(
+            accepted.is_empty(),
+            "{} accepted streams have no client",
+            accepted.len()
+        );
+        // The listener serves a new client.
+        let (c, s) = pair(&mut l, at).await?;
+        let server = tokio::spawn(echo(s));
+        let (mut rd, mut wr) = c.into_split();
+        wr.write_all(&pattern(3, 100_000)).await?;
+        wr.shutdown().await?;
+        let mut back = Vec::new();
+        rd.read_to_end(&mut back).await?;
+        check!(
+            back == pattern(3, 100_000),
+            "the echo after the cancelled accepts differs"
+        );
+        server.await??;
+        eprintln!(
+            "    {cancelled} accepts cancelled; of {N} clients {refused} failed to connect, \
+             {orphans} connected without an accept (their streams ended)"
+        );
+        Ok(())
+    })?;
+    let after = rdma_tests::resource_counts(&env.device)?;
+    check!(
+        before == after,
+        "resources left: before {before:?}, after {after:?}"
+    );
+    Ok(Outcome::Passed)
+}
+
+/// After `shutdown`: shutdown again is fine, writes fail with
+/// `BrokenPipe`, flush succeeds, reads go on; after the peer's FIN reads
+/// stay at EOF; writes to a peer that is gone fail within seconds.
+pub fn reads_and_writes_after_shutdown_and_after_the_peer_left(env: &TestEnv) -> TestResult {
+    run(async {
+        let (mut l, at) = listen(env)?;
+        let (mut c, mut s) = pair(&mut l, at).await?;
+        c.write_all(b"before").await?;
+        c.shutdown().await?;
+        c.shutdown().await?;
+        let w = c.write(b"after").await;
+        check!(
+            w.as_ref()
+                .is_err_and(|e| e.kind() == io::ErrorKind::BrokenPipe),
+            "a write after shutdown: {w:?}"
+        );
+        c.flush().await?;
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await?;
+        check!(got == b"before", "the peer read {got:?}");
+        check!(s.read(&mut [0; 4]).await? == 0, "data after EOF");
+        // The other way still works after the half-close.
+        s.write_all(&pattern(4, 300_000)).await?;
+        drop(s);
+        let mut reply = Vec::new();
+        c.read_to_end(&mut reply).await?;
+        check!(
+            reply == pattern(4, 300_000),
+            "the reply after the half-close differs ({} bytes)",
+            reply.len()
+        );
+        for _ in 0..3 {
+            check!(
+                c.read(&mut [0; 4]).await? == 0,
+                "a read after EOF is not EOF"
+            );
+        }
+        drop(c);
+
+        // Writes to a peer that dropped its stream (without reading).
+        let (mut c, s) = pair(&mut l, at).await?;
+        drop(s);
+        let start = Instant::now();
+        let buf = vec![7; 32 * 1024];
+        let e = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                if let Err(e) = c.write_all(&buf).await {
+                    return e;
+                }
+            }
+        })
+        .await
+        .map_err(|_| "writes to a peer that left still succeed (or wait) after 10 s")?;
+        let mut rest = Vec::new();
+        let r = c.read_to_end(&mut rest).await;
+        check!(
+            r.as_ref().is_ok_and(|&n| n == 0),
+            "the read after the peer left (with a FIN): {r:?}"
+        );
+        let sd = c.shutdown().await;
+        eprintln!(
+            "    a write to a peer that left failed after {:?}: {e}; then shutdown: {sd:?}",
+            start.elapsed()
+        );
+        Ok(())
+    })
+}
+
+/// Reads and writes raced against timers in `select!`, so that many are
+/// cancelled while pending: every byte arrives once and in order (the
+/// poll functions take nothing when they return `Pending`).
+pub fn reads_and_writes_cancelled_in_select_lose_no_byte(env: &TestEnv) -> TestResult {
+    const LEN: usize = 6 << 20;
+    run(async {
+        let (mut l, at) = listen(env)?;
+        let (mut c, mut s) = pair(&mut l, at).await?;
+        let data = Arc::new(pattern(11, LEN));
+        let writer = {
+            let data = Arc::clone(&data);
+            tokio::spawn(async move {
+                let (mut pos, mut cancelled, mut k) = (0, 0u32, 0u64);
+                while pos < LEN {
+                    k += 1;
+                    let n = ((word(1, k) % 150_000) as usize + 1).min(LEN - pos);
+                    tokio::select! {
+                        biased;
+                        r = c.write(&data[pos..pos + n]) => pos += r?,
+                        _ = tokio::time::sleep(Duration::from_micros(word(2, k) % 700)) => cancelled += 1,
+                    }
+                    // Pauses, so that the reader waits too.
+                    if k % 40 == 0 {
+                        tokio::time::sleep(Duration::from_millis(15)).await;
+                    }
+                }
+                c.shutdown().await?;
+                Ok::<_, io::Error>((cancelled, c))
+            })
+        };
+        let mut check = PatternCheck::new(11);
+        let mut buf = vec![0; 200_000];
+        let (mut cancelled, mut k) = (0u32, 0u64);
+        loop {
+            k += 1;
+            let n = (word(3, k) % 65_536) as usize + 1;
+            tokio::select! {
+                biased;
+                r = s.read(&mut buf[..n]) => match r? {
+                    0 => break,
+                    got => check.check(&buf[..got])?,
+                },
+                _ = tokio::time::sleep(Duration::from_micros(word(4, k) % 500)) => cancelled += 1,
+            }
+            // Pauses, so that the writer's buffers fill.
+            if k % 16 == 0 {
+                tokio::time::sleep(Duration::from_millis(60)).await;
+            }
+        }
+        let (wcancelled, _c) = writer.await??;
+        check!(check.pos == LEN as u64, "read {} bytes of {LEN}", check.pos);
+        check!(
+            cancelled > 0 && wcancelled > 0,
+            "nothing was cancelled while pending: {cancelled} reads, {wcancelled} writes"
+        );
+        eprintln!("    {cancelled} reads and {wcancelled} writes cancelled, {LEN} bytes intact");
         Ok(())
     })
 }
@@ -375,16 +1343,28 @@ pub const TESTS: &[rdma_tests::Test] = &[
         run: echo_of_every_size,
     },
     rdma_tests::Test {
-        name: "stream::copy_of_16_mib_with_a_checksum",
-        run: copy_of_16_mib_with_a_checksum,
+        name: "stream::copy_of_64_mib_checked_byte_by_byte",
+        run: copy_of_64_mib_checked_byte_by_byte,
     },
     rdma_tests::Test {
-        name: "stream::eight_concurrent_streams_on_one_listener",
-        run: eight_concurrent_streams_on_one_listener,
+        name: "stream::sixty_four_concurrent_streams_on_one_listener",
+        run: sixty_four_concurrent_streams_on_one_listener,
+    },
+    rdma_tests::Test {
+        name: "stream::http1_over_rdma_streams",
+        run: http1_over_rdma_streams,
     },
     rdma_tests::Test {
         name: "stream::half_close_then_reply",
         run: half_close_then_reply,
+    },
+    rdma_tests::Test {
+        name: "stream::reads_and_writes_after_shutdown_and_after_the_peer_left",
+        run: reads_and_writes_after_shutdown_and_after_the_peer_left,
+    },
+    rdma_tests::Test {
+        name: "stream::reads_and_writes_cancelled_in_select_lose_no_byte",
+        run: reads_and_writes_cancelled_in_select_lose_no_byte,
     },
     rdma_tests::Test {
         name: "stream::a_peer_dropped_mid_stream_ends_the_survivors_read",
@@ -395,7 +1375,23 @@ pub const TESTS: &[rdma_tests::Test] = &[
         run: a_peer_whose_runtime_dies_ends_the_survivors_read,
     },
     rdma_tests::Test {
+        name: KILL_TEST,
+        run: a_peer_process_killed_mid_stream_ends_both_halves,
+    },
+    rdma_tests::Test {
         name: "stream::a_writer_whose_peer_does_not_read_waits",
         run: a_writer_whose_peer_does_not_read_waits,
+    },
+    rdma_tests::Test {
+        name: "stream::streams_dropped_mid_write_leak_no_kernel_resources",
+        run: streams_dropped_mid_write_leak_no_kernel_resources,
+    },
+    rdma_tests::Test {
+        name: "stream::dropping_the_listener_fails_its_pending_connects",
+        run: dropping_the_listener_fails_its_pending_connects,
+    },
+    rdma_tests::Test {
+        name: "stream::accepts_cancelled_mid_way_leave_the_listener_usable",
+        run: accepts_cancelled_mid_way_leave_the_listener_usable,
     },
 ];
