@@ -183,22 +183,15 @@ impl RdmaStream {
     /// `timeout` (each step of the set-up also has its own limit,
     /// [`CONNECT_TIMEOUT`](super::CONNECT_TIMEOUT)).
     pub fn connect_timeout(addr: SocketAddr, timeout: Duration) -> io::Result<RdmaStream> {
-        let timeout = check_timeout(Some(timeout))?;
-        block_on(None, async move {
-            match tokio::time::timeout(
-                timeout.unwrap_or_default(),
-                super::RdmaStream::connect(addr),
-            )
-            .await
-            {
-                Ok(r) => r,
-                Err(_) => Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the RDMA connection timed out",
-                )),
-            }
-        })
-        .map(RdmaStream::new)
+        check_timeout(Some(timeout))?;
+        block_on(Some(timeout), super::RdmaStream::connect(addr))
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::WouldBlock => {
+                    io::Error::new(io::ErrorKind::TimedOut, "the RDMA connection timed out")
+                }
+                _ => e,
+            })
+            .map(RdmaStream::new)
     }
 
     /// The peer's address.
@@ -313,5 +306,45 @@ impl std::fmt::Debug for RdmaStream {
             .field("local", &self.local_addr().ok())
             .field("peer", &self.peer_addr().ok())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr() -> SocketAddr {
+        "127.0.0.1:7471".parse().unwrap()
+    }
+
+    #[test]
+    fn stream_blocking_calls_inside_a_runtime_are_refused_not_panics() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (c, l) = rt.block_on(async {
+            let c = tokio::spawn(async { RdmaStream::connect(addr()).map(|_| ()) })
+                .await
+                .unwrap();
+            (c, RdmaListener::bind(addr()).map(|_| ()))
+        });
+        for r in [c, l] {
+            assert_eq!(r.unwrap_err().kind(), io::ErrorKind::Unsupported);
+        }
+        // Under `enter`, too (no task, but a runtime context).
+        let _in = rt.enter();
+        let e = RdmaStream::connect_timeout(addr(), Duration::from_secs(1)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn stream_blocking_zero_timeouts_are_refused() {
+        assert!(check_timeout(Some(Duration::ZERO)).is_err());
+        assert_eq!(check_timeout(None).unwrap(), None);
+        let d = Duration::from_millis(5);
+        assert_eq!(check_timeout(Some(d)).unwrap(), Some(d));
+        let e = RdmaStream::connect_timeout(addr(), Duration::ZERO).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     }
 }

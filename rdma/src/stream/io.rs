@@ -13,7 +13,7 @@ use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::cm::{AsyncCm, AsyncCmId, CmEventKind, CmId, ConnParam, Listener};
@@ -309,6 +309,9 @@ pub(super) struct Resources {
     cq: CompletionQueue,
     mr: MemoryRegion,
     pd: ProtectionDomain,
+    /// The device is iWARP (siw): an RDMA WRITE completes once sent, not
+    /// once placed.
+    iwarp: bool,
 }
 
 impl Resources {
@@ -319,11 +322,12 @@ impl Resources {
         let pd = ProtectionDomain::new(&ctx)?;
         let channel = CompletionChannel::new(&ctx)?;
         let cq = CompletionQueue::builder(&ctx)
-            .cqe((RECV_SLOTS + SEND_SLOTS + CTRL_SLOTS + ONE_SIDED_SLOTS) as i32)
+            .cqe((RECV_SLOTS + SEND_SLOTS + CTRL_SLOTS + 2 * ONE_SIDED_SLOTS) as i32)
             .channel(&channel)
             .build()?;
         let caps = QpCaps {
-            max_send_wr: (SEND_SLOTS + CTRL_SLOTS + ONE_SIDED_SLOTS) as u32,
+            // A one-sided request takes two on iWARP (a WRITE and its fence).
+            max_send_wr: (SEND_SLOTS + CTRL_SLOTS + 2 * ONE_SIDED_SLOTS) as u32,
             max_recv_wr: RECV_SLOTS as u32,
             max_send_sge: 1,
             max_recv_sge: 1,
@@ -334,7 +338,14 @@ impl Resources {
         for slot in 0..RECV_SLOTS {
             post_recv(qp, &mr, slot)?;
         }
-        Ok(Resources { cq, mr, pd })
+        let iwarp = crate::DeviceList::new()
+            .ok()
+            .and_then(|l| {
+                l.find(ctx.name())
+                    .map(|d| d.transport_type() == crate::TransportType::Iwarp)
+            })
+            .unwrap_or(false);
+        Ok(Resources { cq, mr, pd, iwarp })
     }
 }
 
@@ -354,7 +365,7 @@ pub(super) fn conn_param() -> ConnParam {
 
 /// Starts the driver of a connected id and returns what it shares.
 pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc<Shared>> {
-    let Resources { cq, mr, pd } = res;
+    let Resources { cq, mr, pd, iwarp } = res;
     let cq = AsyncCompletionQueue::new(cq).map_err(io_err)?;
     let state = State {
         free: (0..SEND_SLOTS).rev().collect(),
@@ -379,6 +390,7 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
         ctrl_free: (0..CTRL_SLOTS).collect(),
         fin_posted: false,
         in_flight: (0..ONE_SIDED_SLOTS).map(|_| None).collect(),
+        iwarp,
     };
     tokio::spawn(driver.run());
     Ok(shared)
@@ -407,61 +419,160 @@ impl RdmaStream {
 
 // ------------------------------------------------------------ listener
 
+/// Connections a listener sets up ahead of [`RdmaListener::accept`]: its
+/// backlog of accepted connections (and of those being accepted).
+pub const BACKLOG: usize = 16;
+
+/// A connection made and not handed out yet: dropping it closes it, as
+/// dropping a stream does.
+pub(super) struct Conn(Option<Arc<Shared>>);
+
+impl Conn {
+    pub(super) fn take(mut self) -> Arc<Shared> {
+        self.0.take().expect("taken once")
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.take() {
+            let mut st = shared.lock();
+            st.reader_gone = true;
+            st.writer_gone = true;
+            st.shutdown = true;
+            drop(st);
+            shared.notify.notify_one();
+        }
+    }
+}
+
+/// What the accept task hands to [`RdmaListener::accept`]: a connection
+/// and its peer, with the backlog place it holds, or an error.
+type Accepted = io::Result<(Conn, SocketAddr, OwnedSemaphorePermit)>;
+
 /// A listening CM id that accepts RDMA streams.
+///
+/// A task on the runtime that bound it accepts requests in the
+/// background, up to [`BACKLOG`] ahead of [`accept`](Self::accept) (as a
+/// TCP backlog): each is set up (PD, CQ, QP, buffers), accepted and
+/// started, and waits in a queue. Further requests wait in the CM's own
+/// queue until there is room, and fail at their requester if that takes
+/// longer than its connect timeout. Dropping the listener stops the task
+/// and closes the connections still queued.
 pub struct RdmaListener {
-    listener: Listener,
-    _cm: AsyncCm,
+    rx: mpsc::UnboundedReceiver<Accepted>,
+    local: Option<SocketAddr>,
+    task: tokio::task::AbortHandle,
 }
 
 impl RdmaListener {
     /// Binds to `addr` (port 0: the system chooses) and listens. Must be
-    /// called inside a tokio runtime.
+    /// called inside a tokio runtime, which runs the accept task and the
+    /// drivers of the streams accepted.
     pub fn bind(addr: SocketAddr) -> io::Result<RdmaListener> {
+        RdmaListener::bind_mode(addr, Mode::Stream)
+    }
+
+    /// [`bind`](Self::bind) for connections of `mode`.
+    pub(super) fn bind_mode(addr: SocketAddr, mode: Mode) -> io::Result<RdmaListener> {
         let cm = AsyncCm::new().map_err(io_err)?;
         let listener = cm.listen(addr, 128).map_err(io_err)?;
-        Ok(RdmaListener { listener, _cm: cm })
+        let local = listener.local_addr();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(accept_task(cm, listener, mode, tx)).abort_handle();
+        Ok(RdmaListener { rx, local, task })
     }
 
     /// The bound address, with the port the system chose.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr().ok_or_else(|| {
+        self.local.ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotConnected, "the listener has no address")
         })
     }
 
-    /// Waits for the next connection, sets it up (PD, CQ, QP, buffers) and
-    /// accepts it; returns the stream and the peer's address. Requests
-    /// are accepted one at a time.
+    /// Waits for the next connection accepted in the background and
+    /// returns the stream and the peer's address.
     ///
     /// An error concerns one request (its set-up failed, or its
-    /// requester went away) or the listener (its event router stopped);
-    /// the listener may be used again either way.
+    /// requester went away: the listener may be used again) or the
+    /// listener (its event router stopped: every later call fails too).
     ///
-    /// Not cancellation-safe: a request whose accept is under way when the
-    /// future is dropped is lost (its requester sees a failure); the
-    /// listener stays usable and leaks nothing.
+    /// Cancellation-safe: a connection is taken from the queue only when
+    /// this returns it; one accepted while no call waits stays queued.
     pub async fn accept(&mut self) -> io::Result<(RdmaStream, SocketAddr)> {
-        let (shared, peer) = self.accept_mode(Mode::Stream).await?;
+        let (shared, peer) = self.accept_shared().await?;
         Ok((RdmaStream::from_shared(shared), peer))
     }
 
-    /// [`accept`](Self::accept) for either mode.
-    pub(super) async fn accept_mode(
-        &mut self,
-        mode: Mode,
-    ) -> io::Result<(Arc<Shared>, SocketAddr)> {
-        let mut req = self.listener.accept().await.map_err(io_err)?;
-        let peer = req.id().peer_addr();
-        let res = Resources::new(req.id_mut()).map_err(io_err)?;
-        let (id, _) = req
-            .accept(&conn_param(), CONNECT_TIMEOUT)
-            .await
-            .map_err(io_err)?;
-        let shared = start(id, res, mode)?;
-        let peer = peer.or(shared.peer).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::NotConnected, "the request has no address")
-        })?;
-        Ok((shared, peer))
+    /// The next connection, of the listener's mode.
+    pub(super) async fn accept_shared(&mut self) -> io::Result<(Arc<Shared>, SocketAddr)> {
+        match self.rx.recv().await {
+            Some(Ok((conn, peer, _permit))) => Ok((conn.take(), peer)),
+            Some(Err(e)) => Err(e),
+            None => Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the RDMA listener's accept task stopped",
+            )),
+        }
+    }
+}
+
+impl Drop for RdmaListener {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Accepts requests while the listener lives: each set up in a task of
+/// its own, holding one of [`BACKLOG`] places until it is handed out.
+async fn accept_task(
+    _cm: AsyncCm,
+    mut listener: Listener,
+    mode: Mode,
+    tx: mpsc::UnboundedSender<Accepted>,
+) {
+    let places = Arc::new(Semaphore::new(BACKLOG));
+    loop {
+        let permit = tokio::select! {
+            p = Arc::clone(&places).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+            _ = tx.closed() => return,
+        };
+        let req = tokio::select! {
+            r = listener.accept() => r,
+            _ = tx.closed() => return,
+        };
+        let mut req = match req {
+            Ok(req) => req,
+            Err(e) => {
+                // The event router stopped: the listener is over.
+                let _ = tx.send(Err(io_err(e)));
+                return;
+            }
+        };
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let accepted = async {
+                let peer = req.id().peer_addr();
+                let res = Resources::new(req.id_mut()).map_err(io_err)?;
+                let (id, _) = req
+                    .accept(&conn_param(), CONNECT_TIMEOUT)
+                    .await
+                    .map_err(io_err)?;
+                let conn = Conn(Some(start(id, res, mode)?));
+                let peer = peer
+                    .or(conn.0.as_ref().and_then(|s| s.peer))
+                    .ok_or_else(|| {
+                        io::Error::new(io::ErrorKind::NotConnected, "the request has no address")
+                    })?;
+                Ok((conn, peer, permit))
+            }
+            .await;
+            // A listener gone: the connection closes as it drops.
+            let _ = tx.send(accepted);
+        });
     }
 }
 
@@ -506,7 +617,11 @@ impl RdmaStream {
     }
 
     /// RDMA WRITEs `range` of `local` to the peer's `remote` and waits
-    /// until the device reports it done (for RC: the peer's device has it).
+    /// until the data is placed in the peer's memory (or refused). On
+    /// InfiniBand and RoCE (rxe) the WRITE's completion says so (the
+    /// peer acknowledged it); on iWARP (siw) a WRITE completes once sent,
+    /// so the driver follows it with a zero-length READ, whose response
+    /// comes only after the WRITE is placed: one round trip more.
     ///
     /// Checked before anything is posted, each an `InvalidInput` error
     /// that leaves the connection as it was: `range` lies in `local`,
@@ -646,7 +761,7 @@ impl std::fmt::Debug for OwnedWriteHalf {
 impl std::fmt::Debug for RdmaListener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RdmaListener")
-            .field("local", &self.listener.local_addr())
+            .field("local", &self.local)
             .finish_non_exhaustive()
     }
 }
@@ -886,7 +1001,16 @@ struct Driver {
     fin_posted: bool,
     /// One-sided requests posted, by the low half of their wr id; they
     /// drop (and their regions with them) after `id`, so after the QP.
-    in_flight: Vec<Option<OneSided>>,
+    in_flight: Vec<Option<Posted>>,
+    /// Fence each RDMA WRITE with a zero-length READ (iWARP).
+    iwarp: bool,
+}
+
+/// A one-sided request posted: its completions still to come (a fenced
+/// WRITE has two).
+struct Posted {
+    op: OneSided,
+    pending: u8,
 }
 
 impl Driver {
@@ -1068,13 +1192,21 @@ impl Driver {
         Ok(false)
     }
 
-    /// Hands a one-sided request's completion to its caller (if it still
-    /// waits) and frees its slot; a failed request ends the connection.
+    /// Counts a one-sided request's completion and hands the result to its
+    /// caller (if it still waits) once it is known, freeing the slot; a
+    /// failed request ends the connection.
     fn complete_one_sided(&mut self, slot: usize, wc: &WorkCompletion) -> io::Result<bool> {
-        let Some(op) = self.in_flight.get_mut(slot).and_then(Option::take) else {
-            return Err(io::Error::other(
-                "RDMA stream: a completion for no one-sided request",
-            ));
+        let flushed = wc.status() == WcStatus::WorkRequestFlushed;
+        // The fence of a request already answered (after an error).
+        let Some(p) = self.in_flight.get_mut(slot).and_then(Option::as_mut) else {
+            return Ok(flushed);
+        };
+        p.pending = p.pending.saturating_sub(1);
+        if wc.is_success() && p.pending > 0 {
+            return Ok(false);
+        }
+        let Some(Posted { op, .. }) = self.in_flight[slot].take() else {
+            return Ok(flushed);
         };
         let what = if op.read { "RDMA READ" } else { "RDMA WRITE" };
         let (result, end) = match wc.status() {
@@ -1193,23 +1325,37 @@ impl Driver {
         Ok(())
     }
 
-    /// Posts a one-sided request in `slot` of `in_flight`; a failure to post
-    /// goes to its caller and ends the connection.
+    /// Posts a one-sided request in `slot` of `in_flight` (on iWARP a
+    /// WRITE is followed by a zero-length READ, whose response comes only
+    /// once the WRITE is placed, or refused); a failure to post goes to
+    /// its caller and ends the connection.
     fn post_one_sided(&mut self, slot: usize, op: OneSided) -> io::Result<()> {
+        let fence = self.iwarp && !op.read;
         let posted = (|| {
             let sge = [op.mr.sge(op.range.clone()).map_err(io_err)?];
             let id = WR_RDMA | slot as u64;
-            let wr = if op.read {
-                SendWr::rdma_read(id, &sge, op.remote)
+            let qp = self.qp()?;
+            if op.read {
+                qp.post_send(&mut [SendWr::rdma_read(id, &sge, op.remote).signaled()])
+            } else if fence {
+                let at_start = RemoteMemory {
+                    len: 0,
+                    ..op.remote
+                };
+                qp.post_send(&mut [
+                    SendWr::rdma_write(id, &sge, op.remote).signaled(),
+                    SendWr::rdma_read(id, &[], at_start).signaled(),
+                ])
             } else {
-                SendWr::rdma_write(id, &sge, op.remote)
-            };
-            self.qp()?.post_send(&mut [wr.signaled()]).map_err(io_err)
+                qp.post_send(&mut [SendWr::rdma_write(id, &sge, op.remote).signaled()])
+            }
+            .map_err(io_err)
         })();
         match posted {
             Ok(()) => {
-                self.posted_sends += 1;
-                self.in_flight[slot] = Some(op);
+                let pending = if fence { 2 } else { 1 };
+                self.posted_sends += usize::from(pending);
+                self.in_flight[slot] = Some(Posted { op, pending });
                 Ok(())
             }
             Err(e) => {

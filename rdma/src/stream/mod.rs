@@ -106,12 +106,46 @@
 //!
 //! # Cancellation
 //! [`RdmaStream::connect`] is cancellation-safe: dropping the future
-//! destroys whatever it had made. [`RdmaListener::accept`] is not: a
-//! connection being accepted when the future is dropped is lost (its
-//! requester sees a failure), though the listener stays usable. The
+//! destroys whatever it had made. So is [`RdmaListener::accept`]: a task
+//! of the listener accepts requests in the background, up to [`BACKLOG`]
+//! ahead, and `accept` only takes the next one from that queue. The
 //! `poll_*` functions keep no state between calls: what they return is
 //! done, `Pending` changes nothing, so futures built on them (tokio's
 //! `read`, `write`) are cancellation-safe as tokio documents them.
+//!
+//! # Messages
+//! [`MessageListener`] and [`MessageEndpoint`] carry whole messages of
+//! 0 to [`MAX_MESSAGE`] bytes over the same connection, driver, buffers
+//! and credits as a stream: each message is one SEND into one of the
+//! peer's receive buffers, with bit 30 (MSG) of the header set, so an
+//! empty message differs from a credit-only one. Messages arrive whole,
+//! in order, and none is lost; a sender waits while its send buffers are
+//! full (back-pressure). [`recv`](MessageEndpoint::recv) returns a
+//! [`Message`], which holds its receive buffer (and so the sender's
+//! credit) until it is dropped. A stream and a message endpoint do not
+//! talk to each other: the first data either sends ends the connection
+//! with a protocol error.
+//!
+//! # One-sided requests
+//! [`RdmaStream::write_remote`] and [`read_remote`](RdmaStream::read_remote)
+//! (and the same on [`MessageEndpoint`]) RDMA WRITE and READ a peer's
+//! [`RemoteMemory`](crate::RemoteMemory), which the peer registered in its
+//! connection's protection domain ([`RdmaStream::register`]) and sent
+//! over (its [`to_bytes`](crate::RemoteMemory::to_bytes) form, 20 bytes,
+//! in a message or on the stream). They take no credit; the driver posts
+//! them in order, up to [`ONE_SIDED_SLOTS`] at once, and holds the local
+//! region until each completes. Local mistakes are refused before
+//! posting; what the peer's device refuses (bad rkey, out of its region,
+//! no right) ends the RC connection, as RC does: see
+//! [`RdmaStream::write_remote`]. On rxe and siw alike the connection
+//! grants remote READ and WRITE to the peer's requests on regions that
+//! allow them (the connection is made with one responder resource, so
+//! one READ from each side is served at a time).
+//!
+//! # Blocking use
+//! [`blocking::RdmaListener`] and [`blocking::RdmaStream`] are the same
+//! streams with `std::io::Read` and `Write` for threads without a
+//! runtime; see [`blocking`].
 
 use std::time::Duration;
 
@@ -122,7 +156,7 @@ mod io;
 #[cfg(feature = "tokio")]
 mod msg;
 #[cfg(feature = "tokio")]
-pub use io::{OwnedReadHalf, OwnedWriteHalf, RdmaListener, RdmaStream};
+pub use io::{OwnedReadHalf, OwnedWriteHalf, RdmaListener, RdmaStream, BACKLOG};
 #[cfg(feature = "tokio")]
 pub use msg::{Message, MessageEndpoint, MessageListener};
 

@@ -29,7 +29,7 @@ impl MessageListener {
     /// called inside a tokio runtime, which then runs the drivers of the
     /// endpoints it accepts.
     pub fn bind(addr: SocketAddr) -> io::Result<MessageListener> {
-        RdmaListener::bind(addr).map(|inner| MessageListener { inner })
+        RdmaListener::bind_mode(addr, Mode::Message).map(|inner| MessageListener { inner })
     }
 
     /// The bound address, with the port the system chose.
@@ -41,7 +41,7 @@ impl MessageListener {
     /// the endpoint and the peer's address. Errors and cancellation are
     /// those of [`RdmaListener::accept`].
     pub async fn accept(&mut self) -> io::Result<(MessageEndpoint, SocketAddr)> {
-        let (shared, peer) = self.inner.accept_mode(Mode::Message).await?;
+        let (shared, peer) = self.inner.accept_shared().await?;
         Ok((MessageEndpoint { shared }, peer))
     }
 }

@@ -321,7 +321,8 @@ pub fn bad_one_sided_requests_are_typed_errors(env: &TestEnv) -> TestResult {
                 ),
                 (
                     "reversed range",
-                    c.write_remote(&local, 10..5, &remote).await,
+                    c.write_remote(&local, std::ops::Range { start: 10, end: 5 }, &remote)
+                        .await,
                 ),
             ];
             for (what, r) in refused {
@@ -529,6 +530,59 @@ pub fn blocking_use_inside_a_runtime_is_refused(env: &TestEnv) -> TestResult {
     })
 }
 
+/// Accepts dropped while a connection comes in lose nothing: the
+/// listener accepts in the background, and the next call gets it.
+pub fn a_cancelled_accept_loses_no_connection(env: &TestEnv) -> TestResult {
+    run(async {
+        let mut l = RdmaListener::bind(at(env))?;
+        let addr = l.local_addr()?;
+        let client = tokio::spawn(async move {
+            let mut c = RdmaStream::connect(addr).await?;
+            c.write_all(b"first").await?;
+            let mut back = [0; 4];
+            c.read_exact(&mut back).await?;
+            Ok::<_, std::io::Error>(back)
+        });
+        // Accepts cancelled every millisecond, through the connection's
+        // whole set-up.
+        let mut cancelled = 0;
+        let (mut s, _) = loop {
+            match tokio::time::timeout(Duration::from_millis(1), l.accept()).await {
+                Ok(r) => break r?,
+                Err(_) => cancelled += 1,
+            }
+            if cancelled > 20_000 {
+                return Err("no connection after 20000 cancelled accepts".into());
+            }
+        };
+        let mut first = [0; 5];
+        s.read_exact(&mut first).await?;
+        s.write_all(b"back").await?;
+        if &first != b"first" || &client.await?? != b"back" {
+            return Err("the exchange over the accepted stream differs".into());
+        }
+        // A message listener too, and an accept dropped with nothing coming.
+        let mut ml = MessageListener::bind(at(env))?;
+        let maddr = ml.local_addr()?;
+        if tokio::time::timeout(Duration::from_millis(50), ml.accept())
+            .await
+            .is_ok()
+        {
+            return Err("an accept returned with no requester".into());
+        }
+        let c = tokio::spawn(async move { MessageEndpoint::connect(maddr).await });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (e, _) = ml.accept().await?;
+        let c = c.await??;
+        c.send(b"m").await?;
+        if &*recv_some(&e).await? != b"m" {
+            return Err("the message over the accepted endpoint differs".into());
+        }
+        eprintln!("    {cancelled} accepts cancelled before the connection");
+        Ok(())
+    })
+}
+
 /// The tests of this module.
 pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
@@ -558,6 +612,10 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "stream_msg::a_cancelled_write_keeps_its_region",
         run: a_cancelled_write_keeps_its_region,
+    },
+    rdma_tests::Test {
+        name: "stream_msg::a_cancelled_accept_loses_no_connection",
+        run: a_cancelled_accept_loses_no_connection,
     },
     rdma_tests::Test {
         name: "stream_msg::blocking_echo_between_two_threads",
