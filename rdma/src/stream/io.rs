@@ -475,6 +475,11 @@ impl RdmaListener {
 
     /// [`bind`](Self::bind) for connections of `mode`.
     pub(super) fn bind_mode(addr: SocketAddr, mode: Mode) -> io::Result<RdmaListener> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(io::Error::other(
+                "RdmaListener::bind must be called inside a tokio runtime",
+            ));
+        }
         let cm = AsyncCm::new().map_err(io_err)?;
         let listener = cm.listen(addr, 128).map_err(io_err)?;
         let local = listener.local_addr();

@@ -50,6 +50,35 @@ impl MessageListener {
 /// to [`MAX_MESSAGE`] bytes (empty ones included), in order, with no loss,
 /// over RC.
 ///
+/// ```no_run
+/// use rdma::stream::{MessageEndpoint, MessageListener};
+/// use rdma::{AccessFlags, RemoteMemory};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let at = "192.168.1.10:7472".parse().unwrap();
+/// let mut listener = MessageListener::bind(at)?;
+/// tokio::spawn(async move {
+///     let (ep, _peer) = listener.accept().await?;
+///     // A region the peer may write, advertised in a message.
+///     let mr = ep.register(4096, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)?;
+///     ep.send(&mr.remote(..)?.to_bytes()).await?;
+///     while let Some(msg) = ep.recv().await? {
+///         println!("{} bytes; the region starts {:?}", msg.len(), mr.to_vec(..4)?);
+///     }
+///     Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+/// });
+///
+/// let ep = MessageEndpoint::connect(at).await?;
+/// let remote = RemoteMemory::from_bytes(&ep.recv().await?.ok_or("no descriptor")?)?;
+/// let local = ep.register(4096, AccessFlags::empty())?;
+/// local.write(0, b"written by the peer")?;
+/// ep.write_remote(&local, 0..4096, &remote).await?;
+/// ep.send(b"look").await?;
+/// ep.shutdown().await?;
+/// # Ok(())
+/// # }
+/// ```
+///
 /// Every method takes `&self`: one task may send while others receive
 /// (share the endpoint with an `Arc`). Dropping the endpoint sends what
 /// was sent and not yet posted, then a FIN, then closes the connection,
