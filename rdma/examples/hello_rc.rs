@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mr = MemoryRegion::new(&pd, 64, A::LOCAL_WRITE | A::REMOTE_WRITE)?;
     let qp = id.qp().ok_or("no QP")?;
     if role == "server" {
-        qp.post_recv(&mut [RecvWr::new(1, &[])])?; // before the accept
+        qp.post_recv(&mut [RecvWr::new(1, &[mr.sge(..)?])])?; // before the accept
         let buf = mr.remote(..)?.to_bytes();
         id.accept(&ConnParam::new().with_private_data(&buf))?;
         ch.expect(&id, Established, T)?;

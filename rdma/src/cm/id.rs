@@ -839,7 +839,10 @@ impl CmId {
     }
 
     /// Starts connecting (after route resolution); completes with
-    /// `Established`, `Rejected`, `Unreachable` or `ConnectError`.
+    /// `Established`, `Rejected`, `Unreachable` or `ConnectError`. On
+    /// iWARP a refused TCP connection may fail the call itself, with
+    /// `ECONNREFUSED` and the same hint as a `Rejected` event
+    /// ([`Error::is_refused`]).
     pub fn connect(&self, param: &ConnParam) -> Result<()> {
         let mut p = param.raw()?;
         // SAFETY: a live id; `p` points into `param`, alive during the call;
@@ -848,6 +851,10 @@ impl CmId {
             "rdma_connect",
             self.locked(|| unsafe { cm::rdma_connect(self.as_raw(), &mut p) }),
         )
+        .map_err(|e| match e.errno() {
+            libc::ECONNREFUSED => e.with_hint(reject_hint(-libc::ECONNREFUSED, 0)),
+            _ => e,
+        })
     }
 
     /// Accepts the connect request this id was created by.
