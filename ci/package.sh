@@ -25,15 +25,18 @@
 #    rdma-core hidden, from the source tree).
 #    Fails if a build script writes into its package's sources.
 #
-# Needs crates.io for the third-party dependencies. Builds into
-# target/package-check/target (incremental between runs).
+# Needs crates.io for the third-party dependencies. Builds into the
+# repository's own target/ (PACKAGE_TARGET_DIR to change it): the third-party
+# dependencies the fresh lockfile resolves to the same versions are built
+# once for the repository and the packages; the packaged crates, at other
+# paths, build anew.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
 crates=(rdma-sys-build ibverbs-sys rdmacm-sys umad-sys rdma)
 work=$root/target/package-check
-export CARGO_TARGET_DIR=$work/target
+export CARGO_TARGET_DIR=${PACKAGE_TARGET_DIR:-$root/target}
 ws=$work/ws
 t0=$SECONDS
 
