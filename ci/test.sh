@@ -95,7 +95,7 @@ if [ "${RDMA_CI_SKIP_HOST:-0}" != 1 ]; then
     step "host tests: cargo test --workspace"
     timed host-tests cargo_cmd test --workspace
 
-    # Bounded fuzzing of the MAD decoder (cargo-fuzz; RDMA_FUZZ_SECONDS, default 60).
+    # Bounded fuzzing of the MAD decoder (libFuzzer and ASan, built by ci/fuzz.sh; RDMA_FUZZ_SECONDS, default 60).
     timed fuzz bash "$CI_DIR/fuzz.sh" "${RDMA_FUZZ_SECONDS:-60}"
     prune_tree fuzz/target
 
