@@ -15,6 +15,13 @@
 # (ci/post_poll.c). Both ways it also times connection set-up through the CM: our
 # cmtime (async API, release) against rdma-core's, client and server of
 # the same kind; the CM steps' total, median of the per-round ratios.
+# And byte streams: our rstream (examples/src/bin/rstream.rs, over
+# rdma::stream on a current-thread tokio runtime) against rdma-core's
+# rstream over rsockets and over TCP (its -T s) to the same address, on rxe
+# and on siw, rotating which goes first: 64-byte ping-pong latency
+# (usec/xfer, half a round trip; lower is better) and 64 KiB transfers,
+# a batch each way (Gb/s; higher is better); medians over the rounds and
+# ours/rsockets, ours/TCP.
 #
 # Absolute figures under TCG mean little; the ratio is what counts. A
 # missed ratio target is reported, never a failure: the script fails only
@@ -28,7 +35,12 @@
 # PERF_LAT_ITERS, PERF_BW_ITERS, PERF_PROVIDERS (default "rxe siw"),
 # PERF_COUNT_ITERS (callgrind loop length, default 200), PERF_CMTIME_ROUNDS
 # (default 9 with --short, else 15), PERF_CMTIME_RXE / PERF_CMTIME_SIW
-# (connections, default 100 / 40), and those of
+# (connections, default 100 / 40), PERF_RSTREAM_ROUNDS (default 1 with
+# --short, else 5; 0: no stream runs), PERF_RSTREAM_LAT_ITERS (round trips,
+# default 300 / 1000), PERF_RSTREAM_BW_COUNT (64 KiB transfers each way,
+# default 200 / 1000), PERF_RSTREAM_RUNTIME (current or multi: our
+# rstream's tokio runtime), PERF_RSTREAM_TOKIO_TCP=1 (also our rstream
+# over tokio's TCP; default with the full run), and those of
 # ci/vm.sh (RDMA_CI_SKIP_SETUP, RDMA_VM_TIMEOUT, ...).
 set -Eeuo pipefail
 
@@ -87,6 +99,7 @@ guest() {
             done
         done
     done
+    rstream_rounds "$out" "$bin" "$short"
     cmtime_rounds "$out" "$bin" "$short"
     if [ "$short" != 1 ] && [[ " ${PERF_PROVIDERS:-rxe siw} " == *" rxe "* ]]; then
         count "$out" "$bin" "$post_poll"
@@ -131,6 +144,80 @@ cmtime_rounds() {
             done
         done
     done
+}
+
+# Byte streams: our rstream over rdma::stream ("ours"), rdma-core's rstream
+# over rsockets ("rsocket") and over TCP ("tcp", its -T s), and with
+# PERF_RSTREAM_TOKIO_TCP=1 ours over tokio's TCP ("tokiotcp"), to the
+# provider's address: 64-byte ping-pong (-S 64 -C 1 -I N) and 64 KiB
+# batches (-S 65536 -C N -I 1). The short run: one round (12 runs, about
+# 60 s under TCG, most of it process start and connection set-up).
+rstream_rounds() {
+    local out=$1 bin=$2 short=$3 rounds lat_iters bw_count p pi=0 addr r i ti kind flags prog cm
+    local port=22000 run spid crc src
+    local -a progs order cmd
+    if [ "$short" = 1 ]; then
+        rounds=${PERF_RSTREAM_ROUNDS:-1} lat_iters=${PERF_RSTREAM_LAT_ITERS:-300}
+        bw_count=${PERF_RSTREAM_BW_COUNT:-200}
+    else
+        rounds=${PERF_RSTREAM_ROUNDS:-5} lat_iters=${PERF_RSTREAM_LAT_ITERS:-1000}
+        bw_count=${PERF_RSTREAM_BW_COUNT:-1000}
+    fi
+    local t_all=$EPOCHREALTIME t_run n=0
+    progs=(ours rsocket tcp)
+    if [ "${PERF_RSTREAM_TOKIO_TCP:-$([ "$short" = 1 ] && echo 0 || echo 1)}" = 1 ]; then
+        progs+=(tokiotcp)
+    fi
+    for p in ${PERF_PROVIDERS:-rxe siw}; do
+        if [ "$p" = rxe ]; then addr=$RDMA_RXE_IPV4; else addr=$RDMA_SIW_IPV4; fi
+        pi=$((pi + 1))
+        for r in $(seq 1 "$rounds"); do
+            ti=0
+            for kind in lat bw; do
+                ti=$((ti + 1))
+                if [ "$kind" = lat ]; then
+                    flags=(-S 64 -C 1 -I "$lat_iters")
+                else
+                    flags=(-S 65536 -C "$bw_count" -I 1)
+                fi
+                # Who goes first moves on by one each round, test and
+                # provider: even a single round has each program first
+                # somewhere.
+                order=()
+                for i in "${!progs[@]}"; do
+                    order+=("${progs[$(((i + r + ti + pi - 3) % ${#progs[@]}))]}")
+                done
+                for prog in "${order[@]}"; do
+                    port=$((port + 1))
+                    run="$out/$p.rstream.$kind.$prog.$r"
+                    case $prog in
+                        ours) cmd=("$bin/rstream" --runtime "${PERF_RSTREAM_RUNTIME:-current}") cm=1 ;;
+                        tokiotcp) cmd=("$bin/rstream" --runtime "${PERF_RSTREAM_RUNTIME:-current}" -T s) cm=0 ;;
+                        rsocket) cmd=(rstream) cm=1 ;;
+                        tcp) cmd=(rstream -T s) cm=0 ;;
+                    esac
+                    cmd+=(-p "$port" "${flags[@]}")
+                    echo "== $p round $r: ${cmd[*]} (server -b $addr, client -s $addr)"
+                    t_run=$EPOCHREALTIME n=$((n + 1))
+                    timeout -k 5 60 "${cmd[@]}" -b "$addr" >"$run.server" 2>&1 &
+                    spid=$!
+                    wait_listen "$port" "$cm"
+                    crc=0 src=0
+                    timeout -k 5 60 "${cmd[@]}" -s "$addr" >"$run.stream" 2>&1 || crc=$?
+                    wait "$spid" || src=$?
+                    echo "$crc $src" >"$run.rc"
+                    grep -E '^custom ' "$run.stream" || tail -n 5 "$run.stream"
+                    echo "   (run $(elapsed_since "$t_run") s, start to end of both sides)"
+                done
+            done
+        done
+    done
+    echo "== rstream: $n runs in $(elapsed_since "$t_all") s"
+}
+
+# elapsed_since T: seconds since T (an $EPOCHREALTIME), with one decimal.
+elapsed_since() {
+    awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f\n", b - a }'
 }
 
 # wait_listen PORT CM: waits (at most 10 s) until a server listens on PORT:
@@ -279,6 +366,64 @@ for (prov, n), rounds in sorted(cm.items(), key=lambda kv: kv[0][0] != "rxe"):
     med = statistics.median(per)
     print(f"  {'CM steps':<14} {o:10.2f} {c:10.2f} {med:7.3f}  (median of the per-round ratios "
           f"{' '.join(f'{x:.2f}' for x in per)}) " + ("met" if med <= 1.0 else "missed"))
+# Byte streams: the client's usec/xfer per run (the last column of
+# rstream's row; half a round trip in the latency test), medians over the
+# rounds, the bandwidth from it (one transfer's bits over its time), and
+# the ratios ours / rsockets and ours / TCP.
+st = {}
+for f in sorted(glob.glob(os.path.join(out, "*.rstream.*.stream"))):
+    prov, _, kind, prog, rnd = os.path.basename(f)[: -len(".stream")].split(".")
+    rc = f[: -len(".stream")] + ".rc"
+    if not os.path.exists(rc) or open(rc).read().split() != ["0", "0"]:
+        continue
+    for line in open(f, errors="replace"):
+        cols = line.split()
+        if len(cols) == 8 and cols[0] == "custom":
+            try:
+                usec = float(cols[7])
+            except ValueError:
+                break
+            if 0 < usec < float("inf"):
+                st.setdefault((prov, kind), {}).setdefault(prog, {})[int(rnd)] = usec
+            break
+labels = {"ours": "ours", "rsocket": "rsockets", "tcp": "TCP", "tokiotcp": "tokio TCP"}
+for prov in sorted({k[0] for k in st}, key=lambda p: p != "rxe"):
+    progs = [p for p in ("ours", "rsocket", "tcp", "tokiotcp")
+             if any(p in st.get((prov, k), {}) for k in ("lat", "bw"))]
+    print()
+    print(f"rstream on {prov}: ours (rdma::stream, tokio) vs rdma-core's rstream over rsockets "
+          f"and over TCP; medians over the rounds")
+    print(f"  {'test':<14} {'metric':<10} " + " ".join(f"{labels[p]:>9}" for p in progs)
+          + f" {'ours/rs':>8} {'ours/TCP':>8}  target")
+    for kind, size, metric in (("lat", 64, "usec/xfer"), ("bw", 65536, "Gb/s")):
+        by = st.get((prov, kind), {})
+        if not by:
+            continue
+        def value(usec):
+            return usec if kind == "lat" else size * 8 / 1000 / usec
+        med = {p: statistics.median(value(u) for u in by[p].values()) for p in progs if by.get(p)}
+        def cell(p):
+            return f"{med[p]:9.2f}" if p in med else f"{'n/a':>9}"
+        def ratio(p):
+            if "ours" in med and p in med:
+                return med["ours"] / med[p]
+            return None
+        rs, rt = ratio("rsocket"), ratio("tcp")
+        fr = lambda x: f"{x:8.3f}" if x is not None else f"{'n/a':>8}"
+        if rs is None:
+            target = ""
+        elif kind == "lat":
+            target = "<=1.00 vs rsockets " + ("met" if rs <= 1.0 else "missed")
+        else:
+            target = ">=1.00 vs rsockets " + ("met" if rs >= 1.0 else "missed")
+        name = "64 B ping-pong" if kind == "lat" else "64 KiB batch"
+        print(f"  {name:<14} {metric:<10} " + " ".join(cell(p) for p in progs)
+              + f" {fr(rs)} {fr(rt)}  {target}")
+        # The per-round ratios, where both ran in the round.
+        per = [value(by["ours"][r]) / value(by["rsocket"][r])
+               for r in sorted(by.get("ours", {})) if r in by.get("rsocket", {})]
+        if per:
+            print(f"  {'':<14} {'':<10} ours/rsockets per round: " + " ".join(f"{x:.2f}" for x in per))
 n_path = os.path.join(out, "count.iters")
 if os.path.exists(n_path):
     n = int(open(n_path).read())
@@ -326,7 +471,7 @@ case "${1:-}" in
     --count) SHORT=count ;;
     "") ;;
     -h | --help)
-        sed -n '2,32s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+        sed -n '2,44s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
         exit 0
         ;;
     *) die "usage: ci/perf.sh [--short | --count]" ;;
@@ -340,13 +485,14 @@ ensure_target_dir
 
 step "build the benchmarks (release) and ci/post_poll.c"
 JSON="$CI_WORK/perf-build.json"
-cargo_cmd build --release -p rdma-examples --bin send_lat --bin write_lat --bin send_bw --bin write_bw --bin cmtime \
+cargo_cmd build --release -p rdma-examples --bin send_lat --bin write_lat --bin send_bw --bin write_bw --bin cmtime --bin rstream \
     --message-format=json >"$JSON"
 BIN=$(dirname "$(cargo_executable send_lat bin <"$JSON")")
 [ -x "$BIN/send_lat" ] || die "no send_lat in cargo's output ($JSON)"
 POST_POLL="$CI_WORK/post_poll"
 cc -O2 -Wall -o "$POST_POLL" "$CI_DIR/post_poll.c" -libverbs
 command -v ib_send_lat >/dev/null || die "perftest is not installed (apt-get install perftest)"
+command -v rstream >/dev/null || die "rdma-core's rstream is not installed (apt-get install rdmacm-utils)"
 
 step "perftest side by side in the VM$([ "$SHORT" = 1 ] && echo ' (short)')"
 RUN_DIR=$(new_run_dir perf)
@@ -376,7 +522,7 @@ for rc in "$OUT"/*.rc; do
     if [ "$c" != 0 ] || [ "$s" != 0 ]; then
         msg="$(basename "$rc" .rc): client exit $c, server exit $s (see ${rc%.rc}.*)"
         case $rc in
-            *.perftest.*.rc | *.rdmacore.*.rc) echo "perf.sh: the C reference failed: $msg" ;;
+            *.perftest.*.rc | *.rdmacore.*.rc | *.rsocket.*.rc | *.tcp.*.rc) echo "perf.sh: the C reference failed: $msg" ;;
             *) FAIL+=("$msg") ;;
         esac
     fi
