@@ -453,9 +453,9 @@ type Accepted = io::Result<(Conn, SocketAddr, OwnedSemaphorePermit)>;
 /// A listening CM id that accepts RDMA streams.
 ///
 /// A task on the runtime that bound it accepts requests in the
-/// background, up to [`BACKLOG`] ahead of [`accept`](Self::accept) (as a
-/// TCP backlog): each is set up (PD, CQ, QP, buffers), accepted and
-/// started, and waits in a queue. Further requests wait in the CM's own
+/// background, one at a time, up to [`BACKLOG`] ahead of
+/// [`accept`](Self::accept) (as a TCP backlog): each is set up (PD, CQ,
+/// QP, buffers), accepted and started, and waits in a queue. Further requests wait in the CM's own
 /// queue until there is room, and fail at their requester if that takes
 /// longer than its connect timeout. Dropping the listener stops the task
 /// and closes the connections still queued.
@@ -528,8 +528,9 @@ impl Drop for RdmaListener {
     }
 }
 
-/// Accepts requests while the listener lives: each set up in a task of
-/// its own, holding one of [`BACKLOG`] places until it is handed out.
+/// Accepts requests while the listener lives, one at a time (as
+/// [`RdmaListener::accept`] did when it ran them itself), each holding one
+/// of [`BACKLOG`] places until it is handed out.
 async fn accept_task(
     _cm: AsyncCm,
     mut listener: Listener,
@@ -557,27 +558,29 @@ async fn accept_task(
                 return;
             }
         };
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            let accepted = async {
-                let peer = req.id().peer_addr();
-                let res = Resources::new(req.id_mut()).map_err(io_err)?;
-                let (id, _) = req
-                    .accept(&conn_param(), CONNECT_TIMEOUT)
-                    .await
-                    .map_err(io_err)?;
-                let conn = Conn(Some(start(id, res, mode)?));
-                let peer = peer
-                    .or(conn.0.as_ref().and_then(|s| s.peer))
-                    .ok_or_else(|| {
-                        io::Error::new(io::ErrorKind::NotConnected, "the request has no address")
-                    })?;
-                Ok((conn, peer, permit))
-            }
-            .await;
-            // A listener gone: the connection closes as it drops.
-            let _ = tx.send(accepted);
-        });
+        let accepted = async {
+            let peer = req.id().peer_addr();
+            let res = Resources::new(req.id_mut()).map_err(io_err)?;
+            let (id, _) = req
+                .accept(&conn_param(), CONNECT_TIMEOUT)
+                .await
+                .map_err(io_err)?;
+            let conn = Conn(Some(start(id, res, mode)?));
+            let peer = peer
+                .or(conn.0.as_ref().and_then(|s| s.peer))
+                .ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::NotConnected, "the request has no address")
+                })?;
+            Ok((conn, peer, permit))
+        };
+        let accepted = tokio::select! {
+            a = accepted => a,
+            _ = tx.closed() => return,
+        };
+        // A listener gone: the connection closes as it drops.
+        if tx.send(accepted).is_err() {
+            return;
+        }
     }
 }
 
@@ -637,14 +640,17 @@ impl RdmaStream {
     /// `LOCAL_WRITE`.
     ///
     /// What only the peer's device can check (the rkey, the range within
-    /// the peer's region, the region's rights) fails on the device: the
-    /// request completes with an error, returned as `PermissionDenied`
-    /// (remote access error: bad rkey, out of range, no right) or
-    /// `InvalidInput` (remote invalid request) or `ConnectionAborted`
-    /// (other). On RC such an error moves the QP to the error state: the
-    /// connection is over for everything (reads, writes, messages and
-    /// other one-sided requests, which fail as after a disconnect), as
-    /// the RC transport defines.
+    /// the peer's region, the region's rights) fails on the device. On
+    /// InfiniBand and RoCE (rxe) the request completes with the peer's
+    /// answer, returned as `PermissionDenied` (remote access error: bad
+    /// rkey, out of range, no right) or `InvalidInput` (remote invalid
+    /// request) or `ConnectionAborted` (other). On iWARP (siw) the peer
+    /// answers with a Terminate message that ends the connection without
+    /// telling the requester why: the request fails with
+    /// `ConnectionAborted`, as after a disconnect. Either way the QP is
+    /// then in the error state, as RC defines: the connection is over for
+    /// everything (reads, writes, messages and other one-sided requests
+    /// fail with the same error).
     ///
     /// Requests are posted in the order they are made, alongside the data,
     /// up to [`ONE_SIDED_SLOTS`](super::ONE_SIDED_SLOTS) at once; they take
@@ -1219,7 +1225,15 @@ impl Driver {
             WcStatus::WorkRequestFlushed => (
                 Err(io::Error::new(
                     io::ErrorKind::ConnectionAborted,
-                    format!("{what}: the connection ended before the request was done"),
+                    if self.iwarp {
+                        format!(
+                            "{what}: the connection ended before the request was done (on \
+                             iWARP a request the peer refuses, for a bad rkey, a range out of \
+                             its region or a missing right, ends the connection this way)"
+                        )
+                    } else {
+                        format!("{what}: the connection ended before the request was done")
+                    },
                 )),
                 Ok(true),
             ),
