@@ -162,6 +162,61 @@ impl Context {
         }
     }
 
+    /// The P_Key at `index` of port `port`'s P_Key table (`ibv_query_pkey`,
+    /// which reads sysfs), in host byte order; `0xffff` is the default
+    /// full-membership P_Key, the one entry rxe's table has.
+    ///
+    /// A port past the device's last (`ibv_query_port`, `EINVAL`) and an
+    /// index at or past the port's `pkey_tbl_len` (`ibv_query_pkey`,
+    /// `EINVAL`, "past the port's P_Key table") are refused before the
+    /// table is read. iWARP has no P_Keys: siw reports a `pkey_tbl_len` of
+    /// 0, so every index is refused. A table the port reports but sysfs
+    /// lacks fails with `ENOENT` ("no P_Key table in sysfs").
+    pub fn query_pkey(&self, port: u8, index: u16) -> Result<u16> {
+        let len = self.query_port(port)?.pkey_tbl_len();
+        if index >= len {
+            return Err(Error::invalid(
+                "ibv_query_pkey",
+                format!("index {index} is past the port's P_Key table of {len} entries"),
+            ));
+        }
+        let mut pkey: sys::__be16 = 0;
+        // SAFETY: an open context; `pkey` is a writable __be16.
+        let rc = unsafe { sys::ibv_query_pkey(self.as_raw(), port, i32::from(index), &mut pkey) };
+        if rc != 0 {
+            return Err(pkey_error("ibv_query_pkey", port));
+        }
+        Ok(u16::from_be(pkey))
+    }
+
+    /// The index of `pkey` (host byte order) in port `port`'s P_Key table
+    /// (`ibv_get_pkey_index`); `None` when the table does not hold it. A
+    /// port without a table (`pkey_tbl_len` 0: siw, iWARP) is refused
+    /// (`EINVAL`, "no P_Key table"), as is a port past the device's last
+    /// (`ibv_query_port`, `EINVAL`).
+    pub fn pkey_index(&self, port: u8, pkey: u16) -> Result<Option<u16>> {
+        let len = self.query_port(port)?.pkey_tbl_len();
+        if len == 0 {
+            return Err(Error::invalid(
+                "ibv_get_pkey_index",
+                format!("port {port} has no P_Key table (pkey_tbl_len 0, as on iWARP)"),
+            ));
+        }
+        // SAFETY: an open context; the P_Key is passed by value.
+        let rc = unsafe { sys::ibv_get_pkey_index(self.as_raw(), port, pkey.to_be()) };
+        if let Ok(index) = u16::try_from(rc) {
+            return Ok(Some(index));
+        }
+        // The search reads entries until one matches or a read fails:
+        // ENOENT past the last entry in sysfs. A table it could read
+        // (its first entry) then does not hold `pkey`.
+        let e = pkey_error("ibv_get_pkey_index", port);
+        if e.errno() == libc::ENOENT && self.query_pkey(port, 0).is_ok() {
+            return Ok(None);
+        }
+        Err(e)
+    }
+
     /// The number of completion vectors (interrupts) CQs can use.
     pub fn num_comp_vectors(&self) -> i32 {
         // SAFETY: an open context; the field is set when it is opened.
@@ -224,6 +279,19 @@ impl Context {
             .iter()
             .filter_map(|e| GidEntry::from_raw(e, iwarp))
             .collect())
+    }
+}
+
+/// The error of a failed P_Key read of `port`, with the thread's errno.
+#[cold]
+fn pkey_error(verb: &'static str, port: u8) -> Error {
+    let e = Error::last(verb);
+    if e.errno() == libc::ENOENT {
+        e.with_hint(format!(
+            "port {port} has no P_Key table in sysfs (iWARP devices have none)"
+        ))
+    } else {
+        e
     }
 }
 
@@ -417,6 +485,31 @@ impl PortAttr {
     pub fn port_cap_flags(&self) -> u32 {
         self.0.port_cap_flags
     }
+    /// The active link width, decoded from [`active_width`](Self::active_width).
+    pub fn width(&self) -> PortWidth {
+        PortWidth::from_raw(self.0.active_width)
+    }
+    /// The active per-lane speed, decoded from
+    /// [`active_speed`](Self::active_speed).
+    pub fn speed(&self) -> PortSpeed {
+        PortSpeed::from_raw(self.0.active_speed)
+    }
+    /// The link's rate in Gb/s, lanes times lane speed (signalling rate,
+    /// as `ibv_devinfo` prints it); `None` when either code is unknown.
+    /// rxe and siw over the CI VM's veth netdevs report 1X SDR, 2.5 Gb/s.
+    pub fn rate_gbps(&self) -> Option<f64> {
+        Some(f64::from(self.width().lanes()?) * self.speed().lane_gbps()?)
+    }
+    /// The largest message the port carries, in bytes (rxe: 8 MiB; siw:
+    /// `u32::MAX`).
+    pub fn max_msg_sz(&self) -> u32 {
+        self.0.max_msg_sz
+    }
+    /// The number of P_Key table entries (1 on rxe; 0 on siw: iWARP has no
+    /// P_Keys).
+    pub fn pkey_tbl_len(&self) -> u16 {
+        self.0.pkey_tbl_len
+    }
     /// The raw attributes, for what has no accessor.
     pub fn as_raw(&self) -> &sys::ibv_port_attr {
         &self.0
@@ -431,6 +524,101 @@ impl fmt::Debug for PortAttr {
             .field("link_layer", &self.link_layer())
             .field("gid_tbl_len", &self.gid_tbl_len())
             .finish_non_exhaustive()
+    }
+}
+
+/// The active width of a port (`IBV_WIDTH_*`, as `ibv_devinfo` names them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortWidth {
+    /// One lane.
+    X1,
+    /// Two lanes.
+    X2,
+    /// Four lanes.
+    X4,
+    /// Eight lanes.
+    X8,
+    /// Twelve lanes.
+    X12,
+    /// A code this crate does not know.
+    Other(u8),
+}
+
+impl PortWidth {
+    fn from_raw(code: u8) -> PortWidth {
+        match code {
+            1 => PortWidth::X1,
+            2 => PortWidth::X4,
+            4 => PortWidth::X8,
+            8 => PortWidth::X12,
+            16 => PortWidth::X2,
+            other => PortWidth::Other(other),
+        }
+    }
+    /// The number of lanes; `None` for an unknown code.
+    pub fn lanes(self) -> Option<u8> {
+        Some(match self {
+            PortWidth::X1 => 1,
+            PortWidth::X2 => 2,
+            PortWidth::X4 => 4,
+            PortWidth::X8 => 8,
+            PortWidth::X12 => 12,
+            PortWidth::Other(_) => return None,
+        })
+    }
+}
+
+/// The active per-lane speed of a port (`IBV_SPEED_*`: the InfiniBand
+/// data rates, which RoCE devices also report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortSpeed {
+    /// 2.5 Gb/s.
+    Sdr,
+    /// 5 Gb/s.
+    Ddr,
+    /// 10 Gb/s.
+    Qdr,
+    /// 10.3125 Gb/s (FDR10).
+    Fdr10,
+    /// 14.0625 Gb/s.
+    Fdr,
+    /// 25.78125 Gb/s.
+    Edr,
+    /// 53.125 Gb/s.
+    Hdr,
+    /// 106.25 Gb/s.
+    Ndr,
+    /// A code this crate does not know.
+    Other(u8),
+}
+
+impl PortSpeed {
+    fn from_raw(code: u8) -> PortSpeed {
+        match code {
+            1 => PortSpeed::Sdr,
+            2 => PortSpeed::Ddr,
+            4 => PortSpeed::Qdr,
+            8 => PortSpeed::Fdr10,
+            16 => PortSpeed::Fdr,
+            32 => PortSpeed::Edr,
+            64 => PortSpeed::Hdr,
+            128 => PortSpeed::Ndr,
+            other => PortSpeed::Other(other),
+        }
+    }
+    /// The signalling rate of one lane in Gb/s; `None` for an unknown code.
+    pub fn lane_gbps(self) -> Option<f64> {
+        Some(match self {
+            PortSpeed::Sdr => 2.5,
+            PortSpeed::Ddr => 5.0,
+            PortSpeed::Qdr => 10.0,
+            PortSpeed::Fdr10 => 10.3125,
+            PortSpeed::Fdr => 14.0625,
+            PortSpeed::Edr => 25.78125,
+            PortSpeed::Hdr => 53.125,
+            PortSpeed::Ndr => 106.25,
+            PortSpeed::Other(_) => return None,
+        })
     }
 }
 
@@ -453,5 +641,23 @@ mod tests {
         assert_eq!(mtu_bytes(sys::IBV_MTU_4096), 4096);
         assert_eq!(mtu_bytes(0), 0);
         assert_eq!(mtu_bytes(9), 0);
+    }
+
+    #[test]
+    fn width_and_speed_codes_decode() {
+        assert_eq!(PortWidth::from_raw(2), PortWidth::X4);
+        assert_eq!(PortWidth::from_raw(16).lanes(), Some(2));
+        assert_eq!(PortWidth::from_raw(3), PortWidth::Other(3));
+        assert_eq!(PortWidth::Other(3).lanes(), None);
+        assert_eq!(PortSpeed::from_raw(32), PortSpeed::Edr);
+        assert_eq!(PortSpeed::from_raw(1).lane_gbps(), Some(2.5));
+        assert_eq!(PortSpeed::from_raw(3).lane_gbps(), None);
+        // SAFETY: plain data.
+        let mut raw: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
+        raw.active_width = 2;
+        raw.active_speed = 4;
+        assert_eq!(PortAttr(raw).rate_gbps(), Some(40.0));
+        raw.active_speed = 0;
+        assert_eq!(PortAttr(raw).rate_gbps(), None);
     }
 }

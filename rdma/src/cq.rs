@@ -124,8 +124,11 @@ impl<'a> CqBuilder<'a> {
     }
 
     /// Creates the queue. A channel of another context is refused
-    /// (`EINVAL`).
+    /// (`EINVAL`), as are, before the provider sees them, a `cqe` below 1
+    /// or above the device's `max_cqe` and a completion vector outside
+    /// `0..num_comp_vectors` (`EINVAL`, saying which).
     pub fn build(self) -> Result<CompletionQueue> {
+        check_cq_args(self.ctx, self.cqe, self.comp_vector)?;
         if let Some(c) = self.channel {
             crate::pd::same_context(
                 "ibv_create_cq",
@@ -197,6 +200,34 @@ impl<'a> CqBuilder<'a> {
             }),
         }
     }
+}
+
+/// Refuses the arguments of a CQ that no provider accepts: `cqe` below 1 or
+/// above the device's `max_cqe` (one `ibv_query_device_ex`), and a
+/// completion vector outside `0..num_comp_vectors`, which the kernel
+/// refuses too.
+fn check_cq_args(ctx: &Context, cqe: i32, comp_vector: i32) -> Result<()> {
+    if cqe < 1 {
+        return Err(Error::invalid(
+            "ibv_create_cq",
+            format!("a CQ needs at least 1 entry, not {cqe}"),
+        ));
+    }
+    let max = ctx.query_device()?.max_cqe();
+    if cqe > max {
+        return Err(Error::invalid(
+            "ibv_create_cq",
+            format!("{cqe} entries exceed the device's max_cqe of {max}"),
+        ));
+    }
+    let vectors = ctx.num_comp_vectors();
+    if !(0..vectors).contains(&comp_vector) {
+        return Err(Error::invalid(
+            "ibv_create_cq",
+            format!("completion vector {comp_vector} is outside the device's 0..{vectors}"),
+        ));
+    }
+    Ok(())
 }
 
 /// rdma-core before v61: rxe's `next_poll` on an empty queue unlocks the CQ
@@ -283,6 +314,52 @@ impl CompletionQueue {
     pub fn cqe(&self) -> i32 {
         // SAFETY: a live CQ; `cqe` is set at creation.
         unsafe { (*self.raw.as_ptr()).cqe }
+    }
+
+    /// Resizes the queue to at least `cqe` entries (`ibv_resize_cq`); the
+    /// completions in it stay, in order, and [`cqe`](Self::cqe) reports the
+    /// new size.
+    ///
+    /// rxe resizes (and refuses, `EINVAL`, a size below the completions
+    /// the queue holds); siw has no resize and fails with `EOPNOTSUPP`, as
+    /// do other providers without it. Refused before the provider sees it:
+    /// `cqe` below 1 or above the device's `max_cqe` (`EINVAL`), and a
+    /// resize while an [`ExPoll`] of the queue lives (`EBUSY`: the provider
+    /// holds the queue's lock for the poll). A failed resize leaves the
+    /// queue as it was.
+    ///
+    /// Polls on other threads wait for the resize on the provider's lock
+    /// (rxe, mlx5). `cqe` is a plain read of the size the provider writes
+    /// during the resize: call it on the resizing thread, or after.
+    pub fn resize(&self, cqe: i32) -> Result<()> {
+        if cqe < 1 {
+            return Err(Error::invalid(
+                "ibv_resize_cq",
+                format!("a CQ needs at least 1 entry, not {cqe}"),
+            ));
+        }
+        let max = self.inner.ctx.query_device()?.max_cqe();
+        if cqe > max {
+            return Err(Error::invalid(
+                "ibv_resize_cq",
+                format!("{cqe} entries exceed the device's max_cqe of {max}"),
+            ));
+        }
+        // Relaxed, as in `poll`: only an ExPoll of this thread must be seen.
+        let cq = self.inner.poll_raw.load(Ordering::Relaxed);
+        if cq != self.inner.raw.as_ptr() {
+            return Err(busy_error("ibv_resize_cq"));
+        }
+        // SAFETY: a live CQ, not inside an extended poll of this thread
+        // (checked just above; only this thread could start one, and it is
+        // here), so the provider's lock, which rxe's resize takes, is free
+        // or held by another thread that releases it. The CQ is not
+        // destroyed during the call (`self` holds it).
+        let rc = unsafe { sys::ibv_resize_cq(self.inner.raw.as_ptr(), cqe) };
+        if rc != 0 {
+            return Err(Error::from_rc("ibv_resize_cq", rc));
+        }
+        Ok(())
     }
 
     /// Whether the queue is extended (see [`CqBuilder::extended`]).

@@ -39,7 +39,10 @@ pub enum AsyncEventKind {
     SmChange,
     /// An SRQ failed.
     SrqError,
-    /// An SRQ fell below its limit.
+    /// The receives posted to an SRQ fell below the limit armed with
+    /// [`SharedReceiveQueue::set_limit`](crate::SharedReceiveQueue::set_limit),
+    /// which disarms it; the element is [`AsyncEventElement::Srq`] of the
+    /// SRQ's [`as_raw`](crate::SharedReceiveQueue::as_raw).
     SrqLimitReached,
     /// The last WQE of a QP attached to an SRQ was consumed.
     QpLastWqeReached,

@@ -115,8 +115,8 @@
 //! # Bad input
 //! Bad input gets a typed [`Error`] (the verb, the errno, the likely cause)
 //! and changes nothing. Each row is a device test (`tests/tests/device/`,
-//! `bad_input::*`, `verbs::*`, `cm::*`, `faults::*`; MAD cases in `mad`'s unit
-//! tests and the fuzzer):
+//! `bad_input::*`, `verbs::*`, `verbs_more::*`, `cm::*`, `faults::*`; MAD
+//! cases in `mad`'s unit tests and the fuzzer):
 //!
 //! | input | error |
 //! |---|---|
@@ -144,6 +144,16 @@
 //! | empty list to `prepare_send`, or a request index past a prepared list | `ibv_post_send`, `EINVAL` |
 //! | `poll`, `req_notify` or `start_poll` on a CQ while an [`ExPoll`] of it lives (any clone, any thread) | `ibv_poll_cq`/`ibv_req_notify_cq`/`ibv_start_poll`, `EBUSY`, "an extended poll of this CQ is in progress" (`sound_cq::*`) |
 //! | memory window where the provider has none (siw) | `ibv_alloc_mw`, `EOPNOTSUPP` |
+//! | CQ of fewer than 1 or more than the device's `max_cqe` entries, created or resized | `ibv_create_cq` / `ibv_resize_cq`, `EINVAL`, "exceed the device's max_cqe" (before the provider) |
+//! | completion vector outside `0..num_comp_vectors` | `ibv_create_cq`, `EINVAL`, "completion vector" (before the provider) |
+//! | CQ resize where the provider has none (siw) | `ibv_resize_cq`, `EOPNOTSUPP` |
+//! | CQ resize below the completions it holds (rxe) | `ibv_resize_cq`, `EINVAL`; the queue is unchanged |
+//! | CQ resize while an [`ExPoll`] of it lives | `ibv_resize_cq`, `EBUSY`, "an extended poll of this CQ is in progress" |
+//! | SRQ limit above the SRQ's size | `ibv_modify_srq`, `EINVAL`, "above the SRQ's" (before the provider) |
+//! | SRQ resized to 0, or where the provider cannot resize (siw) | `ibv_modify_srq`, `EINVAL` "at least 1" / `EOPNOTSUPP` |
+//! | P_Key index at or past the port's `pkey_tbl_len` | `ibv_query_pkey`, `EINVAL`, "past the port's P_Key table" (before sysfs is read) |
+//! | P_Key index of a P_Key on a port without a P_Key table (siw: `pkey_tbl_len` 0) | `ibv_get_pkey_index`, `EINVAL`, "no P_Key table" (before sysfs is read) |
+//! | SRQ query where the provider has none (siw) | `ibv_query_srq`, `EOPNOTSUPP` |
 //! | wrong rkey, or a region without the remote right | a `RemoteAccessError` completion |
 //! | receiver not ready past the RNR retries | an `RnrRetryExceeded` completion |
 //! | CM bind to an address no device has | `rdma_bind_addr`, `EADDRNOTAVAIL`/`ENODEV` |
@@ -190,6 +200,7 @@ pub use ah::AddressHandle;
 pub use async_io::{AsyncCompletionQueue, AsyncEvents};
 pub use channel::CompletionChannel;
 pub use context::{Context, DeviceAttr, PortAttr, PortState};
+pub use context::{PortSpeed, PortWidth};
 pub use cq::{CompletionQueue, CqBuilder, ExCompletion, ExPoll};
 pub use device::{Device, DeviceList, NodeType, TransportType};
 pub use error::{Error, ErrorDetails, Result};
@@ -199,15 +210,73 @@ pub use mr::{AccessFlags, MemoryRegion, RemoteMemory, Sge};
 pub use mw::{MemoryWindow, MwType};
 pub use pd::ProtectionDomain;
 
+/// What [`is_fork_initialized`] reports: how registered memory behaves in
+/// a child of `fork(2)` (`ibv_fork_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ForkStatus {
+    /// Fork protection is off and the kernel does not copy registered
+    /// pages on fork: after a fork, a parent's write to such a page may
+    /// move it off the page the device accesses. Call [`fork_init`]
+    /// before registering memory, or set `RDMAV_FORK_SAFE`.
+    Disabled,
+    /// [`fork_init`] (or `RDMAV_FORK_SAFE`) is in effect: registered
+    /// memory is `MADV_DONTFORK`, absent from children.
+    Enabled,
+    /// The kernel copies pinned pages into the child on fork (Linux 5.13
+    /// and later): fork is safe with no protection, and [`fork_init`]
+    /// changes nothing.
+    Unneeded,
+    /// A status this crate does not know.
+    Other(u32),
+}
+
+/// Prepares the process to `fork(2)` while it has memory registered
+/// (`ibv_fork_init`): on kernels that do not copy pinned pages on fork,
+/// later registrations mark their pages `MADV_DONTFORK`, so that a parent's
+/// write cannot move them off the pages the device accesses (the child then
+/// has no mapping there; see "Fork" in the crate docs). Call it
+/// before the first registration (before opening a device is simplest);
+/// regions registered earlier are not protected. On kernels that copy
+/// pinned pages (Linux 5.13 and later, [`ForkStatus::Unneeded`]) it does
+/// nothing and succeeds. Setting `RDMAV_FORK_SAFE` in the environment has
+/// the same effect at the first device open.
+///
+/// It fails with the errno libibverbs reports (`ENOMEM` when it cannot
+/// allocate its page tracking).
+pub fn fork_init() -> Result<()> {
+    // SAFETY: no arguments and no precondition: called late, it only leaves
+    // the regions registered before it unprotected (ibv_fork_init(3)).
+    let rc = unsafe { sys::ibv_fork_init() };
+    if rc != 0 {
+        return Err(Error::from_rc("ibv_fork_init", rc));
+    }
+    Ok(())
+}
+
+/// Whether fork protection is in effect, or unneeded on this kernel
+/// (`ibv_is_fork_initialized`).
+pub fn is_fork_initialized() -> ForkStatus {
+    // SAFETY: no arguments; it reads libibverbs' state and the kernel's
+    // copy-on-fork capability.
+    match unsafe { sys::ibv_is_fork_initialized() } {
+        sys::IBV_FORK_DISABLED => ForkStatus::Disabled,
+        sys::IBV_FORK_ENABLED => ForkStatus::Enabled,
+        sys::IBV_FORK_UNNEEDED => ForkStatus::Unneeded,
+        other => ForkStatus::Other(other),
+    }
+}
+
 /// The next rkey of a type 2 memory window: the same key with its low byte
 /// (the tag) incremented, as `ibv_inc_rkey`.
 pub fn inc_rkey(rkey: u32) -> u32 {
     (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
 }
+pub use qp::QpAttr;
 pub use qp::{
     InitAttr, Mtu, Path, PreparedSend, QpBuilder, QpCaps, QpState, QpType, QueuePair, RtrAttr,
     RtsAttr, SendOps, WrBatch,
 };
 pub use srq::SharedReceiveQueue;
+pub use srq::SrqAttr;
 pub use wc::{CompletionBuf, WcOpcode, WcStatus, WorkCompletion};
 pub use wr::{RecvWr, SendFlags, SendWr};

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::sys;
@@ -18,11 +19,12 @@ pub struct SharedReceiveQueue {
 struct SrqInner {
     _pd: ProtectionDomain,
     raw: NonNull<sys::ibv_srq>,
-    max_wr: u32,
+    /// The size granted at creation, or by the last resize.
+    max_wr: AtomicU32,
 }
 
-// SAFETY: libibverbs allows posting to an SRQ from any thread (providers
-// lock it); the Rust fields are immutable.
+// SAFETY: libibverbs allows posting to and modifying an SRQ from any thread
+// (providers lock it); the Rust fields are immutable but `max_wr`, an atomic.
 unsafe impl Send for SrqInner {}
 // SAFETY: as above.
 unsafe impl Sync for SrqInner {}
@@ -49,14 +51,94 @@ impl SharedReceiveQueue {
             inner: Arc::new(SrqInner {
                 _pd: pd.clone(),
                 raw,
-                max_wr: attr.attr.max_wr,
+                max_wr: AtomicU32::new(attr.attr.max_wr),
             }),
         })
     }
 
-    /// The number of receives the provider granted.
+    /// The number of receives the provider granted at creation, or at the
+    /// last [`resize`](Self::resize). [`query`](Self::query) may report
+    /// more: rxe's ring holds 31 for 16 asked.
     pub fn max_wr(&self) -> u32 {
-        self.inner.max_wr
+        self.inner.max_wr.load(Ordering::Relaxed)
+    }
+
+    /// The SRQ's size, SGEs per receive and limit, as the provider reports
+    /// them (`ibv_query_srq`). The limit reads 0 when none is armed,
+    /// including after [`SrqLimitReached`](crate::AsyncEventKind::SrqLimitReached)
+    /// fired (rxe disarms it so). siw has no query: `EOPNOTSUPP`.
+    pub fn query(&self) -> Result<SrqAttr> {
+        // SAFETY: plain data.
+        let mut attr: sys::ibv_srq_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: a live SRQ; `attr` is writable.
+        let rc = unsafe { sys::ibv_query_srq(self.as_raw(), &mut attr) };
+        if rc != 0 {
+            return Err(Error::from_rc("ibv_query_srq", rc));
+        }
+        Ok(SrqAttr {
+            max_wr: attr.max_wr,
+            max_sge: attr.max_sge,
+            srq_limit: attr.srq_limit,
+        })
+    }
+
+    /// Arms the limit event (`ibv_modify_srq` with `IBV_SRQ_LIMIT`): when
+    /// the receives posted to the SRQ fall below `limit`, the context
+    /// reports one [`SrqLimitReached`](crate::AsyncEventKind::SrqLimitReached)
+    /// async event for it ([`crate::Context::get_async_event`], or
+    /// `AsyncEvents` with the `tokio` feature) and the limit is disarmed:
+    /// set it again for the next one. 0 disarms it.
+    ///
+    /// rxe and siw both have it. A limit above the SRQ's size (as
+    /// [`query`](Self::query) reports it, else [`max_wr`](Self::max_wr)) is
+    /// refused (`EINVAL`) before the provider sees it.
+    pub fn set_limit(&self, limit: u32) -> Result<()> {
+        let max = self.query().map_or(self.max_wr(), |a| a.max_wr);
+        if limit > max {
+            return Err(Error::invalid(
+                "ibv_modify_srq",
+                format!("SRQ limit {limit} is above the SRQ's {max} receives"),
+            ));
+        }
+        // SAFETY: plain data.
+        let mut attr: sys::ibv_srq_attr = unsafe { std::mem::zeroed() };
+        attr.srq_limit = limit;
+        self.modify(&mut attr, sys::IBV_SRQ_LIMIT)
+    }
+
+    /// Grows the SRQ to at least `max_wr` receives (`ibv_modify_srq` with
+    /// `IBV_SRQ_MAX_WR`); posted receives stay. [`query`](Self::query)
+    /// tells the size granted.
+    ///
+    /// rxe resizes; siw has no SRQ resize and fails with `EOPNOTSUPP`, as do
+    /// providers without it. rxe refuses (`EINVAL`) a size above the
+    /// device's `max_srq_wr`, below the armed limit, or below the receives
+    /// posted; 0 is refused (`EINVAL`) before the provider sees it.
+    pub fn resize(&self, max_wr: u32) -> Result<()> {
+        if max_wr == 0 {
+            return Err(Error::invalid(
+                "ibv_modify_srq",
+                "an SRQ needs at least 1 receive",
+            ));
+        }
+        // SAFETY: plain data.
+        let mut attr: sys::ibv_srq_attr = unsafe { std::mem::zeroed() };
+        attr.max_wr = max_wr;
+        self.modify(&mut attr, sys::IBV_SRQ_MAX_WR)?;
+        // The size granted, where the provider tells it; at least the size
+        // asked where it has no query.
+        let granted = self.query().map_or(max_wr, |a| a.max_wr);
+        self.inner.max_wr.store(granted, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn modify(&self, attr: &mut sys::ibv_srq_attr, mask: sys::ibv_srq_attr_mask) -> Result<()> {
+        // SAFETY: a live SRQ; `attr` holds the fields `mask` names.
+        let rc = unsafe { sys::ibv_modify_srq(self.as_raw(), attr, mask as i32) };
+        if rc != 0 {
+            return Err(Error::from_rc("ibv_modify_srq", rc));
+        }
+        Ok(())
     }
 
     /// The context the SRQ belongs to.
@@ -132,6 +214,17 @@ fn post_srq_recv_error(
     let off = (bad as usize).wrapping_sub(head as usize);
     let index = (off % size == 0 && off / size < len).then_some(off / size);
     crate::qp::post_error("ibv_post_srq_recv", rc, index)
+}
+
+/// What [`SharedReceiveQueue::query`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SrqAttr {
+    /// The receives the SRQ holds (the provider may have rounded up).
+    pub max_wr: u32,
+    /// SGEs per receive.
+    pub max_sge: u32,
+    /// The armed limit ([`SharedReceiveQueue::set_limit`]); 0 when none.
+    pub srq_limit: u32,
 }
 
 impl fmt::Debug for SharedReceiveQueue {

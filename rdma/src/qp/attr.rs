@@ -88,6 +88,17 @@ impl Mtu {
     pub fn bytes(self) -> u32 {
         128 << (self as u32)
     }
+    /// The MTU of an `IBV_MTU_*` code (`None` for another value).
+    pub(crate) fn from_raw(code: sys::ibv_mtu) -> Option<Mtu> {
+        Some(match code {
+            sys::IBV_MTU_256 => Mtu::Mtu256,
+            sys::IBV_MTU_512 => Mtu::Mtu512,
+            sys::IBV_MTU_1024 => Mtu::Mtu1024,
+            sys::IBV_MTU_2048 => Mtu::Mtu2048,
+            sys::IBV_MTU_4096 => Mtu::Mtu4096,
+            _ => return None,
+        })
+    }
 }
 
 /// RESET -> INIT.

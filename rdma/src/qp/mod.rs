@@ -9,11 +9,13 @@ use crate::{CompletionQueue, Error, ProtectionDomain, Result, SharedReceiveQueue
 mod attr;
 mod batch;
 mod post;
+mod query;
 
 pub use attr::{InitAttr, Mtu, Path, RtrAttr, RtsAttr};
 pub use batch::WrBatch;
 pub(crate) use post::post_error;
 pub use post::PreparedSend;
+pub use query::QpAttr;
 
 /// The transport service of a queue pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -60,7 +62,7 @@ pub enum QpState {
 }
 
 impl QpState {
-    fn from_raw(s: sys::ibv_qp_state) -> QpState {
+    pub(crate) fn from_raw(s: sys::ibv_qp_state) -> QpState {
         match s {
             sys::IBV_QPS_RESET => QpState::Reset,
             sys::IBV_QPS_INIT => QpState::Init,
@@ -402,6 +404,35 @@ impl QueuePair {
             return Err(Error::from_rc("ibv_query_qp", rc));
         }
         Ok(QpState::from_raw(attr.qp_state))
+    }
+
+    /// Every attribute the provider reports (`ibv_query_qp`): state, queue
+    /// sizes, QKey, PSNs, path MTU and path, timeout, retry counts, RNR
+    /// timer, RDMA READ depths, destination QP, port, P_Key index and
+    /// access rights.
+    ///
+    /// On rxe each reads back as it was set (a UD QP's QKey, an RC QP's
+    /// whole connection). siw, connected by the CM, reports its own
+    /// constants and zeros for most: see [`QpAttr`] for the table.
+    pub fn query(&self) -> Result<QpAttr> {
+        // SAFETY: plain data.
+        let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: plain data.
+        let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: a live QP; both out-parameters are writable and of the
+        // types ibv_query_qp fills.
+        let rc = unsafe {
+            sys::ibv_query_qp(
+                self.as_raw(),
+                &mut attr,
+                query::QUERY_MASK as i32,
+                &mut init,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::from_rc("ibv_query_qp", rc));
+        }
+        Ok(QpAttr::from_raw(&attr, &init))
     }
 
     /// Modifies the QP with a raw attribute and mask (`ibv_modify_qp`).

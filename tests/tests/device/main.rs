@@ -26,6 +26,7 @@ mod stream_msg;
 mod umad;
 mod usability;
 mod verbs;
+mod verbs_more;
 
 fn main() -> std::process::ExitCode {
     let all: Vec<rdma_tests::Test> = [
@@ -39,6 +40,7 @@ fn main() -> std::process::ExitCode {
         cm_examples::TESTS,
         umad::TESTS,
         verbs::TESTS,
+        verbs_more::TESTS,
         faults::TESTS,
         bad_input::TESTS,
         load::TESTS,
