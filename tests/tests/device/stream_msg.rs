@@ -447,6 +447,25 @@ pub fn a_cancelled_write_keeps_its_region(env: &TestEnv) -> TestResult {
     })
 }
 
+/// Waits (up to 10 s) until the device's resource counts are `want`
+/// again: the blocking streams' drivers close on the process-wide runtime
+/// within `LINGER + FLUSH_WAIT` after the streams are dropped.
+fn counts_back(env_device: &str, want: &std::collections::BTreeMap<String, u64>) -> R<()> {
+    let start = std::time::Instant::now();
+    loop {
+        let now = rdma_tests::resource_counts(env_device).map_err(|e| e.to_string())?;
+        if &now == want {
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            return Err(
+                format!("resources not back to {want:?} 10 s after the streams: {now:?}").into(),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Runs `f` on a plain thread (no runtime anywhere on it), within `T`.
 fn on_a_thread(f: impl FnOnce() -> R<()> + Send + 'static) -> TestResult {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -463,6 +482,8 @@ fn on_a_thread(f: impl FnOnce() -> R<()> + Send + 'static) -> TestResult {
 pub fn blocking_echo_between_two_threads(env: &TestEnv) -> TestResult {
     const LEN: usize = 4 << 20;
     let addr = at(env);
+    let device = env.device.clone();
+    let before = rdma_tests::resource_counts(&device)?;
     on_a_thread(move || {
         let l = blocking::RdmaListener::bind(addr)?;
         let addr = l.local_addr()?;
@@ -500,12 +521,15 @@ pub fn blocking_echo_between_two_threads(env: &TestEnv) -> TestResult {
         if n != LEN as u64 || back != *data {
             return Err(format!("echoed {n} bytes, read back {} of {LEN}", back.len()).into());
         }
-        Ok(())
+        drop(c);
+        counts_back(&device, &before)
     })
 }
 
 pub fn blocking_use_inside_a_runtime_is_refused(env: &TestEnv) -> TestResult {
     let addr = at(env);
+    let device = env.device.clone();
+    let before = rdma_tests::resource_counts(&device)?;
     on_a_thread(move || {
         // A stream made outside any runtime, used inside one.
         let l = blocking::RdmaListener::bind(addr)?;
@@ -545,7 +569,8 @@ pub fn blocking_use_inside_a_runtime_is_refused(env: &TestEnv) -> TestResult {
         if &got != b"still" {
             return Err(format!("read {got:?} after the refused calls").into());
         }
-        Ok(())
+        drop((c, s));
+        counts_back(&device, &before)
     })
 }
 
