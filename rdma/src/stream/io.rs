@@ -1045,6 +1045,15 @@ impl Driver {
             }
         }
         self.close().await;
+        // One-sided requests whose completions were taken by `close`
+        // (flushed): failed as the connection ended. Only once nothing is
+        // posted any more, so that no region goes while the device may
+        // still use it (else they stay, and their callers see the end).
+        if self.posted_sends == 0 {
+            for p in self.in_flight.iter_mut().filter_map(Option::take) {
+                let _ = p.op.done.send(Err(aborted(p.op.read, self.iwarp)));
+            }
+        }
     }
 
     fn qp(&self) -> io::Result<&QueuePair> {
@@ -1222,21 +1231,7 @@ impl Driver {
         let what = if op.read { "RDMA READ" } else { "RDMA WRITE" };
         let (result, end) = match wc.status() {
             WcStatus::Success => (Ok(()), Ok(false)),
-            WcStatus::WorkRequestFlushed => (
-                Err(io::Error::new(
-                    io::ErrorKind::ConnectionAborted,
-                    if self.iwarp {
-                        format!(
-                            "{what}: the connection ended before the request was done (on \
-                             iWARP a request the peer refuses, for a bad rkey, a range out of \
-                             its region or a missing right, ends the connection this way)"
-                        )
-                    } else {
-                        format!("{what}: the connection ended before the request was done")
-                    },
-                )),
-                Ok(true),
-            ),
+            WcStatus::WorkRequestFlushed => (Err(aborted(op.read, self.iwarp)), Ok(true)),
             status => {
                 let kind = match status {
                     WcStatus::RemoteAccessError => io::ErrorKind::PermissionDenied,
@@ -1406,6 +1401,23 @@ impl Driver {
         st.wake_writer();
         st.wake_reader();
     }
+}
+
+/// The error of a one-sided request that the connection's end cut short.
+fn aborted(read: bool, iwarp: bool) -> io::Error {
+    let what = if read { "RDMA READ" } else { "RDMA WRITE" };
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        if iwarp {
+            format!(
+                "{what}: the connection ended before the request was done (on iWARP a request \
+                 the peer refuses, for a bad rkey, a range out of its region or a missing \
+                 right, ends the connection this way)"
+            )
+        } else {
+            format!("{what}: the connection ended before the request was done")
+        },
+    )
 }
 
 fn protocol(what: &str) -> io::Error {
