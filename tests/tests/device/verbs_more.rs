@@ -215,34 +215,34 @@ pub fn qp_query_reports_what_was_set(env: &TestEnv) -> TestResult {
                     q.caps,
                     qp.caps()
                 );
+                // What siw of Linux 6.1 reports (QpAttr's table): the
+                // netdev's MTU (1500) as an IB MTU, its access rights
+                // whatever was set, the CM's depths (4 and 4, verbs::cm).
+                check!(
+                    q.path_mtu == Some(Mtu::Mtu1024),
+                    "path MTU {:?}",
+                    q.path_mtu
+                );
+                check!(
+                    q.access
+                        == AccessFlags::LOCAL_WRITE
+                            | AccessFlags::REMOTE_WRITE
+                            | AccessFlags::REMOTE_READ,
+                    "access {:?}",
+                    q.access
+                );
+                check!(
+                    (q.max_rd_atomic, q.max_dest_rd_atomic) == (4, 4),
+                    "rd atomic {} / dest {}",
+                    q.max_rd_atomic,
+                    q.max_dest_rd_atomic
+                );
+                check!(q.sq_sig_all, "sq_sig_all lost");
+                check!(
+                    (q.qkey, q.sq_psn, q.rq_psn, q.dest_qp_num, q.port) == (0, 0, 0, 0, 0),
+                    "siw reports connection fields it does not keep: {q:?}"
+                );
             }
-            // What siw of Linux 6.1 reports (QpAttr's table): the
-            // netdev's MTU (1500) as an IB MTU, its access rights
-            // whatever was set, the CM's depths (4 and 4, verbs::cm).
-            check!(
-                q.path_mtu == Some(Mtu::Mtu1024),
-                "path MTU {:?}",
-                q.path_mtu
-            );
-            check!(
-                q.access
-                    == AccessFlags::LOCAL_WRITE
-                        | AccessFlags::REMOTE_WRITE
-                        | AccessFlags::REMOTE_READ,
-                "access {:?}",
-                q.access
-            );
-            check!(
-                (q.max_rd_atomic, q.max_dest_rd_atomic) == (4, 4),
-                "rd atomic {} / dest {}",
-                q.max_rd_atomic,
-                q.max_dest_rd_atomic
-            );
-            check!(q.sq_sig_all, "sq_sig_all lost");
-            check!(
-                (q.qkey, q.sq_psn, q.rq_psn, q.dest_qp_num, q.port) == (0, 0, 0, 0, 0),
-                "siw reports connection fields it does not keep: {q:?}"
-            );
             conn
         }
     };
