@@ -36,6 +36,20 @@ const CTRL_SIZE: usize = 64;
 /// Completions taken per poll.
 const POLL_BATCH: usize = 32;
 
+/// How long a driver polls its CQ before it sleeps on the completion
+/// channel, when a completion is expected ([`DEFAULT_SPIN`], or
+/// `RDMA_STREAM_SPIN_US` microseconds from the environment, read once; 0
+/// turns polling off).
+fn spin_time() -> Duration {
+    static SPIN: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *SPIN.get_or_init(|| {
+        std::env::var("RDMA_STREAM_SPIN_US")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(super::DEFAULT_SPIN, Duration::from_micros)
+    })
+}
+
 // ------------------------------------------------------------ shared state
 
 /// What a connection carries: the two share the driver and the wire
@@ -64,6 +78,11 @@ pub(super) struct Segment {
 pub(super) struct Wakers(Vec<Waker>);
 
 impl Wakers {
+    /// Whether no task waits.
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Adds `w` unless a waker that wakes the same task is there.
     pub(super) fn register(&mut self, w: &Waker) {
         if !self.0.iter().any(|x| x.will_wake(w)) {
@@ -140,6 +159,13 @@ pub(super) struct State {
 }
 
 impl State {
+    /// Everything written was sent and its SEND completed (a completed
+    /// SEND returns its buffer to `free`; one flushed at the end never
+    /// does): nothing written is lost.
+    fn all_sent(&self) -> bool {
+        self.queued.is_empty() && self.free.len() == SEND_SLOTS
+    }
+
     fn wake_reader(&mut self) {
         self.reader.wake_all();
     }
@@ -888,12 +914,15 @@ impl AsyncWrite for OwnedWriteHalf {
 
     /// Ready at once: written data is in registered send buffers, and the
     /// driver posts it as credits allow (a shutdown waits until it is
-    /// all sent). An error when the connection has ended.
+    /// all sent). An error when the connection has ended with data written
+    /// and not sent (lost): after a clean close by the peer it succeeds.
     /// Cancellation-safe.
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
         let st = self.shared.lock();
         match &st.ended {
-            Some(why) if !st.fin_done => Poll::Ready(Err(ended_error(why, true))),
+            Some(why) if !st.fin_done && !st.all_sent() => {
+                Poll::Ready(Err(ended_error(why, true)))
+            }
             _ => Poll::Ready(Ok(())),
         }
     }
@@ -909,6 +938,12 @@ impl AsyncWrite for OwnedWriteHalf {
             return Poll::Ready(Ok(()));
         }
         if let Some(why) = &st.ended {
+            // The peer left after everything written had gone: nothing is
+            // lost, and there is nothing left to end (as a TCP shutdown
+            // after the peer's FIN and close).
+            if matches!(why, Ended::PeerGone) && st.all_sent() {
+                return Poll::Ready(Ok(()));
+            }
             return Poll::Ready(Err(ended_error(why, true)));
         }
         let first = !st.shutdown;
@@ -1083,6 +1118,13 @@ impl Driver {
             if linger.is_some_and(|t| Instant::now() >= t) {
                 return Ok(Exit::Closed);
             }
+            if self.expecting() {
+                match self.spin(&mut wcs).await? {
+                    Some(true) => return Ok(Exit::PeerGone),
+                    Some(false) => continue,
+                    None => {}
+                }
+            }
             let far = Instant::now() + Duration::from_secs(3600);
             let gone = tokio::select! {
                 biased;
@@ -1107,6 +1149,46 @@ impl Driver {
             if gone {
                 return Ok(Exit::PeerGone);
             }
+        }
+    }
+
+    /// Whether a completion is expected soon: a SEND is outstanding, or a
+    /// reader waits with nothing to read.
+    fn expecting(&self) -> bool {
+        if self.posted_sends > 0 {
+            return true;
+        }
+        let st = self.shared().lock();
+        !st.reader_gone && st.rx.is_empty() && !st.reader.is_empty()
+    }
+
+    /// Polls the CQ without arming it for up to [`spin_time`], yielding to
+    /// the runtime's other tasks between polls (a writer's data is posted
+    /// meanwhile): a completion that comes within it is handled without
+    /// the completion channel's wake-up (a wait in the reactor, a read of
+    /// the channel and a re-arm), which costs more than a small message's
+    /// round trip. `Some(gone)` when completions were handled, `None` when
+    /// none came in time (or the peer disconnected).
+    async fn spin(
+        &mut self,
+        wcs: &mut [MaybeUninit<WorkCompletion>; POLL_BATCH],
+    ) -> io::Result<Option<bool>> {
+        let spin = spin_time();
+        if spin.is_zero() {
+            return Ok(None);
+        }
+        let until = Instant::now() + spin;
+        loop {
+            let got = self.cq.cq().poll(wcs).map_err(io_err)?;
+            if !got.is_empty() {
+                let got: Vec<WorkCompletion> = got.to_vec();
+                return self.complete_all(&got).map(Some);
+            }
+            if self.id.is_disconnected() || Instant::now() >= until {
+                return Ok(None);
+            }
+            tokio::task::yield_now().await;
+            self.pump()?;
         }
     }
 

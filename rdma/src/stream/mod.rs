@@ -184,6 +184,13 @@ pub const LINGER: Duration = Duration::from_secs(2);
 pub const FLUSH_WAIT: Duration = Duration::from_secs(2);
 /// How long each step of connection set-up may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a stream's driver polls for a completion it expects (a SEND
+/// outstanding, a reader waiting) before it sleeps on the completion
+/// channel, by default; `RDMA_STREAM_SPIN_US` (microseconds, read once per
+/// process) sets another, 0 none. Waking from the channel costs a reactor
+/// wait, a read and a re-arm, more than a small message's round trip on
+/// hardware; the polling yields to the runtime's other tasks.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 
 // ------------------------------------------------------------ wire format
 
