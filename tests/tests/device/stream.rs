@@ -20,7 +20,7 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rdma::stream::{RdmaListener, RdmaStream, RECV_SLOTS, SEND_SLOTS, SLOT_SIZE};
-use rdma_tests::{check, Outcome, TestEnv, TestResult};
+use rdma_tests::{check, Outcome, Provider, TestEnv, TestResult};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 type R<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -321,84 +321,148 @@ fn memory_report() -> String {
     format!("{mem:?}; dmesg tail {tail:?}")
 }
 
-/// 64 streams on one listener at once, each echoing its own pattern; the
-/// device's resources are back where they were once they are closed.
+/// 64 streams on one listener at once, each echoing its own pattern, all
+/// in this process (128 QPs); then one more; the device's resources are
+/// back where they were once they are closed.
+///
+/// siw (kernel 6.1, in the CI VM) gives a process EAGAIN from
+/// `ibv_create_qp` past some 50 QPs (measured: 24 streams here, 48 QPs,
+/// fit; 32 do not; two processes of 32 QPs each do). There the streams past
+/// the limit must fail with an error (the client's own QP, or the refusal
+/// of a request whose QP the listener could not make), the others echo,
+/// the listener goes on, and a stream made after them works.
 pub fn sixty_four_concurrent_streams_on_one_listener(env: &TestEnv) -> TestResult {
     const N: usize = 64;
+    // What fits in a process on siw (see above).
+    const SIW_FITS: usize = 24;
+    if env.provider == Provider::Siw {
+        let (ok, failed) = many_streams(env, SIW_FITS).map_err(|e| e.to_string())?;
+        check!(
+            failed.is_empty(),
+            "{} of {SIW_FITS} streams failed on siw, the first: {:?}",
+            failed.len(),
+            &failed[..failed.len().min(3)]
+        );
+        eprintln!("    siw: {ok} of {SIW_FITS} at once; now {N}, more than its QPs");
+    }
+    // On siw the streams past its limit fail; the others, and the one
+    // after them all, echo (checked in many_streams).
+    let (_, failed) = many_streams(env, N).map_err(|e| e.to_string())?;
+    if env.provider == Provider::Rxe {
+        check!(
+            failed.is_empty(),
+            "{} of {N} streams failed on rxe, the first: {:?}",
+            failed.len(),
+            &failed[..failed.len().min(3)]
+        );
+    }
+    Ok(Outcome::Passed)
+}
+
+/// `n` streams at once, each echoing its own pattern, then one more that
+/// must work; the server's total must be what the streams that worked
+/// sent, and the device's resources come back to what they were. Returns
+/// how many worked and the errors of the others.
+fn many_streams(env: &TestEnv, n: usize) -> R<(usize, Vec<String>)> {
     let len = |i: usize| 48 * 1024 + i * 1021;
-    let before = rdma_tests::resource_counts(&env.device)?;
-    run(async {
+    let before = counts(env)?;
+    let rt = runtime()?;
+    let r: R<(usize, Vec<String>)> = rt.block_on(async {
+        tokio::time::timeout(T, async {
         let (mut l, at) = listen(env)?;
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(async move {
-            let mut echoes = Vec::new();
-            for _ in 0..N {
-                let (s, _) = l.accept().await?;
-                echoes.push(tokio::spawn(echo(s)));
+            let (mut echoes, mut refused) = (Vec::new(), Vec::new());
+            loop {
+                let got = tokio::select! {
+                    got = l.accept() => got,
+                    _ = &mut stopped => break,
+                };
+                match got {
+                    Ok((s, _)) => echoes.push(tokio::spawn(echo(s))),
+                    // One request; the listener goes on.
+                    Err(e) => refused.push(e.to_string()),
+                }
             }
             let mut total = 0;
             for e in echoes {
                 total += e.await??;
             }
-            Ok::<u64, Box<dyn std::error::Error + Send + Sync>>(total)
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((total, refused))
         });
-        let clients: Vec<_> = (0..N)
-            .map(|i| {
-                tokio::spawn(async move {
-                    let s = RdmaStream::connect(at).await?;
-                    let (mut rd, mut wr) = s.into_split();
-                    let msg = pattern(100 + i as u64, len(i));
-                    let writer = async {
-                        wr.write_all(&msg).await?;
-                        wr.shutdown().await
-                    };
-                    let mut back = Vec::new();
-                    let (w, r) = tokio::join!(writer, rd.read_to_end(&mut back));
-                    w?;
-                    r?;
-                    if back != msg {
-                        return Err(format!(
-                            "stream {i}: the echo differs ({} bytes of {})",
-                            back.len(),
-                            msg.len()
-                        )
-                        .into());
-                    }
-                    Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
-                })
-            })
-            .collect();
-        let mut failed = Vec::new();
+        let client = move |i: usize| async move {
+            let s = RdmaStream::connect(at).await?;
+            let (mut rd, mut wr) = s.into_split();
+            let msg = pattern(100 + i as u64, len(i));
+            let writer = async {
+                wr.write_all(&msg).await?;
+                wr.shutdown().await
+            };
+            let mut back = Vec::new();
+            let (w, r) = tokio::join!(writer, rd.read_to_end(&mut back));
+            w?;
+            r?;
+            if back != msg {
+                return Err(format!(
+                    "stream {i}: the echo differs ({} bytes of {})",
+                    back.len(),
+                    msg.len()
+                )
+                .into());
+            }
+            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+        };
+        let clients: Vec<_> = (0..n).map(|i| tokio::spawn(client(i))).collect();
+        let (mut ok, mut failed) = (Vec::new(), Vec::new());
         for (i, c) in clients.into_iter().enumerate() {
-            if let Err(e) = c.await? {
-                failed.push(format!("{i}: {e}"));
+            match c.await? {
+                Ok(()) => ok.push(i),
+                Err(e) => failed.push(format!("{i}: {e}")),
             }
         }
-        if !failed.is_empty() {
+        // One more, after them all: the listener still serves.
+        let last = tokio::time::timeout(Duration::from_secs(30), client(n)).await;
+        let last = last.map_err(|_| "the stream after the others hung")?;
+        let _ = stop.send(());
+        let (total, refused) = server.await??;
+        if let Err(e) = last {
             return Err(format!(
-                "{} of {N} clients failed, the first: {:?}; {}",
+                "the stream after the others failed: {e}; {} of {n} had failed, the first {:?}; the listener refused {refused:?}; {}",
                 failed.len(),
                 &failed[..failed.len().min(3)],
                 memory_report()
             )
             .into());
         }
-        let total = server.await??;
-        let want: usize = (0..N).map(len).sum();
+        let want: usize = ok.iter().map(|&i| len(i)).sum::<usize>() + len(n);
         check!(
             total == want as u64,
-            "the server echoed {total} bytes of {want}"
+            "the server echoed {total} bytes; the {} streams that worked sent {want}",
+            ok.len() + 1
+        );
+        eprintln!(
+            "    {} of {n} streams echoed, {} failed (the first {:?}), the listener refused {}; then one more",
+            ok.len(),
+            failed.len(),
+            &failed[..failed.len().min(2)],
+            refused.len()
         );
         // Everything (the listener went with the server task) is released
         // while the runtime runs.
         counts_back_to(env, &before, Duration::from_secs(10)).await?;
-        Ok(())
-    })?;
-    let after = rdma_tests::resource_counts(&env.device)?;
+        Ok((ok.len(), failed))
+        })
+        .await
+        .unwrap_or_else(|_| Err(format!("the test took more than {T:?}").into()))
+    });
+    drop(rt);
+    let r = r?;
+    let after = counts(env)?;
     check!(
         before == after,
         "resources left after the streams and the runtime are gone: before {before:?}, after {after:?}"
     );
-    Ok(Outcome::Passed)
+    Ok(r)
 }
 
 // ------------------------------------------------------------ HTTP/1.1
