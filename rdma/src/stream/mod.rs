@@ -182,8 +182,11 @@ pub const LINGER: Duration = Duration::from_secs(2);
 /// How long a closing stream waits for its posted requests to complete
 /// before it destroys the QP regardless.
 pub const FLUSH_WAIT: Duration = Duration::from_secs(2);
-/// How long each step of connection set-up may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long each step of connection set-up may take. The listener sets
+/// requests up one at a time, so under a burst of connects a requester's
+/// last step waits for those ahead of it: the limit is generous, as a TCP
+/// connect's is.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a stream's driver polls for a completion it expects (a SEND
 /// outstanding, a reader waiting) before it sleeps on the completion
 /// channel, by default; `RDMA_STREAM_SPIN_US` (microseconds, read once per
