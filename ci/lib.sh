@@ -296,7 +296,7 @@ provider_results() {
         tp=$((tp + n_p)) tf=$((tf + n_f)) ts=$((ts + n_s))
         [ "$n_f" = 0 ] || FAIL+=("$p: $n_f test(s) failed")
         if [ "$st" = 124 ] || [ "$st" = 137 ]; then
-            FAIL+=("$p: timed out after ${RDMA_PROVIDER_TIMEOUT:-400} s (RDMA_PROVIDER_TIMEOUT)")
+            FAIL+=("$p: timed out after ${RDMA_PROVIDER_TIMEOUT:-900} s (RDMA_PROVIDER_TIMEOUT)")
         elif [ "$st" != 0 ]; then
             FAIL+=("$p: device binary exited with status ${st:-none}")
         fi

@@ -339,18 +339,20 @@ echo "$bad" > "$(dirname "$OUT")/userspace.status"
 EOF
     for p in "${PROVIDERS[@]}"; do
         printf 'echo; echo "== guest: device tests on %s"\n' "$p"
-        printf '( rdma_use_provider %s && exec timeout -k 10 %q %q' "$p" "${RDMA_PROVIDER_TIMEOUT:-400}" "$DEVICE_BIN"
+        printf '( rdma_use_provider %s && exec timeout -k 10 %q %q' "$p" "${RDMA_PROVIDER_TIMEOUT:-900}" "$DEVICE_BIN"
         [ "${#ARGS[@]}" -eq 0 ] || printf ' %q' "${ARGS[@]}"
         printf ' ) 2>&1 | tee %q\n' "$RUN_DIR/$p.log"
         printf 'echo "${PIPESTATUS[0]}" > %q\n' "$RUN_DIR/$p.status"
     done
     printf 'echo 0 > %q\n' "$RUN_DIR/status"
 } >"$RUN_DIR/guest.sh"
-RDMA_VM_KERNEL=$KIMG vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
+# Both providers' limits and the boot.
+DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-2100}
+RDMA_VM_TIMEOUT=$DEVICE_VM_TIMEOUT RDMA_VM_KERNEL=$KIMG vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
 TIMINGS+=("vm ${VM_SECONDS}s")
 
 step "results ($NAME)"
-[ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after ${RDMA_VM_TIMEOUT:-900} s (RDMA_VM_TIMEOUT)")
+[ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after $DEVICE_VM_TIMEOUT s (RDMA_VM_TIMEOUT)")
 if [ -f "$RUN_DIR/setup-failed" ]; then
     FAIL+=("device setup in the VM failed (see the guest-setup messages above)")
 elif [ -z "$VM_STATUS" ] && [ "$VM_TIMED_OUT" = 0 ]; then

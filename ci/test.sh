@@ -26,7 +26,7 @@
 #   RDMA_TEST_FILTER=NAME    first argument of the device binary (run one test)
 #   RDMA_TEST_DEVICE_BIN=P   use this device test binary instead of building it
 #   RDMA_TEST_PROVIDERS      providers to run, in order (default "rxe siw")
-#   RDMA_PROVIDER_TIMEOUT=S  per-provider limit inside the VM (default 400)
+#   RDMA_PROVIDER_TIMEOUT=S  per-provider limit inside the VM (default 900)
 #   RDMA_VM_TIMEOUT=S        limit for the whole VM run (default 900)
 #   RDMA_CI_SKIP_TWOHOST=1   skip ci/twohost.sh --suite (two VMs over one link; also skipped
 #                            with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
@@ -163,18 +163,20 @@ if [ -n "${RDMA_TEST_FILTER:-}" ]; then ARGS=("$RDMA_TEST_FILTER"); fi
     for p in "${PROVIDERS[@]}"; do
         printf 'echo; echo "== guest: device tests on %s"\n' "$p"
         # A subshell per provider: its RDMA_TEST_* env does not leak into the next one.
-        printf '( rdma_use_provider %s && exec timeout -k 10 %q %q' "$p" "${RDMA_PROVIDER_TIMEOUT:-400}" "$DEVICE_BIN"
+        printf '( rdma_use_provider %s && exec timeout -k 10 %q %q' "$p" "${RDMA_PROVIDER_TIMEOUT:-900}" "$DEVICE_BIN"
         [ "${#ARGS[@]}" -eq 0 ] || printf ' %q' "${ARGS[@]}"
         printf ' ) 2>&1 | tee %q\n' "$RUN_DIR/$p.log"
         printf 'echo "${PIPESTATUS[0]}" > %q\n' "$RUN_DIR/$p.status"
     done
     printf 'echo 0 > %q\n' "$RUN_DIR/status"
 } >"$RUN_DIR/guest.sh"
-vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
+# Both providers' limits and the boot.
+DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-2100}
+RDMA_VM_TIMEOUT=$DEVICE_VM_TIMEOUT vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
 TIMINGS+=("vm ${VM_SECONDS}s")
 
 step "results"
-[ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after ${RDMA_VM_TIMEOUT:-900} s (RDMA_VM_TIMEOUT)")
+[ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after $DEVICE_VM_TIMEOUT s (RDMA_VM_TIMEOUT)")
 if [ -f "$RUN_DIR/setup-failed" ]; then
     FAIL+=("device setup in the VM failed (see the guest-setup messages above)")
 elif [ -z "$VM_STATUS" ] && [ "$VM_TIMED_OUT" = 0 ]; then
