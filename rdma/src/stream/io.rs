@@ -920,9 +920,7 @@ impl AsyncWrite for OwnedWriteHalf {
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
         let st = self.shared.lock();
         match &st.ended {
-            Some(why) if !st.fin_done && !st.all_sent() => {
-                Poll::Ready(Err(ended_error(why, true)))
-            }
+            Some(why) if !st.fin_done && !st.all_sent() => Poll::Ready(Err(ended_error(why, true))),
             _ => Poll::Ready(Ok(())),
         }
     }
