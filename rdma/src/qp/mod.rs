@@ -385,24 +385,24 @@ impl QueuePair {
         self.raw.as_ptr()
     }
 
-    /// The current state, as the provider reports it (`ibv_query_qp`).
-    pub fn state(&self) -> Result<QpState> {
+    /// `ibv_query_qp` of the attributes `mask` selects.
+    fn query_raw(&self, mask: u32) -> Result<(sys::ibv_qp_attr, sys::ibv_qp_init_attr)> {
         // SAFETY: plain data.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         // SAFETY: plain data.
         let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: a live QP; both out-parameters are writable.
-        let rc = unsafe {
-            sys::ibv_query_qp(
-                self.as_raw(),
-                &mut attr,
-                sys::IBV_QP_STATE as i32,
-                &mut init,
-            )
-        };
+        // SAFETY: a live QP; both out-parameters are writable and of the
+        // types ibv_query_qp fills.
+        let rc = unsafe { sys::ibv_query_qp(self.as_raw(), &mut attr, mask as i32, &mut init) };
         if rc != 0 {
             return Err(Error::from_rc("ibv_query_qp", rc));
         }
+        Ok((attr, init))
+    }
+
+    /// The current state, as the provider reports it (`ibv_query_qp`).
+    pub fn state(&self) -> Result<QpState> {
+        let (attr, _) = self.query_raw(sys::IBV_QP_STATE)?;
         Ok(QpState::from_raw(attr.qp_state))
     }
 
@@ -415,23 +415,7 @@ impl QueuePair {
     /// whole connection). siw, connected by the CM, reports its own
     /// constants and zeros for most: see [`QpAttr`] for the table.
     pub fn query(&self) -> Result<QpAttr> {
-        // SAFETY: plain data.
-        let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: plain data.
-        let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: a live QP; both out-parameters are writable and of the
-        // types ibv_query_qp fills.
-        let rc = unsafe {
-            sys::ibv_query_qp(
-                self.as_raw(),
-                &mut attr,
-                query::QUERY_MASK as i32,
-                &mut init,
-            )
-        };
-        if rc != 0 {
-            return Err(Error::from_rc("ibv_query_qp", rc));
-        }
+        let (attr, init) = self.query_raw(query::QUERY_MASK)?;
         Ok(QpAttr::from_raw(&attr, &init))
     }
 
