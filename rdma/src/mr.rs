@@ -198,8 +198,16 @@ impl MemoryRegion {
         let raw = unsafe { sys::ibv_reg_mr(pd.as_raw(), addr.cast(), len, access.bits() as i32) };
         NonNull::new(raw).ok_or_else(|| {
             let mut e = Error::last("ibv_reg_mr");
+            let remote_writes = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC;
             if e.errno() == libc::EINVAL && len == 0 {
                 e = e.with_hint("a memory region cannot be empty");
+            } else if e.errno() == libc::EINVAL
+                && access.intersects(remote_writes)
+                && !access.contains(AccessFlags::LOCAL_WRITE)
+            {
+                e = e.with_hint(
+                    "REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE: the device writes the memory for the peer",
+                );
             }
             e
         })

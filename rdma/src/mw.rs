@@ -129,6 +129,51 @@ impl MemoryWindow {
             ..remote
         })
     }
+
+    /// Unbinds a type 1 window (`ibv_bind_mw` with no region and length 0),
+    /// by a work request posted on `qp`: once it completes, RDMA through
+    /// any key the window had fails. The window's rkey changes, as on
+    /// every bind.
+    ///
+    /// `qp` must belong to the window's context (else `EINVAL`); a type 2
+    /// window is unbound by a [`SendWr::local_invalidate`] or a peer's
+    /// [`SendWr::send_with_invalidate`] instead (`EINVAL` here).
+    ///
+    /// [`SendWr::local_invalidate`]: crate::SendWr::local_invalidate
+    /// [`SendWr::send_with_invalidate`]: crate::SendWr::send_with_invalidate
+    pub fn unbind(&mut self, qp: &QueuePair, wr_id: u64, signaled: bool) -> Result<()> {
+        crate::pd::same_context(
+            "ibv_bind_mw",
+            "memory window",
+            self.context(),
+            "queue pair",
+            qp.context(),
+        )?;
+        let mut bind = sys::ibv_mw_bind {
+            wr_id,
+            send_flags: if signaled { sys::IBV_SEND_SIGNALED } else { 0 },
+            bind_info: sys::ibv_mw_bind_info {
+                mr: std::ptr::null_mut(),
+                addr: 0,
+                length: 0,
+                mw_access_flags: 0,
+            },
+        };
+        // SAFETY: a live QP and window of one context (checked above); a
+        // bind without a region and of length 0 is the verbs' unbind, which
+        // ibv_bind_mw accepts (and refuses with EINVAL on a type 2 window);
+        // the provider reaches no memory through it.
+        let rc = unsafe { sys::ibv_bind_mw(qp.as_raw(), self.as_raw(), &mut bind) };
+        if rc != 0 {
+            let e = Error::from_rc("ibv_bind_mw", rc);
+            return Err(if rc == libc::EINVAL {
+                e.with_hint("only a type 1 window is unbound by ibv_bind_mw")
+            } else {
+                e
+            });
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Debug for MemoryWindow {

@@ -81,6 +81,19 @@ impl<'a> SendWr<'a> {
         wr
     }
 
+    /// A SEND that also invalidates `rkey` at the receiver (a type 2
+    /// window's key, or a region's where the device has memory
+    /// extensions): once it arrives, RDMA through that key fails. The
+    /// receive's completion names the key
+    /// ([`WorkCompletion::invalidated_rkey`](crate::WorkCompletion::invalidated_rkey)).
+    /// Connected QPs only; providers without memory windows (siw) refuse
+    /// it.
+    pub fn send_with_invalidate(wr_id: u64, sges: &'a [Sge<'a>], rkey: u32) -> SendWr<'a> {
+        let mut wr = Self::with_opcode(wr_id, sys::IBV_WR_SEND_WITH_INV, sges);
+        wr.raw.__bindgen_anon_1.invalidate_rkey = rkey;
+        wr
+    }
+
     /// A SEND whose data is copied at post time, from any memory: no memory
     /// region needed. The length must not exceed the QP's `max_inline_data`.
     pub fn send_inline(wr_id: u64, data: &'a [u8]) -> SendWr<'a> {

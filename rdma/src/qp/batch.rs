@@ -5,7 +5,12 @@ use std::ptr::NonNull;
 
 use super::{QpType, QueuePair, SendOps};
 use crate::sys;
-use crate::{AddressHandle, Error, RemoteMemory, Result, SendFlags, Sge};
+use std::ops::RangeBounds;
+
+use crate::{
+    AccessFlags, AddressHandle, Error, MemoryRegion, MemoryWindow, RemoteMemory, Result, SendFlags,
+    Sge,
+};
 
 impl QueuePair {
     /// Starts a batch of extended work requests (`ibv_wr_start`); fails with
@@ -30,6 +35,7 @@ impl QueuePair {
             ctx: self.raw_context(),
             ud: self.qp_type == QpType::Ud,
             count: 0,
+            data: Data::None,
             refused: None,
             done: false,
             _qp: PhantomData,
@@ -60,11 +66,25 @@ pub struct WrBatch<'qp> {
     ud: bool,
     /// Requests begun so far.
     count: usize,
+    /// What data the last admitted request takes, for the `set_*` calls.
+    data: Data,
     /// The first refused request (its index and why); nothing after it
     /// reaches the provider.
     refused: Option<(usize, Refusal)>,
     done: bool,
     _qp: PhantomData<(&'qp mut QueuePair, *const ())>,
+}
+
+/// The data the batch's current request takes (`ibv_wr_set_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Data {
+    /// None: no request yet, or one without data (local invalidate,
+    /// bind).
+    None,
+    /// SGEs only: an RDMA READ or an atomic (where the device writes).
+    Sges,
+    /// SGEs or inline data: a SEND or an RDMA WRITE.
+    SgesOrInline,
 }
 
 /// Why a batch's request was kept from the provider.
@@ -78,6 +98,11 @@ enum Refusal {
     NotUd,
     /// An address handle of another context.
     OtherContext,
+    /// A `set_*` call (its verb) with no request that takes such data.
+    NoData(&'static str),
+    /// A bind's window and region of different contexts, or a range
+    /// outside the region.
+    BadBind,
 }
 
 impl<'qp> WrBatch<'qp> {
@@ -107,6 +132,19 @@ impl<'qp> WrBatch<'qp> {
     #[inline]
     fn needs(&self, op: SendOps, verb: &'static str) -> Option<Refusal> {
         (!self.ops.contains(op)).then_some(Refusal::NotInSendOps(verb))
+    }
+
+    /// Starts request `wr_id` if `why` admits it, noting the data it takes;
+    /// whether it was started.
+    #[inline]
+    fn start(&mut self, why: Option<Refusal>, wr_id: u64, flags: SendFlags, data: Data) -> bool {
+        if !self.admit(why) {
+            self.data = Data::None;
+            return false;
+        }
+        self.data = data;
+        self.begin(wr_id, flags);
+        true
     }
 
     fn begin(&mut self, wr_id: u64, flags: SendFlags) {
@@ -219,6 +257,225 @@ impl<'qp> WrBatch<'qp> {
         self
     }
 
+    /// Adds a SEND with immediate data `imm` (host byte order) of `sge`.
+    #[inline]
+    pub fn send_imm(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge<'_>, imm: u32) -> &mut Self {
+        let why = if self.ud {
+            Some(Refusal::UdNeedsAddress)
+        } else {
+            self.needs(SendOps::SEND_WITH_IMM, "ibv_wr_send_imm")
+        };
+        if self.start(why, wr_id, flags, Data::SgesOrInline) {
+            // SAFETY: as in `send`, with SEND_WITH_IMM.
+            unsafe {
+                sys::ibv_wr_send_imm(self.raw(), imm.to_be());
+                sys::ibv_wr_set_sge(self.raw(), sge.lkey(), sge.addr(), sge.len());
+            }
+        }
+        self
+    }
+
+    /// Adds a SEND of `sge` that invalidates `rkey` at the receiver (see
+    /// [`SendWr::send_with_invalidate`](crate::SendWr::send_with_invalidate)).
+    #[inline]
+    pub fn send_inv(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge<'_>, rkey: u32) -> &mut Self {
+        let why = if self.ud {
+            Some(Refusal::UdNeedsAddress)
+        } else {
+            self.needs(SendOps::SEND_WITH_INV, "ibv_wr_send_inv")
+        };
+        if self.start(why, wr_id, flags, Data::SgesOrInline) {
+            // SAFETY: as in `send`, with SEND_WITH_INV.
+            unsafe {
+                sys::ibv_wr_send_inv(self.raw(), rkey);
+                sys::ibv_wr_set_sge(self.raw(), sge.lkey(), sge.addr(), sge.len());
+            }
+        }
+        self
+    }
+
+    /// Adds an RDMA WRITE of `sge` to `remote` with immediate data `imm`
+    /// (host byte order), which consumes a receive at the peer.
+    #[inline]
+    pub fn rdma_write_imm(
+        &mut self,
+        wr_id: u64,
+        flags: SendFlags,
+        sge: &Sge<'_>,
+        remote: RemoteMemory,
+        imm: u32,
+    ) -> &mut Self {
+        let why = self.needs(SendOps::RDMA_WRITE_WITH_IMM, "ibv_wr_rdma_write_imm");
+        if self.start(why, wr_id, flags, Data::SgesOrInline) {
+            // SAFETY: as in `send`, with RDMA_WRITE_WITH_IMM.
+            unsafe {
+                sys::ibv_wr_rdma_write_imm(self.raw(), remote.rkey, remote.addr, imm.to_be());
+                sys::ibv_wr_set_sge(self.raw(), sge.lkey(), sge.addr(), sge.len());
+            }
+        }
+        self
+    }
+
+    /// Adds an atomic compare-and-swap of the 8 bytes at `remote`; the old
+    /// value lands in `result` (an 8-byte SGE).
+    #[inline]
+    pub fn atomic_cmp_swp(
+        &mut self,
+        wr_id: u64,
+        flags: SendFlags,
+        result: &Sge<'_>,
+        remote: RemoteMemory,
+        compare: u64,
+        swap: u64,
+    ) -> &mut Self {
+        let why = self.needs(SendOps::ATOMIC_CMP_AND_SWP, "ibv_wr_atomic_cmp_swp");
+        if self.start(why, wr_id, flags, Data::Sges) {
+            // SAFETY: as in `send`, with ATOMIC_CMP_AND_SWP; the device
+            // writes the old value into registered memory.
+            unsafe {
+                sys::ibv_wr_atomic_cmp_swp(self.raw(), remote.rkey, remote.addr, compare, swap);
+                sys::ibv_wr_set_sge(self.raw(), result.lkey(), result.addr(), result.len());
+            }
+        }
+        self
+    }
+
+    /// Adds an atomic fetch-and-add of `add` to the 8 bytes at `remote`;
+    /// the old value lands in `result` (an 8-byte SGE).
+    #[inline]
+    pub fn atomic_fetch_add(
+        &mut self,
+        wr_id: u64,
+        flags: SendFlags,
+        result: &Sge<'_>,
+        remote: RemoteMemory,
+        add: u64,
+    ) -> &mut Self {
+        let why = self.needs(SendOps::ATOMIC_FETCH_AND_ADD, "ibv_wr_atomic_fetch_add");
+        if self.start(why, wr_id, flags, Data::Sges) {
+            // SAFETY: as in `atomic_cmp_swp`, with ATOMIC_FETCH_AND_ADD.
+            unsafe {
+                sys::ibv_wr_atomic_fetch_add(self.raw(), remote.rkey, remote.addr, add);
+                sys::ibv_wr_set_sge(self.raw(), result.lkey(), result.addr(), result.len());
+            }
+        }
+        self
+    }
+
+    /// Adds a local invalidate of `rkey` (a type 2 window's key).
+    #[inline]
+    pub fn local_inv(&mut self, wr_id: u64, flags: SendFlags, rkey: u32) -> &mut Self {
+        let why = self.needs(SendOps::LOCAL_INV, "ibv_wr_local_inv");
+        if self.start(why, wr_id, flags, Data::None) {
+            // SAFETY: inside a batch; the QP was created with LOCAL_INV
+            // (checked above), so the provider filled `wr_local_inv`.
+            unsafe { sys::ibv_wr_local_inv(self.raw(), rkey) };
+        }
+        self
+    }
+
+    /// Adds a bind of type 2 window `mw` to `range` of `mr` with remote
+    /// `access` and the new key `rkey` (usually
+    /// [`inc_rkey`](crate::inc_rkey) of the window's current one); a peer
+    /// reaches it as `RemoteMemory { rkey, ..mr.remote(range)? }`.
+    ///
+    /// A window and region of different contexts, or a range outside the
+    /// region, are refused (the batch is aborted by
+    /// [`complete`](Self::complete)).
+    #[inline]
+    pub fn bind_mw(
+        &mut self,
+        wr_id: u64,
+        flags: SendFlags,
+        mw: &MemoryWindow,
+        rkey: u32,
+        mr: &MemoryRegion,
+        range: impl RangeBounds<usize>,
+        access: AccessFlags,
+    ) -> &mut Self {
+        let remote = mr.remote(range).ok();
+        let why = match remote {
+            Some(_)
+                if mw.context().as_raw() == self.ctx
+                    && mr.pd().context().as_raw() == self.ctx =>
+            {
+                self.needs(SendOps::BIND_MW, "ibv_wr_bind_mw")
+            }
+            _ => Some(Refusal::BadBind),
+        };
+        if let (true, Some(remote)) = (self.start(why, wr_id, flags, Data::None), remote) {
+            let info = sys::ibv_mw_bind_info {
+                mr: mr.as_raw(),
+                addr: remote.addr,
+                length: remote.len,
+                mw_access_flags: access.bits(),
+            };
+            // SAFETY: inside a batch; the QP was created with BIND_MW
+            // (checked above), so the provider filled `wr_bind_mw`; the
+            // window and the region are live and of the QP's context
+            // (checked above) and the range lies in the region; the
+            // provider copies the keys and the bind's fields during the
+            // call (rxe, mlx5), and a region with a window bound cannot be
+            // deregistered (EBUSY: its memory is then leaked, not freed).
+            unsafe { sys::ibv_wr_bind_mw(self.raw(), mw.as_raw(), rkey, &info) };
+        }
+        self
+    }
+
+    /// Sets the data of the current request to the list `sges` instead of
+    /// the SGE its operation was given (`ibv_wr_set_sge_list`); at most the
+    /// QP's `max_send_sge` (else [`complete`](Self::complete) fails). A
+    /// request without data (a local invalidate, a bind) or none at all
+    /// refuses it.
+    #[inline]
+    pub fn set_sge_list(&mut self, sges: &[Sge<'_>]) -> &mut Self {
+        if self.set_data(Data::Sges, "ibv_wr_set_sge_list") {
+            // SAFETY: inside a batch, after an admitted request that takes
+            // SGEs (checked above); `Sge` is `repr(transparent)` over
+            // `ibv_sge`, and the provider copies the list during the call;
+            // the SGEs name registered memory.
+            unsafe {
+                sys::ibv_wr_set_sge_list(self.raw(), sges.len(), sges.as_ptr().cast());
+            }
+        }
+        self
+    }
+
+    /// Sets the data of the current SEND or RDMA WRITE to a copy of `data`,
+    /// taken now (`ibv_wr_set_inline_data`); `data` may be any memory. At
+    /// most the QP's `max_inline_data` bytes (else
+    /// [`complete`](Self::complete) fails). Any other request refuses it.
+    #[inline]
+    pub fn set_inline_data(&mut self, data: &[u8]) -> &mut Self {
+        if self.set_data(Data::SgesOrInline, "ibv_wr_set_inline_data") {
+            // SAFETY: inside a batch, after an admitted SEND or RDMA WRITE
+            // (checked above); the provider copies the bytes during the call
+            // ("inline setters copy the send data during the setter",
+            // ibv_wr_post(3)) and only reads them.
+            unsafe {
+                sys::ibv_wr_set_inline_data(self.raw(), data.as_ptr() as *mut _, data.len());
+            }
+        }
+        self
+    }
+
+    /// Whether a `set_*` call (`verb`) that needs a request taking `want`
+    /// may reach the provider; refuses the batch if not.
+    fn set_data(&mut self, want: Data, verb: &'static str) -> bool {
+        if self.refused.is_some() {
+            return false;
+        }
+        let ok = match want {
+            Data::Sges => self.data != Data::None,
+            Data::SgesOrInline => self.data == Data::SgesOrInline,
+            Data::None => true,
+        };
+        if !ok {
+            self.refused = Some((self.count.saturating_sub(1), Refusal::NoData(verb)));
+        }
+        ok
+    }
+
     /// Posts the batch.
     ///
     /// If a request was refused (see [`WrBatch`]) nothing is posted: the
@@ -260,6 +517,14 @@ fn batch_refusal(index: usize, why: Refusal) -> Error {
         Refusal::OtherContext => Error::invalid(
             "ibv_wr_set_ud_addr",
             format!("request {index} of the batch: the address handle belongs to a different context than the QP; {tail}"),
+        ),
+        Refusal::NoData(verb) => Error::invalid(
+            verb,
+            format!("request {index} of the batch takes no such data (inline data: SEND and RDMA WRITE only; SGEs: not a local invalidate or bind); {tail}"),
+        ),
+        Refusal::BadBind => Error::invalid(
+            "ibv_wr_bind_mw",
+            format!("request {index} of the batch: the window, the region and the QP must share a context, and the range must lie in the region; {tail}"),
         ),
     }
 }

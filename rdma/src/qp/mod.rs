@@ -145,6 +145,12 @@ bitflags::bitflags! {
         const ATOMIC_CMP_AND_SWP = sys::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP as u64;
         /// Atomic fetch-and-add.
         const ATOMIC_FETCH_AND_ADD = sys::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD as u64;
+        /// Local invalidate.
+        const LOCAL_INV = sys::IBV_QP_EX_WITH_LOCAL_INV as u64;
+        /// Memory-window bind.
+        const BIND_MW = sys::IBV_QP_EX_WITH_BIND_MW as u64;
+        /// SEND with invalidate.
+        const SEND_WITH_INV = sys::IBV_QP_EX_WITH_SEND_WITH_INV as u64;
     }
 }
 

@@ -8,6 +8,7 @@ mod bad_input;
 mod cm;
 mod cm_async;
 mod cm_examples;
+mod cm_options;
 mod cm_ud;
 mod cmid;
 mod enumerate;
@@ -26,6 +27,7 @@ mod stream_msg;
 mod umad;
 mod usability;
 mod verbs;
+mod verbs_edge;
 mod verbs_more;
 
 fn main() -> std::process::ExitCode {
@@ -38,9 +40,11 @@ fn main() -> std::process::ExitCode {
         cm_async::TESTS,
         cm_ud::TESTS,
         cm_examples::TESTS,
+        cm_options::TESTS,
         umad::TESTS,
         verbs::TESTS,
         verbs_more::TESTS,
+        verbs_edge::TESTS,
         faults::TESTS,
         bad_input::TESTS,
         load::TESTS,

@@ -182,20 +182,31 @@ pub fn connect_rc_with(
 }
 
 /// Two connected RC queue pairs on one device, each with its CQ and region.
-struct Pair {
-    ctx: Context,
-    pd: ProtectionDomain,
-    cq_a: CompletionQueue,
-    cq_b: CompletionQueue,
-    qp_a: QueuePair,
-    qp_b: QueuePair,
-    mr_a: MemoryRegion,
-    mr_b: MemoryRegion,
-    _cm: Option<cm::Connection>,
+pub struct Pair {
+    pub ctx: Context,
+    pub pd: ProtectionDomain,
+    pub cq_a: CompletionQueue,
+    pub cq_b: CompletionQueue,
+    pub qp_a: QueuePair,
+    pub qp_b: QueuePair,
+    pub mr_a: MemoryRegion,
+    pub mr_b: MemoryRegion,
+    pub _cm: Option<cm::Connection>,
 }
 
 impl Pair {
-    fn new(env: &TestEnv, extended: bool, caps: QpCaps) -> R<Pair> {
+    pub fn new(env: &TestEnv, extended: bool, caps: QpCaps) -> R<Pair> {
+        let ops = if extended {
+            SendOps::SEND | SendOps::RDMA_WRITE | SendOps::RDMA_READ
+        } else {
+            SendOps::empty()
+        };
+        Self::with_ops(env, ops, caps)
+    }
+
+    /// A pair whose QPs are extended with `ops` (classic where empty).
+    pub fn with_ops(env: &TestEnv, ops: SendOps, caps: QpCaps) -> R<Pair> {
+        let extended = !ops.is_empty();
         let ctx = open(env)?;
         let pd = ProtectionDomain::new(&ctx)?;
         let cq_a = CompletionQueue::builder(&ctx)
@@ -206,11 +217,6 @@ impl Pair {
             .cqe(64)
             .extended(extended)
             .build()?;
-        let ops = if extended {
-            SendOps::SEND | SendOps::RDMA_WRITE | SendOps::RDMA_READ
-        } else {
-            SendOps::empty()
-        };
         let qp_a = QueuePair::builder(&pd, QpType::Rc, &cq_a)
             .caps(caps)
             .send_ops(ops)
