@@ -155,11 +155,25 @@
 //! | P_Key index of a P_Key on a port without a P_Key table (siw: `pkey_tbl_len` 0) | `ibv_get_pkey_index`, `EINVAL`, "no P_Key table" (before sysfs is read) |
 //! | SRQ query where the provider has none (siw) | `ibv_query_srq`, `EOPNOTSUPP` |
 //! | wrong rkey, or a region without the remote right | a `RemoteAccessError` completion |
+//! | `REMOTE_WRITE` or `REMOTE_ATOMIC` without `LOCAL_WRITE` | `ibv_reg_mr`, `EINVAL`, "need LOCAL_WRITE" (`verbs_edge::*`) |
+//! | receive past a full receive queue (rxe holds its whole ring, more than granted) | `ibv_post_recv`, `ENOMEM`, which request was not posted |
+//! | receive on a QP in RESET | rxe: `ibv_post_recv`, `EINVAL`; siw takes it |
+//! | atomic at an unaligned address | rxe: `ibv_post_send`, `EINVAL` (its library checks); elsewhere an error completion |
+//! | atomic with a bad rkey, or on a region without `REMOTE_ATOMIC` | a `RemoteAccessError` completion; the target unchanged |
+//! | atomic where the provider has none (siw) | refused at the post (`EINVAL`/`EOPNOTSUPP`) or an error completion |
+//! | RDMA through a window after a local invalidate, a SEND with invalidate, an unbind or its drop, or a write through a window bound without `REMOTE_WRITE` | a `RemoteAccessError` completion |
+//! | SEND with invalidate of a region's STag on siw | the receive completes with `RemoteInvalidRequest` (siw invalidates no STag of `ibv_reg_mr`) |
+//! | [`MemoryWindow::unbind`] of a type 2 window | `ibv_bind_mw`, `EINVAL`, "only a type 1 window" (before the provider) |
+//! | batch `set_sge_list` before any request, or after an inline request, a bind or a local invalidate | `ibv_wr_set_sge_list`, `EINVAL` from `WrBatch::complete`, which request; nothing posted |
+//! | batch bind of a region or window of another context, or a range outside the region | `ibv_wr_bind_mw`, `EINVAL` from `WrBatch::complete`; nothing posted |
 //! | receiver not ready past the RNR retries | an `RnrRetryExceeded` completion |
 //! | CM bind to an address no device has | `rdma_bind_addr`, `EADDRNOTAVAIL`/`ENODEV` |
 //! | CM bind to a port in use | `rdma_bind_addr`, `EADDRINUSE`, "already bound" |
 //! | CM QP before the id has a device | `rdma_create_qp`, `EINVAL`, "not bound to a device" |
 //! | CM private data over 255 bytes | `rdma_connect`/`rdma_reject`, `EINVAL` |
+//! | CM ACK timeout code past 31, or on a UDP id | `rdma_set_option`, `EINVAL` ("at most 31", before the kernel; "connected port space") |
+//! | CM AF-only changed on a listening id | `rdma_set_option`, `EINVAL`, "before the id listens" |
+//! | IPv4 connect to an AF-only `[::]` listener (and on siw to any `[::]` listener) | [`Error::is_refused`] (`cm_options::*`) |
 //! | address without a route | an `AddrError` event, or `rdma_resolve_addr` failing |
 //! | malformed, short or long MAD bytes | [`mad`]'s decoders: a typed `mad::Error` |
 //! | `umad::AsyncPort::new` on a port with agents registered | `EBUSY`, "a port with registered agents" (`sound_umad::*`) |

@@ -130,49 +130,37 @@ impl MemoryWindow {
         })
     }
 
-    /// Unbinds a type 1 window (`ibv_bind_mw` with no region and length 0),
-    /// by a work request posted on `qp`: once it completes, RDMA through
-    /// any key the window had fails. The window's rkey changes, as on
-    /// every bind.
+    /// Unbinds a type 1 window (`ibv_bind_mw` of length 0), by a work
+    /// request posted on `qp`: once it completes, RDMA through any key the
+    /// window had fails. The window's rkey changes, as on every bind.
     ///
-    /// `qp` must belong to the window's context (else `EINVAL`); a type 2
-    /// window is unbound by a [`SendWr::local_invalidate`] or a peer's
-    /// [`SendWr::send_with_invalidate`] instead (`EINVAL` here).
+    /// `mr` is any region of the window's PD (the one it was bound to,
+    /// say): verbs allows an unbind without one, but rxe's library reads the
+    /// region's key even for an unbind and crashes on none. The kernel
+    /// ignores it for a length of 0.
+    ///
+    /// `qp` and `mr` must belong to the window's context (else `EINVAL`);
+    /// a type 2 window is unbound by a [`SendWr::local_invalidate`] or a
+    /// peer's [`SendWr::send_with_invalidate`] instead (`EINVAL` here).
     ///
     /// [`SendWr::local_invalidate`]: crate::SendWr::local_invalidate
     /// [`SendWr::send_with_invalidate`]: crate::SendWr::send_with_invalidate
-    pub fn unbind(&mut self, qp: &QueuePair, wr_id: u64, signaled: bool) -> Result<()> {
-        crate::pd::same_context(
-            "ibv_bind_mw",
-            "memory window",
-            self.context(),
-            "queue pair",
-            qp.context(),
-        )?;
-        let mut bind = sys::ibv_mw_bind {
-            wr_id,
-            send_flags: if signaled { sys::IBV_SEND_SIGNALED } else { 0 },
-            bind_info: sys::ibv_mw_bind_info {
-                mr: std::ptr::null_mut(),
-                addr: 0,
-                length: 0,
-                mw_access_flags: 0,
-            },
-        };
-        // SAFETY: a live QP and window of one context (checked above); a
-        // bind without a region and of length 0 is the verbs' unbind, which
-        // ibv_bind_mw accepts (and refuses with EINVAL on a type 2 window);
-        // the provider reaches no memory through it.
-        let rc = unsafe { sys::ibv_bind_mw(qp.as_raw(), self.as_raw(), &mut bind) };
-        if rc != 0 {
-            let e = Error::from_rc("ibv_bind_mw", rc);
-            return Err(if rc == libc::EINVAL {
-                e.with_hint("only a type 1 window is unbound by ibv_bind_mw")
-            } else {
-                e
-            });
+    pub fn unbind(
+        &mut self,
+        qp: &QueuePair,
+        wr_id: u64,
+        signaled: bool,
+        mr: &MemoryRegion,
+    ) -> Result<()> {
+        // SAFETY: a live window; its type is plain data set at allocation.
+        if unsafe { (*self.as_raw()).type_ } != sys::IBV_MW_TYPE_1 {
+            return Err(Error::invalid(
+                "ibv_bind_mw",
+                "only a type 1 window is unbound by ibv_bind_mw; a type 2 window by an invalidate",
+            ));
         }
-        Ok(())
+        self.bind(qp, wr_id, signaled, mr, 0..0, AccessFlags::empty())
+            .map(|_| ())
     }
 }
 

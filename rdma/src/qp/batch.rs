@@ -75,16 +75,14 @@ pub struct WrBatch<'qp> {
     _qp: PhantomData<(&'qp mut QueuePair, *const ())>,
 }
 
-/// The data the batch's current request takes (`ibv_wr_set_*`).
+/// The data the batch's current request takes (`ibv_wr_set_sge_list`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Data {
-    /// None: no request yet, or one without data (local invalidate,
-    /// bind).
+    /// None: no request yet, one without data (local invalidate, bind),
+    /// or an inline one whose data is set.
     None,
-    /// SGEs only: an RDMA READ or an atomic (where the device writes).
+    /// SGEs.
     Sges,
-    /// SGEs or inline data: a SEND or an RDMA WRITE.
-    SgesOrInline,
 }
 
 /// Why a batch's request was kept from the provider.
@@ -98,7 +96,7 @@ enum Refusal {
     NotUd,
     /// An address handle of another context.
     OtherContext,
-    /// A `set_*` call (its verb) with no request that takes such data.
+    /// A `set_*` call (its verb) with no request that takes SGEs.
     NoData(&'static str),
     /// A bind's window and region of different contexts, or a range
     /// outside the region.
@@ -136,8 +134,27 @@ impl<'qp> WrBatch<'qp> {
 
     /// Starts request `wr_id` if `why` admits it, noting the data it takes;
     /// whether it was started.
+    ///
+    /// `INLINE` is dropped from `flags`: only [`send_inline`] and
+    /// [`rdma_write_inline`] set it, because rxe reads a request
+    /// flagged inline from its inline buffer, which for any other request
+    /// holds the SGEs themselves.
+    ///
+    /// [`send_inline`]: Self::send_inline
+    /// [`rdma_write_inline`]: Self::rdma_write_inline
     #[inline]
     fn start(&mut self, why: Option<Refusal>, wr_id: u64, flags: SendFlags, data: Data) -> bool {
+        self.start_as(why, wr_id, flags - SendFlags::INLINE, data)
+    }
+
+    /// `start` of an inline request: flagged `INLINE`, taking no SGEs.
+    #[inline]
+    fn start_inline(&mut self, why: Option<Refusal>, wr_id: u64, flags: SendFlags) -> bool {
+        self.start_as(why, wr_id, flags | SendFlags::INLINE, Data::None)
+    }
+
+    #[inline]
+    fn start_as(&mut self, why: Option<Refusal>, wr_id: u64, flags: SendFlags, data: Data) -> bool {
         if !self.admit(why) {
             self.data = Data::None;
             return false;
@@ -164,10 +181,9 @@ impl<'qp> WrBatch<'qp> {
         } else {
             self.needs(SendOps::SEND, "ibv_wr_send")
         };
-        if !self.admit(why) {
+        if !self.start(why, wr_id, flags, Data::Sges) {
             return self;
         }
-        self.begin(wr_id, flags);
         // SAFETY: inside a batch; the QP was created with SEND (checked
         // above), so the provider filled `wr_send`; the SGE is registered
         // memory.
@@ -197,10 +213,9 @@ impl<'qp> WrBatch<'qp> {
         } else {
             self.needs(SendOps::SEND, "ibv_wr_send")
         };
-        if !self.admit(why) {
+        if !self.start(why, wr_id, flags, Data::Sges) {
             return self;
         }
-        self.begin(wr_id, flags);
         // SAFETY: inside a batch on a UD QP created with SEND (checked
         // above): the provider filled `wr_send` and `wr_set_ud_addr`; the AH
         // is live and of the QP's context (checked above), and the provider
@@ -223,10 +238,9 @@ impl<'qp> WrBatch<'qp> {
         remote: RemoteMemory,
     ) -> &mut Self {
         let why = self.needs(SendOps::RDMA_WRITE, "ibv_wr_rdma_write");
-        if !self.admit(why) {
+        if !self.start(why, wr_id, flags, Data::Sges) {
             return self;
         }
-        self.begin(wr_id, flags);
         // SAFETY: as in `send`, with RDMA_WRITE.
         unsafe {
             sys::ibv_wr_rdma_write(self.raw(), remote.rkey, remote.addr);
@@ -245,10 +259,9 @@ impl<'qp> WrBatch<'qp> {
         remote: RemoteMemory,
     ) -> &mut Self {
         let why = self.needs(SendOps::RDMA_READ, "ibv_wr_rdma_read");
-        if !self.admit(why) {
+        if !self.start(why, wr_id, flags, Data::Sges) {
             return self;
         }
-        self.begin(wr_id, flags);
         // SAFETY: as in `send`, with RDMA_READ.
         unsafe {
             sys::ibv_wr_rdma_read(self.raw(), remote.rkey, remote.addr);
@@ -265,7 +278,7 @@ impl<'qp> WrBatch<'qp> {
         } else {
             self.needs(SendOps::SEND_WITH_IMM, "ibv_wr_send_imm")
         };
-        if self.start(why, wr_id, flags, Data::SgesOrInline) {
+        if self.start(why, wr_id, flags, Data::Sges) {
             // SAFETY: as in `send`, with SEND_WITH_IMM.
             unsafe {
                 sys::ibv_wr_send_imm(self.raw(), imm.to_be());
@@ -278,13 +291,19 @@ impl<'qp> WrBatch<'qp> {
     /// Adds a SEND of `sge` that invalidates `rkey` at the receiver (see
     /// [`SendWr::send_with_invalidate`](crate::SendWr::send_with_invalidate)).
     #[inline]
-    pub fn send_inv(&mut self, wr_id: u64, flags: SendFlags, sge: &Sge<'_>, rkey: u32) -> &mut Self {
+    pub fn send_inv(
+        &mut self,
+        wr_id: u64,
+        flags: SendFlags,
+        sge: &Sge<'_>,
+        rkey: u32,
+    ) -> &mut Self {
         let why = if self.ud {
             Some(Refusal::UdNeedsAddress)
         } else {
             self.needs(SendOps::SEND_WITH_INV, "ibv_wr_send_inv")
         };
-        if self.start(why, wr_id, flags, Data::SgesOrInline) {
+        if self.start(why, wr_id, flags, Data::Sges) {
             // SAFETY: as in `send`, with SEND_WITH_INV.
             unsafe {
                 sys::ibv_wr_send_inv(self.raw(), rkey);
@@ -306,7 +325,7 @@ impl<'qp> WrBatch<'qp> {
         imm: u32,
     ) -> &mut Self {
         let why = self.needs(SendOps::RDMA_WRITE_WITH_IMM, "ibv_wr_rdma_write_imm");
-        if self.start(why, wr_id, flags, Data::SgesOrInline) {
+        if self.start(why, wr_id, flags, Data::Sges) {
             // SAFETY: as in `send`, with RDMA_WRITE_WITH_IMM.
             unsafe {
                 sys::ibv_wr_rdma_write_imm(self.raw(), remote.rkey, remote.addr, imm.to_be());
@@ -383,6 +402,7 @@ impl<'qp> WrBatch<'qp> {
     /// region, are refused (the batch is aborted by
     /// [`complete`](Self::complete)).
     #[inline]
+    #[allow(clippy::too_many_arguments)] // ibv_wr_bind_mw's, with the region's range
     pub fn bind_mw(
         &mut self,
         wr_id: u64,
@@ -396,8 +416,7 @@ impl<'qp> WrBatch<'qp> {
         let remote = mr.remote(range).ok();
         let why = match remote {
             Some(_)
-                if mw.context().as_raw() == self.ctx
-                    && mr.pd().context().as_raw() == self.ctx =>
+                if mw.context().as_raw() == self.ctx && mr.pd().context().as_raw() == self.ctx =>
             {
                 self.needs(SendOps::BIND_MW, "ibv_wr_bind_mw")
             }
@@ -429,7 +448,7 @@ impl<'qp> WrBatch<'qp> {
     /// refuses it.
     #[inline]
     pub fn set_sge_list(&mut self, sges: &[Sge<'_>]) -> &mut Self {
-        if self.set_data(Data::Sges, "ibv_wr_set_sge_list") {
+        if self.set_data("ibv_wr_set_sge_list") {
             // SAFETY: inside a batch, after an admitted request that takes
             // SGEs (checked above); `Sge` is `repr(transparent)` over
             // `ibv_sge`, and the provider copies the list during the call;
@@ -441,39 +460,61 @@ impl<'qp> WrBatch<'qp> {
         self
     }
 
-    /// Sets the data of the current SEND or RDMA WRITE to a copy of `data`,
-    /// taken now (`ibv_wr_set_inline_data`); `data` may be any memory. At
-    /// most the QP's `max_inline_data` bytes (else
-    /// [`complete`](Self::complete) fails). Any other request refuses it.
+    /// Whether a `set_*` call (`verb`) may reach the provider: the batch's
+    /// current request takes SGEs; refuses the batch if not.
+    fn set_data(&mut self, verb: &'static str) -> bool {
+        if self.refused.is_some() {
+            return false;
+        }
+        if self.data == Data::None {
+            self.refused = Some((self.count.saturating_sub(1), Refusal::NoData(verb)));
+            return false;
+        }
+        true
+    }
+
+    /// Adds a SEND of a copy of `data`, taken now: `data` may be any
+    /// memory (`ibv_wr_send` with `IBV_SEND_INLINE` and
+    /// `ibv_wr_set_inline_data`). At most the QP's `max_inline_data` bytes
+    /// (else [`complete`](Self::complete) fails). Connected QPs only.
     #[inline]
-    pub fn set_inline_data(&mut self, data: &[u8]) -> &mut Self {
-        if self.set_data(Data::SgesOrInline, "ibv_wr_set_inline_data") {
-            // SAFETY: inside a batch, after an admitted SEND or RDMA WRITE
-            // (checked above); the provider copies the bytes during the call
-            // ("inline setters copy the send data during the setter",
-            // ibv_wr_post(3)) and only reads them.
+    pub fn send_inline(&mut self, wr_id: u64, flags: SendFlags, data: &[u8]) -> &mut Self {
+        let why = if self.ud {
+            Some(Refusal::UdNeedsAddress)
+        } else {
+            self.needs(SendOps::SEND, "ibv_wr_send")
+        };
+        if self.start_inline(why, wr_id, flags) {
+            // SAFETY: as in `send`; the provider copies the bytes during
+            // the call ("inline setters copy the send data during the
+            // setter", ibv_wr_post(3)) and only reads them.
             unsafe {
+                sys::ibv_wr_send(self.raw());
                 sys::ibv_wr_set_inline_data(self.raw(), data.as_ptr() as *mut _, data.len());
             }
         }
         self
     }
 
-    /// Whether a `set_*` call (`verb`) that needs a request taking `want`
-    /// may reach the provider; refuses the batch if not.
-    fn set_data(&mut self, want: Data, verb: &'static str) -> bool {
-        if self.refused.is_some() {
-            return false;
+    /// Adds an RDMA WRITE to `remote` of a copy of `data`, taken now (as
+    /// [`send_inline`](Self::send_inline)).
+    #[inline]
+    pub fn rdma_write_inline(
+        &mut self,
+        wr_id: u64,
+        flags: SendFlags,
+        data: &[u8],
+        remote: RemoteMemory,
+    ) -> &mut Self {
+        let why = self.needs(SendOps::RDMA_WRITE, "ibv_wr_rdma_write");
+        if self.start_inline(why, wr_id, flags) {
+            // SAFETY: as in `send_inline`, with RDMA_WRITE.
+            unsafe {
+                sys::ibv_wr_rdma_write(self.raw(), remote.rkey, remote.addr);
+                sys::ibv_wr_set_inline_data(self.raw(), data.as_ptr() as *mut _, data.len());
+            }
         }
-        let ok = match want {
-            Data::Sges => self.data != Data::None,
-            Data::SgesOrInline => self.data == Data::SgesOrInline,
-            Data::None => true,
-        };
-        if !ok {
-            self.refused = Some((self.count.saturating_sub(1), Refusal::NoData(verb)));
-        }
-        ok
+        self
     }
 
     /// Posts the batch.
@@ -520,7 +561,7 @@ fn batch_refusal(index: usize, why: Refusal) -> Error {
         ),
         Refusal::NoData(verb) => Error::invalid(
             verb,
-            format!("request {index} of the batch takes no such data (inline data: SEND and RDMA WRITE only; SGEs: not a local invalidate or bind); {tail}"),
+            format!("request {index} of the batch takes no SGEs (a local invalidate, a bind, an inline request, or none yet); {tail}"),
         ),
         Refusal::BadBind => Error::invalid(
             "ibv_wr_bind_mw",
