@@ -31,7 +31,7 @@ pub enum PortSpace {
 }
 
 impl PortSpace {
-    fn raw(self) -> cm::rdma_port_space {
+    pub(crate) fn raw(self) -> cm::rdma_port_space {
         match self {
             PortSpace::Tcp => cm::RDMA_PS_TCP,
             PortSpace::Udp => cm::RDMA_PS_UDP,
@@ -727,6 +727,53 @@ impl CmId {
         recv_cq: &CompletionQueue,
         caps: QpCaps,
     ) -> Result<&QueuePair> {
+        self.check_qp_target(pd.context().name())?;
+        let qp = QueuePair::builder(pd, qp_type, send_cq)
+            .recv_cq(recv_cq)
+            .caps(caps)
+            .build()?;
+        self.attach_qp(qp)
+    }
+
+    /// Attaches `qp`, built by the caller on the id's device (with an SRQ,
+    /// say, or signalling every send), as [`create_qp`](Self::create_qp)
+    /// attaches the QP it builds: a connected QP is moved to INIT with the
+    /// CM's attributes, a UD QP to RTS. The id owns the QP from now on.
+    ///
+    /// `qp` must be new (in RESET; siw reports INIT from kernel 6.12 on):
+    /// the kernel refuses the move to INIT otherwise (`EINVAL`), and a QP of
+    /// another device, or on an id that has one, is refused before that
+    /// (`EINVAL`). A QP whose type does not fit the id's port space (a UD QP
+    /// on a TCP id) is refused by the kernel. On a refusal the QP is
+    /// dropped.
+    pub fn attach_qp(&mut self, qp: QueuePair) -> Result<&QueuePair> {
+        self.check_qp_target(qp.context().name())?;
+        let qp_type = qp.qp_type();
+        let (mut attr, mask) = self.init_qp_attr(crate::sys::IBV_QPS_INIT)?;
+        // RESET -> INIT with the CM's attributes, as rdma_create_qp does: one
+        // ibv_modify_qp with the attributes librdmacm chose.
+        // SAFETY: a live QP; `attr` is complete for `mask`.
+        let rc = unsafe { crate::sys::ibv_modify_qp(qp.as_raw(), &mut attr, mask as i32) };
+        if rc != 0 {
+            return Err(Error::from_rc("ibv_modify_qp", rc).with_hint(
+                "RESET -> INIT with the CM's attributes: the QP must be new, of a type that fits the id's port space",
+            ));
+        }
+        if qp_type == QpType::Ud {
+            qp.set_state(crate::QpState::Rtr)?;
+            qp.to_rts(&crate::RtsAttr::default())?;
+        }
+        // SAFETY: a live id; the lock keeps this write from overlapping
+        // librdmacm's reads of the field (event processing, calls on the
+        // id). The QP lives as long as the id holds it: `detach_qp` clears
+        // the field, under the lock, before the QP goes.
+        self.locked(|| unsafe { (*self.as_raw()).qp = qp.as_raw() });
+        Ok(self.qp.insert(qp))
+    }
+
+    /// Whether a QP of device `name` may be attached to the id: it has none
+    /// yet, and has a device, of that name.
+    fn check_qp_target(&self, name_of_qp: &str) -> Result<()> {
         if self.qp.is_some() {
             return Err(Error::invalid("rdma_create_qp", "the id already has a QP"));
         }
@@ -741,34 +788,30 @@ impl CmId {
         // its name.
         let name = unsafe { CStr::from_ptr(crate::sys::ibv_get_device_name((*verbs).device)) };
         let name = name.to_str().unwrap_or("?");
-        if name != pd.context().name() {
+        if name != name_of_qp {
             return Err(Error::invalid(
                 "rdma_create_qp",
-                format!("the PD is on {}, the id on {name}", pd.context().name()),
+                format!("the PD is on {name_of_qp}, the id on {name}"),
             ));
         }
-        let qp = QueuePair::builder(pd, qp_type, send_cq)
-            .recv_cq(recv_cq)
-            .caps(caps)
-            .build()?;
-        let (mut attr, mask) = self.init_qp_attr(crate::sys::IBV_QPS_INIT)?;
-        // RESET -> INIT with the CM's attributes, as rdma_create_qp does: one
-        // ibv_modify_qp with the attributes librdmacm chose.
-        // SAFETY: a live QP; `attr` is complete for `mask`.
-        let rc = unsafe { crate::sys::ibv_modify_qp(qp.as_raw(), &mut attr, mask as i32) };
-        if rc != 0 {
-            return Err(Error::from_rc("ibv_modify_qp", rc).with_hint("RESET -> INIT"));
-        }
-        if qp_type == QpType::Ud {
-            qp.set_state(crate::QpState::Rtr)?;
-            qp.to_rts(&crate::RtsAttr::default())?;
-        }
-        // SAFETY: a live id; the lock keeps this write from overlapping
-        // librdmacm's reads of the field (event processing, calls on the
-        // id). The QP lives as long as the id holds it: `detach_qp` clears
-        // the field, under the lock, before the QP goes.
-        self.locked(|| unsafe { (*self.as_raw()).qp = qp.as_raw() });
-        Ok(self.qp.insert(qp))
+        Ok(())
+    }
+
+    /// Moves the id to `channel` (`rdma_migrate_id`): its events are
+    /// reported there from now on. Every event of the id read so far was
+    /// acknowledged when it was read (see [`CmEvent`]), so librdmacm's wait
+    /// for their acknowledgement ends at once.
+    pub(crate) fn migrate(&mut self, channel: &EventChannel) -> Result<()> {
+        // SAFETY: a live id and channel; the old channel's lock keeps every
+        // other call on the id and the processing of its events from
+        // overlapping the move; the new channel is the caller's and has no
+        // event of this id yet.
+        rc(
+            "rdma_migrate_id",
+            self.locked(|| unsafe { cm::rdma_migrate_id(self.as_raw(), channel.as_raw()) }),
+        )?;
+        self.channel = channel.clone();
+        Ok(())
     }
 
     /// The attributes the CM prescribes for moving the id's QP to `state`.
@@ -907,6 +950,45 @@ impl CmId {
             crate::os::lock(&self.groups).push(addr);
             Ok(())
         })
+    }
+
+    /// Joins multicast group `addr` as a send-only full member
+    /// (`rdma_join_multicast_ex` with `RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER`):
+    /// the id may send to the group (the `MulticastJoin` event brings its
+    /// address), but its QP is not attached and receives nothing the group
+    /// carries. Left as [`leave_multicast`](Self::leave_multicast) leaves.
+    pub fn join_multicast_send_only(&self, addr: SocketAddr) -> Result<()> {
+        let mut a = RawAddr::new(addr);
+        let mut attr = cm::rdma_cm_join_mc_attr_ex {
+            comp_mask: cm::RDMA_CM_JOIN_MC_ATTR_ADDRESS | cm::RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
+            join_flags: cm::RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER,
+            addr: a.as_mut_ptr(),
+        };
+        self.locked(|| {
+            // SAFETY: a live id; `attr` is complete for its mask and its
+            // address lives for the call (librdmacm copies it); no context
+            // pointer; the lock is held.
+            rc("rdma_join_multicast_ex", unsafe {
+                cm::rdma_join_multicast_ex(self.as_raw(), &mut attr, ptr::null_mut())
+            })?;
+            crate::os::lock(&self.groups).push(addr);
+            Ok(())
+        })
+    }
+
+    /// Completes a connection whose QP the id does not hold
+    /// (`rdma_establish`): a `connect` that named a QP built outside the CM
+    /// (`ConnParam::qp_num`) gets a `ConnectResponse` instead of
+    /// `Established`; the caller then moves its QP to RTR and RTS with
+    /// [`init_qp_attr`](Self::init_qp_attr) and calls this, and the peer
+    /// sees `Established`. iWARP has no such step: its CM moves the QP and
+    /// reports `Established` at once.
+    pub fn establish(&self) -> Result<()> {
+        // SAFETY: a live id; the lock is held.
+        rc(
+            "rdma_establish",
+            self.locked(|| unsafe { cm::rdma_establish(self.as_raw()) }),
+        )
     }
 
     /// Leaves the multicast group `addr`.

@@ -67,6 +67,10 @@ pub const TESTS: &[Test] = &[
         run: send_bw_small_receive_queue,
     },
     Test {
+        name: "cm_examples::rdma_server_client_against_rdma_core",
+        run: rdma_server_client,
+    },
+    Test {
         name: "cm_examples::doc_hello_rc",
         run: doc_hello_rc,
     },
@@ -502,6 +506,46 @@ fn run_pair(server: (&str, &[&str]), client: (&str, &[&str]), port: u16) -> R<(S
         fail!("server exited with {sc:?}, client with {cc:?}\n{so}\n{co}");
     }
     Ok((so, co))
+}
+
+/// The output of a run, without `finish_killed`'s header line.
+fn body(out: &str) -> &str {
+    out.split_once('\n').map_or("", |(_, b)| b)
+}
+
+/// `rdma_server` and `rdma_client` (the blocking CM, `rdma::cm::Endpoint`)
+/// against rdma-core's tools of the same name, each way, and against each
+/// other; each Rust tool prints exactly what its C twin printed.
+fn rdma_server_client(env: &TestEnv) -> TestResult {
+    let ip = env.ipv4.to_string();
+    let (rust_s, rust_c) = (
+        rdma_tests::example("rdma_server")?.display().to_string(),
+        rdma_tests::example("rdma_client")?.display().to_string(),
+    );
+    let mut outs = Vec::new();
+    for (i, (server, client)) in [
+        (rust_s.as_str(), "rdma_client"),
+        ("rdma_server", rust_c.as_str()),
+        (rust_s.as_str(), rust_c.as_str()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = (port(env, 19_361) + 2 * i as u16).to_string();
+        let args = ["-s", ip.as_str(), "-p", p.as_str()];
+        let (so, co) = run_pair((server, &args), (client, &args), p.parse()?)?;
+        for (out, who) in [(&so, "rdma_server"), (&co, "rdma_client")] {
+            if body(out) != format!("{who}: start\n{who}: end 0\n") {
+                fail!("pair {i}: {who} printed\n{out}");
+            }
+        }
+        outs.push((so, co));
+    }
+    // Rust server (pair 0) against the C server (pair 1), and the clients.
+    if body(&outs[0].0) != body(&outs[1].0) || body(&outs[1].1) != body(&outs[0].1) {
+        fail!("the Rust tools' output differs from rdma-core's: {outs:?}");
+    }
+    Ok(Outcome::Passed)
 }
 
 fn mckey_c_receiver(env: &TestEnv) -> TestResult {

@@ -7,6 +7,7 @@
 mod bad_input;
 mod cm;
 mod cm_async;
+mod cm_ep;
 mod cm_examples;
 mod cm_options;
 mod cm_ud;
@@ -38,6 +39,7 @@ fn main() -> std::process::ExitCode {
         cm::TESTS,
         cmid::TESTS,
         cm_async::TESTS,
+        cm_ep::TESTS,
         cm_ud::TESTS,
         cm_examples::TESTS,
         cm_options::TESTS,
