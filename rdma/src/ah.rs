@@ -31,7 +31,16 @@ impl AddressHandle {
         let mut attr = path.raw();
         // SAFETY: a live PD; `attr` is complete.
         let raw = unsafe { sys::ibv_create_ah(pd.as_raw(), &mut attr) };
-        let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_ah"))?;
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            let e = Error::last("ibv_create_ah");
+            if e.errno() == libc::EINVAL && path.dgid.is_none() {
+                e.with_hint(
+                    "no destination GID: RoCE routes every packet by its GRH (Path::to_gid)",
+                )
+            } else {
+                e
+            }
+        })?;
         Ok(AddressHandle {
             raw,
             _pd: pd.clone(),

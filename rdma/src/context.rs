@@ -346,6 +346,15 @@ impl DeviceAttr {
     pub fn phys_port_cnt(&self) -> u8 {
         self.orig().phys_port_cnt
     }
+    /// The number of physical ports, also past 255 (`phys_port_cnt_ex`);
+    /// [`phys_port_cnt`](Self::phys_port_cnt) where the kernel reports no
+    /// such count (0).
+    pub fn phys_port_cnt_ex(&self) -> u32 {
+        match self.0.phys_port_cnt_ex {
+            0 => u32::from(self.phys_port_cnt()),
+            n => n,
+        }
+    }
     /// The largest number of queue pairs.
     pub fn max_qp(&self) -> i32 {
         self.orig().max_qp

@@ -174,6 +174,11 @@
 //! | CM ACK timeout code past 31, or on a UDP id | `rdma_set_option`, `EINVAL` ("at most 31", before the kernel; "connected port space") |
 //! | CM AF-only changed on a listening id | `rdma_set_option`, `EINVAL`, "before the id listens" |
 //! | IPv4 connect to an AF-only `[::]` listener (and on siw to any `[::]` listener) | [`Error::is_refused`] (`cm_options::*`) |
+//! | a name `rdma_getaddrinfo` cannot resolve (or a name with `numeric_host`) | [`cm::AddrInfo::resolve`], `EADDRNOTAVAIL`, the resolver's reason; a NUL byte `EINVAL` |
+//! | an [`cm::Endpoint`]'s verbs helpers on one made without `EpAttr` | `EINVAL`, "the endpoint has no QP" |
+//! | `get_request`, `connect` or `accept` of an endpoint with nothing coming | `ETIMEDOUT` at its timeout ([`Error::is_timeout`]); a connect to nothing or to a dropped request is [`Error::is_refused`] (`cm_ep::*`) |
+//! | a second QP for a CM id ([`cm::CmId::attach_qp`]), or one of another device | `rdma_create_qp`, `EINVAL` (before the kernel); a QP that is not new: `ibv_modify_qp`, `EINVAL` |
+//! | address handle without a GRH on RoCE | `ibv_create_ah`, `EINVAL`, "no destination GID" |
 //! | address without a route | an `AddrError` event, or `rdma_resolve_addr` failing |
 //! | malformed, short or long MAD bytes | [`mad`]'s decoders: a typed `mad::Error` |
 //! | `umad::AsyncPort::new` on a port with agents registered | `EBUSY`, "a port with registered agents" (`sound_umad::*`) |

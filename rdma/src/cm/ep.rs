@@ -2,36 +2,6 @@
 //! rdma-core's `rdma_server.c` and `rdma_client.c`: `rdma_getaddrinfo`
 //! ([`AddrInfo`]), `rdma_create_ep`, `rdma_get_request` and the
 //! `rdma_verbs.h` helpers ([`Endpoint`]).
-//!
-//! An [`Endpoint`] is a [`CmId`] on an event channel of its own, with the
-//! verbs objects `rdma_create_ep` makes when given QP attributes ([`EpAttr`]):
-//! a PD, a send and a receive CQ (each with a completion channel, so that
-//! waiting for a completion sleeps) and the QP. Every call that C's
-//! synchronous ids block in blocks here too, up to a timeout: the id is
-//! created by `rdma_create_ep` (which resolves the address and route, or
-//! binds a passive one) and then moved onto the endpoint's channel, so it
-//! shares [`CmId`]'s guarantees (its QP, its context, the acknowledgement of
-//! every event as it is read).
-//!
-//! ```no_run
-//! use rdma::cm::{AddrHints, AddrInfo, ConnParam, EpAttr, Endpoint};
-//! use std::time::Duration;
-//!
-//! # fn main() -> rdma::Result<()> {
-//! let t = Duration::from_secs(5);
-//! let info = AddrInfo::resolve(Some("192.0.2.1"), Some("7471"), &AddrHints::default())?;
-//! let ep = Endpoint::create(&info, Some(EpAttr::default()))?;
-//! let mr = ep.reg_msgs(16)?;
-//! ep.post_recv(1, &mr.sge(0..16)?)?;
-//! ep.connect(&ConnParam::new(), t)?;
-//! mr.write(0, b"sixteen bytes!!!")?;
-//! ep.post_send(2, &mr.sge(0..16)?, rdma::SendFlags::SIGNALED)?;
-//! ep.get_send_comp(t)?.result()?;
-//! ep.get_recv_comp(t)?.result()?;
-//! ep.disconnect()?;
-//! # Ok(())
-//! # }
-//! ```
 
 use std::ffi::{CStr, CString};
 use std::net::SocketAddr;
@@ -259,7 +229,37 @@ struct Verbs {
 
 /// A connection-manager id with its own event channel and, when made with
 /// [`EpAttr`], its PD, CQs and QP: C's `rdma_create_ep` and the blocking
-/// calls of a synchronous id (see the [module docs](self)).
+/// calls of a synchronous id.
+///
+/// An [`Endpoint`] is a [`CmId`] on an event channel of its own, with the
+/// verbs objects `rdma_create_ep` makes when given QP attributes ([`EpAttr`]):
+/// a PD, a send and a receive CQ (each with a completion channel, so that
+/// waiting for a completion sleeps) and the QP. Every call that C's
+/// synchronous ids block in blocks here too, up to a timeout: the id is
+/// created by `rdma_create_ep` (which resolves the address and route, or
+/// binds a passive one) and then moved onto the endpoint's channel, so it
+/// shares [`CmId`]'s guarantees (its QP, its context, the acknowledgement of
+/// every event as it is read).
+///
+/// ```no_run
+/// use rdma::cm::{AddrHints, AddrInfo, ConnParam, EpAttr, Endpoint};
+/// use std::time::Duration;
+///
+/// # fn main() -> rdma::Result<()> {
+/// let t = Duration::from_secs(5);
+/// let info = AddrInfo::resolve(Some("192.0.2.1"), Some("7471"), &AddrHints::default())?;
+/// let ep = Endpoint::create(&info, Some(EpAttr::default()))?;
+/// let mr = ep.reg_msgs(16)?;
+/// ep.post_recv(1, &mr.sge(0..16)?)?;
+/// ep.connect(&ConnParam::new(), t)?;
+/// mr.write(0, b"sixteen bytes!!!")?;
+/// ep.post_send(2, &mr.sge(0..16)?, rdma::SendFlags::SIGNALED)?;
+/// ep.get_send_comp(t)?.result()?;
+/// ep.get_recv_comp(t)?.result()?;
+/// ep.disconnect()?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Endpoint {
     // The id (and its QP) goes before the CQs and PD it uses.
     id: CmId,

@@ -20,6 +20,12 @@
 //!   events to be acknowledged) never deadlocks; in the callback of
 //!   [`EventChannel::get_event_with`] (and when it panics) too.
 //!
+//! - [`Endpoint`] and [`AddrInfo`]: the blocking face C programs know from
+//!   rdma-core's `rdma_server.c` and `rdma_client.c` (`rdma_getaddrinfo`,
+//!   `rdma_create_ep`, `rdma_get_request`, the `rdma_verbs.h` helpers), a
+//!   [`CmId`] on a channel of its own with its PD, CQs and QP, every wait
+//!   bounded by a timeout.
+//!
 //! With the `tokio` feature, `AsyncCm` routes the events of one channel to
 //! many ids, each with its own queue, and offers `connect(addr).await` (and
 //! `connect_from` with a source address) and a `Listener` whose connect

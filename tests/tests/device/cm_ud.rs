@@ -151,6 +151,95 @@ pub fn multicast_join_send_receive_leave(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+/// Waits for the send completion on `cq`, past any receives there (a
+/// multicast sender may receive its own datagram).
+fn wait_send(cq: &CompletionQueue) -> R<()> {
+    loop {
+        let wc = cq.wait_one(T)?.result()?;
+        if wc.opcode() == WcOpcode::Send {
+            return Ok(());
+        }
+    }
+}
+
+/// Whether a receive completes on `cq` within half a second.
+fn receives_any(cq: &CompletionQueue) -> R<bool> {
+    match cq.wait_one(Duration::from_millis(500)) {
+        Ok(wc) => Ok(wc.opcode() == WcOpcode::Recv || receives_any(cq)?),
+        Err(e) if e.is_timeout() => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn multicast_send_only_member_and_leave(env: &TestEnv) -> TestResult {
+    if let Some(skip) = skip_on_siw(env) {
+        return Ok(skip);
+    }
+    let group: SocketAddr = "239.1.2.9:0".parse()?;
+    let ch = EventChannel::new()?;
+    // Full members A (a sender), B (who leaves) and C (the control), and S,
+    // a send-only full member.
+    let mut members = Vec::new();
+    for send_only in [false, false, false, true] {
+        let mut id = CmId::new(&ch, PortSpace::Udp)?;
+        id.bind(SocketAddr::new(IpAddr::V4(env.ipv4), 0))?;
+        let res = ud_resources(&mut id)?;
+        for i in 0..8 {
+            let rs = [res.mr.sge(i * 256..i * 256 + 256)?];
+            id.qp()
+                .ok_or("no QP")?
+                .post_recv(&mut [RecvWr::new(i as u64, &rs)])?;
+        }
+        if send_only {
+            id.join_multicast_send_only(group)?;
+        } else {
+            id.join_multicast(group)?;
+        }
+        let ev = ch.expect(&id, CmEventKind::MulticastJoin, T)?;
+        let ud = ev.ud.ok_or("join without UD parameters")?;
+        members.push((id, res, ud));
+    }
+    let send = |from: usize, text: &[u8]| -> R<()> {
+        let (id, res, ud) = &members[from];
+        let ah = AddressHandle::new(&res.pd, &ud.path)?;
+        res.mr.write(3000, text)?;
+        let ss = [res.mr.sge(3000..3000 + text.len())?];
+        id.qp()
+            .ok_or("no QP")?
+            .post_send(&mut [SendWr::send(99, &ss).ud(&ah, ud.qp_num, ud.qkey).signaled()])?;
+        wait_send(&res.cq)
+    };
+    let cq = |i: usize| &members[i].1.cq;
+    let (a, b, c, s) = (0, 1, 2, 3);
+
+    // The send-only member reaches the group.
+    send(s, b"from the send-only member")?;
+    wait(cq(b), WcOpcode::Recv)?;
+    wait(cq(c), WcOpcode::Recv)?;
+    // It receives nothing the group carries.
+    send(a, b"from a full member")?;
+    wait(cq(b), WcOpcode::Recv)?;
+    wait(cq(c), WcOpcode::Recv)?;
+    check!(!receives_any(cq(s))?, "a send-only member received");
+    // After a leave, nothing more arrives; the control still receives.
+    members[b].0.leave_multicast(group)?;
+    send(a, b"after the leave")?;
+    let wc = wait(cq(c), WcOpcode::Recv)?;
+    let at = wc.wr_id() as usize * 256 + GRH;
+    check!(
+        members[c].1.mr.to_vec(at..at + 15)? == b"after the leave",
+        "the control's datagram differs"
+    );
+    check!(!receives_any(cq(b))?, "a member received after it left");
+    check!(!receives_any(cq(s))?, "a send-only member received");
+    for (i, (id, _, _)) in members.iter().enumerate() {
+        if i != b {
+            id.leave_multicast(group)?;
+        }
+    }
+    Ok(Outcome::Passed)
+}
+
 /// The tests of this module.
 pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
@@ -160,5 +249,9 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "cm::ud::multicast_join_send_receive_leave",
         run: multicast_join_send_receive_leave,
+    },
+    rdma_tests::Test {
+        name: "cm::ud::multicast_send_only_member_and_leave",
+        run: multicast_send_only_member_and_leave,
     },
 ];

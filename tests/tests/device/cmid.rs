@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use rdma::cm::{CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
 use rdma::{
-    AccessFlags, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType, RecvWr, SendWr,
-    WcOpcode, WorkCompletion,
+    AccessFlags, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType, QueuePair,
+    RecvWr, SendWr, WcOpcode, WorkCompletion,
 };
-use rdma_tests::{check, fail, Outcome, TestEnv, TestResult};
+use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
 type R<T> = Result<T, Box<dyn std::error::Error>>;
 const T: Duration = Duration::from_secs(10);
@@ -201,6 +201,68 @@ pub fn port_in_use_is_a_typed_error(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+pub fn establish_a_qp_built_outside_the_cm(env: &TestEnv) -> TestResult {
+    let (ch_s, ch_c) = (EventChannel::new()?, EventChannel::new()?);
+    let (listen, addr) = listener(env, &ch_s)?;
+    let id = CmId::new(&ch_c, PortSpace::Tcp)?;
+    id.resolve_addr(None, addr, Duration::from_secs(2))?;
+    ch_c.expect(&id, CmEventKind::AddrResolved, T)?;
+    id.resolve_route(Duration::from_secs(2))?;
+    ch_c.expect(&id, CmEventKind::RouteResolved, T)?;
+    // The client's QP is built with the verbs and never given to the id.
+    let ctx = id.context()?;
+    let pd = ProtectionDomain::new(&ctx)?;
+    let cq = CompletionQueue::new(&ctx, 8)?;
+    let mr = MemoryRegion::new(&pd, 256, AccessFlags::LOCAL_WRITE)?;
+    let qp = QueuePair::builder(&pd, QpType::Rc, &cq).build()?;
+    let to = |state| -> R<()> {
+        let (mut attr, mask) = id.init_qp_attr(state)?;
+        qp.modify(&mut attr, mask)?;
+        Ok(())
+    };
+    to(rdma::sys::IBV_QPS_INIT)?;
+    id.connect(&ConnParam {
+        qp_num: qp.qp_num(),
+        ..ConnParam::new()
+    })?;
+
+    let mut req = ch_s.expect(&listen, CmEventKind::ConnectRequest, T)?;
+    let mut sid = req.take_new_id().ok_or("connect request without an id")?;
+    let (_spd, scq, smr) = resources(&mut sid)?;
+    let rs = [smr.sge(0..64)?];
+    sid.qp()
+        .ok_or("no QP")?
+        .post_recv(&mut [RecvWr::new(1, &rs)])?;
+    sid.accept(&ConnParam::new())?;
+    match env.provider {
+        Provider::Rxe => {
+            ch_c.expect(&id, CmEventKind::ConnectResponse, T)?;
+            check!(
+                ch_s.wait_event(Duration::from_millis(300))?.is_none(),
+                "the server was established before rdma_establish"
+            );
+            to(rdma::sys::IBV_QPS_RTR)?;
+            to(rdma::sys::IBV_QPS_RTS)?;
+            id.establish()?;
+        }
+        // iWARP: the CM moved the QP (named by number) itself.
+        Provider::Siw => {
+            ch_c.expect(&id, CmEventKind::Established, T)?;
+        }
+    }
+    ch_s.expect(&sid, CmEventKind::Established, T)?;
+    mr.write(0, b"a QP of its own")?;
+    let ss = [mr.sge(0..15)?];
+    qp.post_send(&mut [SendWr::send(2, &ss).signaled()])?;
+    wait(&cq)?;
+    let wc = wait(&scq)?;
+    check!(wc.byte_len() == 15, "{wc:?}");
+    check!(smr.to_vec(0..15)? == b"a QP of its own", "data differs");
+    id.disconnect()?;
+    ch_s.expect(&sid, CmEventKind::Disconnected, T)?;
+    Ok(Outcome::Passed)
+}
+
 /// The tests of this module.
 pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
@@ -218,5 +280,9 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "cm::port_in_use_is_a_typed_error",
         run: port_in_use_is_a_typed_error,
+    },
+    rdma_tests::Test {
+        name: "cm::establish_a_qp_built_outside_the_cm",
+        run: establish_a_qp_built_outside_the_cm,
     },
 ];

@@ -595,8 +595,17 @@ pub fn srq_query_limit_event_and_resize(env: &TestEnv) -> TestResult {
 
 pub fn pkey_table_and_port_attributes(env: &TestEnv) -> TestResult {
     let ctx = open(env)?;
-    let ports = ctx.query_device()?.phys_port_cnt();
+    let dev = ctx.query_device()?;
+    let ports = dev.phys_port_cnt();
     check!(ports >= 1, "no port");
+    // Both counts agree below 256 ports (rxe and siw have one).
+    check!(
+        dev.phys_port_cnt_ex() == u32::from(ports)
+            && dev.as_raw().phys_port_cnt_ex <= u32::from(ports),
+        "phys_port_cnt_ex {} (raw {}), phys_port_cnt {ports}",
+        dev.phys_port_cnt_ex(),
+        dev.as_raw().phys_port_cnt_ex
+    );
     let port = ctx.query_port(1)?;
     eprintln!(
         "{} port 1: width {:?} speed {:?} ({:?} Gb/s) link {} max_msg_sz {:#x} pkey_tbl_len {}",
