@@ -34,11 +34,11 @@ cd "$REPO_ROOT"
 # All of them fit today (~9.5 min of VM time); the first to leave out are
 # faults::server_process_killed_* and faults::client_process_killed_*
 # (40-80 s together per provider; their peers run natively anyway).
-GROUPS_DEFAULT=(verbs:: verbs_edge:: cm:: cm_options:: faults:: bad_input:: sound_)
+GROUPS_DEFAULT=(verbs:: verbs_edge:: cm:: cm_options:: cm_ep:: faults:: bad_input:: sound_)
 EXCLUDE=(
 )
 # Group labels for the time per group in the report.
-TIME_GROUPS=(verbs:: verbs_edge:: cm:: cm_options:: faults:: bad_input:: sound_)
+TIME_GROUPS=(verbs:: verbs_edge:: cm:: cm_options:: cm_ep:: faults:: bad_input:: sound_)
 
 VG_ERROR_EXIT=99
 VALGRIND=${RDMA_VALGRIND:-/usr/bin/valgrind}

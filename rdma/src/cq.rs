@@ -237,17 +237,24 @@ fn check_cq_args(ctx: &Context, cqe: i32, comp_vector: i32) -> Result<()> {
 /// by the libibverbs loaded at run time (whose providers are of its own
 /// release); an unknown release counts as broken.
 fn next_poll_is_broken(ctx: &Context) -> bool {
+    rxe_before(ctx, RXE_NEXT_POLL_FIXED)
+}
+
+/// Whether `ctx` is an rxe device (or one that cannot be told from rxe)
+/// served by an rdma-core release before `fixed` (or one that cannot be
+/// told): where a bug of rxe's library, fixed in `fixed`, must be avoided.
+pub(crate) fn rxe_before(ctx: &Context, fixed: u32) -> bool {
     let is_rxe = ctx
         .query_device()
         .map(|a| a.vendor_id() == RXE_VENDOR_ID)
         .unwrap_or(true);
-    is_rxe && rxe_next_poll_broken(loaded_rdma_core_release())
+    is_rxe && release_before(loaded_rdma_core_release(), fixed)
 }
 
-/// Whether rxe of rdma-core `release` (`None`: unknown) mishandles
-/// `ibv_next_poll` on an empty queue.
-fn rxe_next_poll_broken(release: Option<u32>) -> bool {
-    release.is_none_or(|r| r < RXE_NEXT_POLL_FIXED)
+/// Whether rdma-core `release` (`None`: unknown, taken as old) comes
+/// before `fixed`.
+fn release_before(release: Option<u32>, fixed: u32) -> bool {
+    release.is_none_or(|r| r < fixed)
 }
 
 /// The rdma-core release of the libibverbs this process loaded, from its
@@ -1207,12 +1214,12 @@ mod tests {
 
     #[test]
     fn rxe_next_poll_is_avoided_before_v61_and_when_unknown() {
-        assert!(rxe_next_poll_broken(Some(44)));
-        assert!(rxe_next_poll_broken(Some(55)));
-        assert!(rxe_next_poll_broken(Some(60)));
-        assert!(!rxe_next_poll_broken(Some(61)));
-        assert!(!rxe_next_poll_broken(Some(65)));
-        assert!(rxe_next_poll_broken(None));
+        assert!(release_before(Some(44), RXE_NEXT_POLL_FIXED));
+        assert!(release_before(Some(55), RXE_NEXT_POLL_FIXED));
+        assert!(release_before(Some(60), RXE_NEXT_POLL_FIXED));
+        assert!(!release_before(Some(61), RXE_NEXT_POLL_FIXED));
+        assert!(!release_before(Some(65), RXE_NEXT_POLL_FIXED));
+        assert!(release_before(None, RXE_NEXT_POLL_FIXED));
     }
 
     /// Writes what siw's `copy_cqe` writes into the first slot, and nothing

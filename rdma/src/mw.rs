@@ -62,6 +62,20 @@ impl MemoryWindow {
         unsafe { (*self.raw.as_ptr()).rkey }
     }
 
+    /// Whether the window is of type 2 (bound by work requests).
+    pub(crate) fn is_type2(&self) -> bool {
+        // SAFETY: a live window; its type is plain data set at allocation.
+        unsafe { (*self.as_raw()).type_ == sys::IBV_MW_TYPE_2 }
+    }
+
+    /// Records `rkey` as the window's key after a bind posted with it.
+    pub(crate) fn set_rkey(&mut self, rkey: u32) {
+        // SAFETY: a live window, borrowed mutably, so no Rust reader of the
+        // field runs; providers read it only inside calls made with the
+        // window (binds), none of which runs now.
+        unsafe { (*self.as_raw()).rkey = rkey };
+    }
+
     /// The context the window belongs to.
     pub(crate) fn context(&self) -> &crate::Context {
         self._pd.context()
@@ -152,8 +166,7 @@ impl MemoryWindow {
         signaled: bool,
         mr: &MemoryRegion,
     ) -> Result<()> {
-        // SAFETY: a live window; its type is plain data set at allocation.
-        if unsafe { (*self.as_raw()).type_ } != sys::IBV_MW_TYPE_1 {
+        if self.is_type2() {
             return Err(Error::invalid(
                 "ibv_bind_mw",
                 "only a type 1 window is unbound by ibv_bind_mw; a type 2 window by an invalidate",

@@ -184,6 +184,13 @@ impl<'a> SendWr<'a> {
     /// the new key `rkey` (usually [`inc_rkey`](crate::inc_rkey) of the
     /// window's current one). Returns the request and what a peer needs.
     ///
+    /// The window's [`rkey`](crate::MemoryWindow::rkey) is not updated by
+    /// a posted request (the post cannot borrow the window mutably), and
+    /// rxe takes the window's current key from it for the next bind: to
+    /// bind a type 2 window more than once, use
+    /// [`WrBatch::bind_mw`](crate::WrBatch::bind_mw), which updates it;
+    /// here a second bind fails with a `MemoryWindowBindError` completion.
+    ///
     /// A window and a region of different contexts are refused (`EINVAL`).
     /// The QP it is posted on is not compared: providers read only the
     /// generic `ibv_mw`/`ibv_mr` fields (keys) of a posted bind, and a key
@@ -248,8 +255,23 @@ impl<'a> SendWr<'a> {
     }
 
     /// Adds `flags` (`SIGNALED`, `SOLICITED`, `FENCE`, `INLINE`).
+    ///
+    /// `INLINE` is kept only on a SEND or an RDMA WRITE (of any kind): on
+    /// a READ or an atomic, whose SGEs the device writes, rxe would read
+    /// the SGEs from the inline copy of the local data.
     pub fn flags(mut self, flags: SendFlags) -> Self {
-        self.raw.send_flags |= flags.bits();
+        let mut bits = flags.bits();
+        if !matches!(
+            self.raw.opcode,
+            sys::IBV_WR_SEND
+                | sys::IBV_WR_SEND_WITH_IMM
+                | sys::IBV_WR_SEND_WITH_INV
+                | sys::IBV_WR_RDMA_WRITE
+                | sys::IBV_WR_RDMA_WRITE_WITH_IMM
+        ) {
+            bits &= !sys::IBV_SEND_INLINE;
+        }
+        self.raw.send_flags |= bits;
         self
     }
 

@@ -235,7 +235,8 @@ struct Verbs {
 /// verbs objects `rdma_create_ep` makes when given QP attributes ([`EpAttr`]):
 /// a PD, a send and a receive CQ (each with a completion channel, so that
 /// waiting for a completion sleeps) and the QP. Every call that C's
-/// synchronous ids block in blocks here too, up to a timeout: the id is
+/// synchronous ids block in blocks here too, up to a timeout (the
+/// resolution in [`Endpoint::create`], up to librdmacm's): the id is
 /// created by `rdma_create_ep` (which resolves the address and route, or
 /// binds a passive one) and then moved onto the endpoint's channel, so it
 /// shares [`CmId`]'s guarantees (its QP, its context, the acknowledgement of
@@ -274,6 +275,9 @@ impl Endpoint {
     /// resolved (then [`connect`](Self::connect)), and its QP made from
     /// `attr`. A listener keeps `attr` for the endpoints
     /// [`get_request`](Self::get_request) returns.
+    ///
+    /// librdmacm bounds the resolution itself (2 s for the address, 2 s
+    /// for the route), not the caller.
     pub fn create(info: &AddrInfo, attr: Option<EpAttr>) -> Result<Endpoint> {
         let channel = EventChannel::new()?;
         let mut raw = ptr::null_mut();
@@ -441,8 +445,10 @@ impl Endpoint {
 
     /// Accepts the connect request this endpoint came from and waits up to
     /// `timeout` for the connection (`rdma_accept` on a synchronous id);
-    /// returns the `Established` event. The CM takes the QP to RTS.
+    /// returns the `Established` event. The CM takes the QP to RTS. An
+    /// endpoint without a QP (no [`EpAttr`]) is refused (`EINVAL`).
     pub fn accept(&self, param: &ConnParam, timeout: Duration) -> Result<CmEvent> {
+        self.the_qp("rdma_accept")?;
         self.id.accept(param)?;
         self.id
             .channel()
@@ -451,8 +457,10 @@ impl Endpoint {
 
     /// Connects and waits up to `timeout` for the connection
     /// (`rdma_connect` on a synchronous id); returns the `Established`
-    /// event. A refusal is [`Error::is_refused`].
+    /// event. A refusal is [`Error::is_refused`]. An endpoint without a QP
+    /// (no [`EpAttr`]) is refused (`EINVAL`).
     pub fn connect(&self, param: &ConnParam, timeout: Duration) -> Result<CmEvent> {
+        self.the_qp("rdma_connect")?;
         self.id.connect(param)?;
         self.id
             .channel()

@@ -802,13 +802,21 @@ impl CmId {
     /// acknowledged when it was read (see [`CmEvent`]), so librdmacm's wait
     /// for their acknowledgement ends at once.
     pub(crate) fn migrate(&mut self, channel: &EventChannel) -> Result<()> {
-        // SAFETY: a live id and channel; the old channel's lock keeps every
-        // other call on the id and the processing of its events from
-        // overlapping the move; the new channel is the caller's and has no
-        // event of this id yet.
         rc(
             "rdma_migrate_id",
-            self.locked(|| unsafe { cm::rdma_migrate_id(self.as_raw(), channel.as_raw()) }),
+            self.locked(|| {
+                // rdma_migrate_id waits for the id's events to be
+                // acknowledged, one of which this thread may be handing to
+                // a callback (as in Drop).
+                ack_events_of(self.as_raw());
+                // SAFETY: a live id and channel; the old channel's lock
+                // keeps every other call on the id and the processing of its
+                // events from overlapping the move, and every event read on
+                // another thread was acknowledged before that read let the
+                // lock go; the new channel is the caller's own, shared with
+                // nothing yet, so its lock is not needed.
+                unsafe { cm::rdma_migrate_id(self.as_raw(), channel.as_raw()) }
+            }),
         )?;
         self.channel = channel.clone();
         Ok(())
@@ -1043,13 +1051,13 @@ impl CmId {
         })
     }
 
-    /// Lets the id's address be reused (`RDMA_OPTION_ID_REUSEADDR`); on a
-    /// listening id only `false` is refused (`EINVAL`).
+    /// Lets the id's address be reused (`RDMA_OPTION_ID_REUSEADDR`): `true`
+    /// before the id listens, `false` only on a new id (else `EINVAL`).
     pub fn set_reuseaddr(&self, on: bool) -> Result<()> {
         self.set_id_option(
             cm::RDMA_OPTION_ID_REUSEADDR,
             on as i32,
-            "REUSEADDR is turned off only before the id listens",
+            "REUSEADDR is turned on before the id listens, off only on a new id",
         )
     }
 

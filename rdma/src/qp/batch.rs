@@ -35,7 +35,8 @@ impl QueuePair {
             ctx: self.raw_context(),
             ud: self.qp_type == QpType::Ud,
             count: 0,
-            data: Data::None,
+            pending: None,
+            sge_list_lengths_equal: self.sge_list_lengths_equal,
             refused: None,
             done: false,
             _qp: PhantomData,
@@ -66,8 +67,13 @@ pub struct WrBatch<'qp> {
     ud: bool,
     /// Requests begun so far.
     count: usize,
-    /// What data the last admitted request takes, for the `set_*` calls.
-    data: Data,
+    /// The SGE of the current request, set on the provider (`ibv_wr_set_sge`)
+    /// when the next request starts or the batch completes, unless
+    /// [`WrBatch::set_sge_list`] replaces it: a request takes one data
+    /// setter (ibv_wr_post(3)).
+    pending: Option<sys::ibv_sge>,
+    /// See `QueuePair::sge_list_lengths_equal`.
+    sge_list_lengths_equal: bool,
     /// The first refused request (its index and why); nothing after it
     /// reaches the provider.
     refused: Option<(usize, Refusal)>,
@@ -75,14 +81,13 @@ pub struct WrBatch<'qp> {
     _qp: PhantomData<(&'qp mut QueuePair, *const ())>,
 }
 
-/// The data the batch's current request takes (`ibv_wr_set_sge_list`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Data {
-    /// None: no request yet, one without data (local invalidate, bind),
-    /// or an inline one whose data is set.
-    None,
-    /// SGEs.
-    Sges,
+/// An SGE as the provider takes it.
+fn raw_sge(sge: &Sge<'_>) -> sys::ibv_sge {
+    sys::ibv_sge {
+        addr: sge.addr(),
+        length: sge.len(),
+        lkey: sge.lkey(),
+    }
 }
 
 /// Why a batch's request was kept from the provider.
@@ -98,6 +103,8 @@ enum Refusal {
     OtherContext,
     /// A `set_*` call (its verb) with no request that takes SGEs.
     NoData(&'static str),
+    /// An SGE list of different lengths where the provider miscounts it.
+    UnequalSgeList,
     /// A bind's window and region of different contexts, or a range
     /// outside the region.
     BadBind,
@@ -132,36 +139,46 @@ impl<'qp> WrBatch<'qp> {
         (!self.ops.contains(op)).then_some(Refusal::NotInSendOps(verb))
     }
 
-    /// Starts request `wr_id` if `why` admits it, noting the data it takes;
-    /// whether it was started.
+    /// Starts request `wr_id` if `why` admits it; whether it was started.
+    /// The previous request's SGE goes to the provider first.
     ///
     /// `INLINE` is dropped from `flags`: only [`send_inline`] and
-    /// [`rdma_write_inline`] set it, because rxe reads a request
-    /// flagged inline from its inline buffer, which for any other request
-    /// holds the SGEs themselves.
+    /// [`rdma_write_inline`] set it, because rxe reads a request flagged
+    /// inline from its inline buffer, which for any other request holds the
+    /// SGEs themselves.
     ///
     /// [`send_inline`]: Self::send_inline
     /// [`rdma_write_inline`]: Self::rdma_write_inline
     #[inline]
-    fn start(&mut self, why: Option<Refusal>, wr_id: u64, flags: SendFlags, data: Data) -> bool {
-        self.start_as(why, wr_id, flags - SendFlags::INLINE, data)
+    fn start(&mut self, why: Option<Refusal>, wr_id: u64, flags: SendFlags) -> bool {
+        self.start_as(why, wr_id, flags - SendFlags::INLINE)
     }
 
-    /// `start` of an inline request: flagged `INLINE`, taking no SGEs.
+    /// `start` of an inline request: flagged `INLINE`.
     #[inline]
     fn start_inline(&mut self, why: Option<Refusal>, wr_id: u64, flags: SendFlags) -> bool {
-        self.start_as(why, wr_id, flags | SendFlags::INLINE, Data::None)
+        self.start_as(why, wr_id, flags | SendFlags::INLINE)
     }
 
     #[inline]
-    fn start_as(&mut self, why: Option<Refusal>, wr_id: u64, flags: SendFlags, data: Data) -> bool {
+    fn start_as(&mut self, why: Option<Refusal>, wr_id: u64, flags: SendFlags) -> bool {
+        self.flush_sge();
         if !self.admit(why) {
-            self.data = Data::None;
             return false;
         }
-        self.data = data;
         self.begin(wr_id, flags);
         true
+    }
+
+    /// Sets the current request's pending SGE on the provider.
+    #[inline]
+    fn flush_sge(&mut self) {
+        if let Some(sge) = self.pending.take() {
+            // SAFETY: inside a batch, right after the admitted request that
+            // left this SGE pending (no other setter ran for it), whose
+            // operation takes SGEs; the SGE names registered memory.
+            unsafe { sys::ibv_wr_set_sge(self.raw(), sge.lkey, sge.addr, sge.length) };
+        }
     }
 
     fn begin(&mut self, wr_id: u64, flags: SendFlags) {
@@ -181,7 +198,7 @@ impl<'qp> WrBatch<'qp> {
         } else {
             self.needs(SendOps::SEND, "ibv_wr_send")
         };
-        if !self.start(why, wr_id, flags, Data::Sges) {
+        if !self.start(why, wr_id, flags) {
             return self;
         }
         // SAFETY: inside a batch; the QP was created with SEND (checked
@@ -189,7 +206,7 @@ impl<'qp> WrBatch<'qp> {
         // memory.
         unsafe {
             sys::ibv_wr_send(self.raw());
-            sys::ibv_wr_set_sge(self.raw(), sge.lkey(), sge.addr(), sge.len());
+            self.pending = Some(raw_sge(sge));
         }
         self
     }
@@ -213,7 +230,7 @@ impl<'qp> WrBatch<'qp> {
         } else {
             self.needs(SendOps::SEND, "ibv_wr_send")
         };
-        if !self.start(why, wr_id, flags, Data::Sges) {
+        if !self.start(why, wr_id, flags) {
             return self;
         }
         // SAFETY: inside a batch on a UD QP created with SEND (checked
@@ -223,7 +240,7 @@ impl<'qp> WrBatch<'qp> {
         unsafe {
             sys::ibv_wr_send(self.raw());
             sys::ibv_wr_set_ud_addr(self.raw(), ah.as_raw(), remote_qpn, remote_qkey);
-            sys::ibv_wr_set_sge(self.raw(), sge.lkey(), sge.addr(), sge.len());
+            self.pending = Some(raw_sge(sge));
         }
         self
     }
@@ -238,13 +255,13 @@ impl<'qp> WrBatch<'qp> {
         remote: RemoteMemory,
     ) -> &mut Self {
         let why = self.needs(SendOps::RDMA_WRITE, "ibv_wr_rdma_write");
-        if !self.start(why, wr_id, flags, Data::Sges) {
+        if !self.start(why, wr_id, flags) {
             return self;
         }
         // SAFETY: as in `send`, with RDMA_WRITE.
         unsafe {
             sys::ibv_wr_rdma_write(self.raw(), remote.rkey, remote.addr);
-            sys::ibv_wr_set_sge(self.raw(), sge.lkey(), sge.addr(), sge.len());
+            self.pending = Some(raw_sge(sge));
         }
         self
     }
@@ -259,13 +276,13 @@ impl<'qp> WrBatch<'qp> {
         remote: RemoteMemory,
     ) -> &mut Self {
         let why = self.needs(SendOps::RDMA_READ, "ibv_wr_rdma_read");
-        if !self.start(why, wr_id, flags, Data::Sges) {
+        if !self.start(why, wr_id, flags) {
             return self;
         }
         // SAFETY: as in `send`, with RDMA_READ.
         unsafe {
             sys::ibv_wr_rdma_read(self.raw(), remote.rkey, remote.addr);
-            sys::ibv_wr_set_sge(self.raw(), sge.lkey(), sge.addr(), sge.len());
+            self.pending = Some(raw_sge(sge));
         }
         self
     }
@@ -278,11 +295,11 @@ impl<'qp> WrBatch<'qp> {
         } else {
             self.needs(SendOps::SEND_WITH_IMM, "ibv_wr_send_imm")
         };
-        if self.start(why, wr_id, flags, Data::Sges) {
+        if self.start(why, wr_id, flags) {
             // SAFETY: as in `send`, with SEND_WITH_IMM.
             unsafe {
                 sys::ibv_wr_send_imm(self.raw(), imm.to_be());
-                sys::ibv_wr_set_sge(self.raw(), sge.lkey(), sge.addr(), sge.len());
+                self.pending = Some(raw_sge(sge));
             }
         }
         self
@@ -303,11 +320,11 @@ impl<'qp> WrBatch<'qp> {
         } else {
             self.needs(SendOps::SEND_WITH_INV, "ibv_wr_send_inv")
         };
-        if self.start(why, wr_id, flags, Data::Sges) {
+        if self.start(why, wr_id, flags) {
             // SAFETY: as in `send`, with SEND_WITH_INV.
             unsafe {
                 sys::ibv_wr_send_inv(self.raw(), rkey);
-                sys::ibv_wr_set_sge(self.raw(), sge.lkey(), sge.addr(), sge.len());
+                self.pending = Some(raw_sge(sge));
             }
         }
         self
@@ -325,11 +342,11 @@ impl<'qp> WrBatch<'qp> {
         imm: u32,
     ) -> &mut Self {
         let why = self.needs(SendOps::RDMA_WRITE_WITH_IMM, "ibv_wr_rdma_write_imm");
-        if self.start(why, wr_id, flags, Data::Sges) {
+        if self.start(why, wr_id, flags) {
             // SAFETY: as in `send`, with RDMA_WRITE_WITH_IMM.
             unsafe {
                 sys::ibv_wr_rdma_write_imm(self.raw(), remote.rkey, remote.addr, imm.to_be());
-                sys::ibv_wr_set_sge(self.raw(), sge.lkey(), sge.addr(), sge.len());
+                self.pending = Some(raw_sge(sge));
             }
         }
         self
@@ -348,12 +365,12 @@ impl<'qp> WrBatch<'qp> {
         swap: u64,
     ) -> &mut Self {
         let why = self.needs(SendOps::ATOMIC_CMP_AND_SWP, "ibv_wr_atomic_cmp_swp");
-        if self.start(why, wr_id, flags, Data::Sges) {
+        if self.start(why, wr_id, flags) {
             // SAFETY: as in `send`, with ATOMIC_CMP_AND_SWP; the device
             // writes the old value into registered memory.
             unsafe {
                 sys::ibv_wr_atomic_cmp_swp(self.raw(), remote.rkey, remote.addr, compare, swap);
-                sys::ibv_wr_set_sge(self.raw(), result.lkey(), result.addr(), result.len());
+                self.pending = Some(raw_sge(result));
             }
         }
         self
@@ -371,11 +388,11 @@ impl<'qp> WrBatch<'qp> {
         add: u64,
     ) -> &mut Self {
         let why = self.needs(SendOps::ATOMIC_FETCH_AND_ADD, "ibv_wr_atomic_fetch_add");
-        if self.start(why, wr_id, flags, Data::Sges) {
+        if self.start(why, wr_id, flags) {
             // SAFETY: as in `atomic_cmp_swp`, with ATOMIC_FETCH_AND_ADD.
             unsafe {
                 sys::ibv_wr_atomic_fetch_add(self.raw(), remote.rkey, remote.addr, add);
-                sys::ibv_wr_set_sge(self.raw(), result.lkey(), result.addr(), result.len());
+                self.pending = Some(raw_sge(result));
             }
         }
         self
@@ -385,7 +402,7 @@ impl<'qp> WrBatch<'qp> {
     #[inline]
     pub fn local_inv(&mut self, wr_id: u64, flags: SendFlags, rkey: u32) -> &mut Self {
         let why = self.needs(SendOps::LOCAL_INV, "ibv_wr_local_inv");
-        if self.start(why, wr_id, flags, Data::None) {
+        if self.start(why, wr_id, flags) {
             // SAFETY: inside a batch; the QP was created with LOCAL_INV
             // (checked above), so the provider filled `wr_local_inv`.
             unsafe { sys::ibv_wr_local_inv(self.raw(), rkey) };
@@ -398,16 +415,22 @@ impl<'qp> WrBatch<'qp> {
     /// [`inc_rkey`](crate::inc_rkey) of the window's current one); a peer
     /// reaches it as `RemoteMemory { rkey, ..mr.remote(range)? }`.
     ///
-    /// A window and region of different contexts, or a range outside the
-    /// region, are refused (the batch is aborted by
-    /// [`complete`](Self::complete)).
+    /// The window's [`rkey`](MemoryWindow::rkey) becomes `rkey` at once:
+    /// providers take the window's current key from it for the next bind
+    /// (rxe's kernel refuses a bind that names another key). If the batch
+    /// is then aborted, that next bind fails (a `MemoryWindowBindError`
+    /// completion).
+    ///
+    /// A type 1 window (bound by [`MemoryWindow::bind`]), a window or
+    /// region of another context, or a range outside the region, are
+    /// refused (the batch is aborted by [`complete`](Self::complete)).
     #[inline]
     #[allow(clippy::too_many_arguments)] // ibv_wr_bind_mw's, with the region's range
     pub fn bind_mw(
         &mut self,
         wr_id: u64,
         flags: SendFlags,
-        mw: &MemoryWindow,
+        mw: &mut MemoryWindow,
         rkey: u32,
         mr: &MemoryRegion,
         range: impl RangeBounds<usize>,
@@ -416,13 +439,15 @@ impl<'qp> WrBatch<'qp> {
         let remote = mr.remote(range).ok();
         let why = match remote {
             Some(_)
-                if mw.context().as_raw() == self.ctx && mr.pd().context().as_raw() == self.ctx =>
+                if mw.is_type2()
+                    && mw.context().as_raw() == self.ctx
+                    && mr.pd().context().as_raw() == self.ctx =>
             {
                 self.needs(SendOps::BIND_MW, "ibv_wr_bind_mw")
             }
             _ => Some(Refusal::BadBind),
         };
-        if let (true, Some(remote)) = (self.start(why, wr_id, flags, Data::None), remote) {
+        if let (true, Some(remote)) = (self.start(why, wr_id, flags), remote) {
             let info = sys::ibv_mw_bind_info {
                 mr: mr.as_raw(),
                 addr: remote.addr,
@@ -430,47 +455,50 @@ impl<'qp> WrBatch<'qp> {
                 mw_access_flags: access.bits(),
             };
             // SAFETY: inside a batch; the QP was created with BIND_MW
-            // (checked above), so the provider filled `wr_bind_mw`; the
-            // window and the region are live and of the QP's context
-            // (checked above) and the range lies in the region; the
-            // provider copies the keys and the bind's fields during the
-            // call (rxe, mlx5), and a region with a window bound cannot be
-            // deregistered (EBUSY: its memory is then leaked, not freed).
+            // (checked above), so the provider filled `wr_bind_mw`; a type 2
+            // window and a region, live and of the QP's context (checked
+            // above), the range inside the region; the provider reads the
+            // window, the region and `info` during the call only (rxe,
+            // mlx5). Memory stays sound whatever the device does with the
+            // region afterwards: a region is freed only after a successful
+            // deregistration, after which the device cannot reach it.
             unsafe { sys::ibv_wr_bind_mw(self.raw(), mw.as_raw(), rkey, &info) };
+            mw.set_rkey(rkey);
         }
         self
     }
 
     /// Sets the data of the current request to the list `sges` instead of
     /// the SGE its operation was given (`ibv_wr_set_sge_list`); at most the
-    /// QP's `max_send_sge` (else [`complete`](Self::complete) fails). A
-    /// request without data (a local invalidate, a bind) or none at all
-    /// refuses it.
+    /// QP's `max_send_sge` (else [`complete`](Self::complete) fails). Once
+    /// per request; a request without SGEs (a local invalidate, a bind, an
+    /// inline request) or none at all refuses it.
+    ///
+    /// rxe before rdma-core v64 computes the request's length as the
+    /// number of SGEs times the first one's: there a list of SGEs of
+    /// different lengths is refused (`EOPNOTSUPP`), one of equal lengths is
+    /// sent right.
     #[inline]
     pub fn set_sge_list(&mut self, sges: &[Sge<'_>]) -> &mut Self {
-        if self.set_data("ibv_wr_set_sge_list") {
-            // SAFETY: inside a batch, after an admitted request that takes
-            // SGEs (checked above); `Sge` is `repr(transparent)` over
-            // `ibv_sge`, and the provider copies the list during the call;
-            // the SGEs name registered memory.
-            unsafe {
-                sys::ibv_wr_set_sge_list(self.raw(), sges.len(), sges.as_ptr().cast());
-            }
-        }
-        self
-    }
-
-    /// Whether a `set_*` call (`verb`) may reach the provider: the batch's
-    /// current request takes SGEs; refuses the batch if not.
-    fn set_data(&mut self, verb: &'static str) -> bool {
+        const VERB: &str = "ibv_wr_set_sge_list";
         if self.refused.is_some() {
-            return false;
+            return self;
         }
-        if self.data == Data::None {
-            self.refused = Some((self.count.saturating_sub(1), Refusal::NoData(verb)));
-            return false;
+        let index = self.count.saturating_sub(1);
+        if self.pending.take().is_none() {
+            self.refused = Some((index, Refusal::NoData(VERB)));
+            return self;
         }
-        true
+        if self.sge_list_lengths_equal && sges.windows(2).any(|w| w[0].len() != w[1].len()) {
+            self.refused = Some((index, Refusal::UnequalSgeList));
+            return self;
+        }
+        // SAFETY: inside a batch, right after an admitted request that takes
+        // SGEs and has had no data setter (its pending SGE was taken above);
+        // `Sge` is `repr(transparent)` over `ibv_sge`, and the provider copies
+        // the list during the call; the SGEs name registered memory.
+        unsafe { sys::ibv_wr_set_sge_list(self.raw(), sges.len(), sges.as_ptr().cast()) };
+        self
     }
 
     /// Adds a SEND of a copy of `data`, taken now: `data` may be any
@@ -529,6 +557,7 @@ impl<'qp> WrBatch<'qp> {
             unsafe { sys::ibv_wr_abort(self.raw()) };
             return Err(batch_refusal(index, why));
         }
+        self.flush_sge();
         // SAFETY: ends the batch begun in `wr_batch`.
         let rc = unsafe { sys::ibv_wr_complete(self.raw()) };
         if rc == 0 {
@@ -563,9 +592,12 @@ fn batch_refusal(index: usize, why: Refusal) -> Error {
             verb,
             format!("request {index} of the batch takes no SGEs (a local invalidate, a bind, an inline request, or none yet); {tail}"),
         ),
+        Refusal::UnequalSgeList => Error::new("ibv_wr_set_sge_list", libc::EOPNOTSUPP).with_hint(format!(
+            "request {index} of the batch: rxe before rdma-core v64 counts an SGE list's length as the SGE count times the first SGE's length; give SGEs of one length, or post the list with post_send; {tail}"
+        )),
         Refusal::BadBind => Error::invalid(
             "ibv_wr_bind_mw",
-            format!("request {index} of the batch: the window, the region and the QP must share a context, and the range must lie in the region; {tail}"),
+            format!("request {index} of the batch: a batch binds type 2 windows; the window, the region and the QP must share a context, and the range must lie in the region; {tail}"),
         ),
     }
 }

@@ -279,6 +279,8 @@ impl<'a> QpBuilder<'a> {
                 max_recv_sge: cap.max_recv_sge,
                 max_inline_data: cap.max_inline_data,
             },
+            sge_list_lengths_equal: ex.is_some()
+                && crate::cq::rxe_before(self.pd.context(), RXE_SGE_LIST_FIXED),
             _pd: self.pd.clone(),
             _send_cq: self.send_cq.clone(),
             _recv_cq: self.recv_cq.clone(),
@@ -286,6 +288,11 @@ impl<'a> QpBuilder<'a> {
         }
     }
 }
+
+/// The first rdma-core release whose rxe sums an SGE list's lengths in
+/// `ibv_wr_set_sge_list` (commit 406cd2ad0, "rxe: Fix dma.length
+/// computation in wr_set_sge_list").
+const RXE_SGE_LIST_FIXED: u32 = 64;
 
 /// A queue pair (`ibv_qp`).
 ///
@@ -305,6 +312,10 @@ pub struct QueuePair {
     /// `post_send` then picks the one-request path.
     unchecked_send_len: usize,
     caps: QpCaps,
+    /// Whether the provider's `ibv_wr_set_sge_list` counts a list's length
+    /// as its SGE count times the first SGE's (rxe before rdma-core v64):
+    /// batches then take lists of equal lengths only.
+    sge_list_lengths_equal: bool,
     _pd: ProtectionDomain,
     _send_cq: CompletionQueue,
     _recv_cq: CompletionQueue,

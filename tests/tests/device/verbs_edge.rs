@@ -460,7 +460,7 @@ pub fn extended_batch_every_operation(env: &TestEnv) -> TestResult {
         )));
     }
     let mr = MemoryRegion::new(&p.pd, 4096, ACCESS | AccessFlags::MW_BIND)?;
-    let mw = MemoryWindow::new(&p.pd, MwType::Type2)?;
+    let mut mw = MemoryWindow::new(&p.pd, MwType::Type2)?;
     let window = RemoteMemory {
         rkey: rdma::inc_rkey(mw.rkey()),
         ..mr.remote(0..1024)?
@@ -469,7 +469,7 @@ pub fn extended_batch_every_operation(env: &TestEnv) -> TestResult {
     bind.bind_mw(
         40,
         SendFlags::SIGNALED,
-        &mw,
+        &mut mw,
         window.rkey,
         &mr,
         0..1024,
@@ -564,18 +564,20 @@ pub fn extended_batch_every_operation(env: &TestEnv) -> TestResult {
         "the atomics"
     );
 
-    // A local invalidate in a batch ends a binding made in the same batch
-    // (of a new window: rebinding one a peer invalidated is a race on
-    // rxe, whose responder frees the window after the receive completes).
+    // The window the peer invalidated binds again (the batch keeps its key
+    // current), and a local invalidate in the same batch ends that binding.
     let state = p.qp_b.query()?.state;
     check!(
         state == rdma::QpState::Rts,
         "the receiving QP is {state:?} after the batch"
     );
-    let mw2 = MemoryWindow::new(&p.pd, MwType::Type2)?;
-    let key2 = rdma::inc_rkey(mw2.rkey());
+    check!(
+        mw.rkey() == window.rkey,
+        "the batch left the window's key behind"
+    );
+    let key2 = rdma::inc_rkey(mw.rkey());
     let mut b = p.qp_b.wr_batch()?;
-    b.bind_mw(41, f, &mw2, key2, &mr, 0..64, AccessFlags::REMOTE_WRITE)
+    b.bind_mw(41, f, &mut mw, key2, &mr, 0..64, AccessFlags::REMOTE_WRITE)
         .local_inv(42, f, key2);
     b.complete()?;
     let ops: Vec<_> = verbs::wait(&p.cq_b, 2)?
@@ -586,6 +588,29 @@ pub fn extended_batch_every_operation(env: &TestEnv) -> TestResult {
         ops == [WcOpcode::BindMw, WcOpcode::LocalInvalidate],
         "{ops:?}"
     );
+
+    // SGE lists of different lengths: sent whole, or refused where rxe's
+    // library miscounts them (before rdma-core v64).
+    let rs = [p.mr_b.sge(512..576)?];
+    p.qp_b.post_recv(&mut [RecvWr::new(30, &rs)])?;
+    let unequal = [p.mr_a.sge(0..4)?, p.mr_a.sge(8..14)?];
+    let mut b = p.qp_a.wr_batch()?;
+    b.send(31, f, &s).set_sge_list(&unequal);
+    match b.complete() {
+        Ok(()) => {
+            check!(completion(&p.cq_a)?.is_success(), "the unequal list's send");
+            let wc = completion(&p.cq_b)?.result()?;
+            check!(
+                wc.byte_len() == 10 && p.mr_b.to_vec(512..522)? == b"abcd123456",
+                "an unequal SGE list arrived as {:?}",
+                p.mr_b.to_vec(512..512 + wc.byte_len() as usize)?
+            );
+        }
+        Err(e) => check!(
+            e.errno() == libc::EOPNOTSUPP && e.to_string().contains("v64"),
+            "{e}"
+        ),
+    }
 
     // Refused before the provider, naming the request; nothing posted.
     let mut b = p.qp_a.wr_batch()?;
@@ -604,15 +629,43 @@ pub fn extended_batch_every_operation(env: &TestEnv) -> TestResult {
     b.set_sge_list(&two);
     let e = b.complete().err().ok_or("an SGE list before any request")?;
     check!(e.errno() == libc::EINVAL, "{e}");
+    let mut b = p.qp_a.wr_batch()?;
+    b.send(55, f, &s).set_sge_list(&two).set_sge_list(&two);
+    let e = b.complete().err().ok_or("two SGE lists for one request")?;
+    check!(e.errno() == libc::EINVAL, "{e}");
+    let mut t1 = MemoryWindow::new(&p.pd, MwType::Type1)?;
     let mut b = p.qp_b.wr_batch()?;
-    b.bind_mw(52, f, &mw, key2, &mr, 0..8192, AccessFlags::REMOTE_WRITE);
+    b.bind_mw(56, f, &mut t1, 0x99, &mr, 0..8, AccessFlags::REMOTE_WRITE);
+    let e = b
+        .complete()
+        .err()
+        .ok_or("a type 1 window bound by a batch")?;
+    check!(e.errno() == libc::EINVAL, "{e}");
+    let mut b = p.qp_b.wr_batch()?;
+    b.bind_mw(
+        52,
+        f,
+        &mut mw,
+        key2,
+        &mr,
+        0..8192,
+        AccessFlags::REMOTE_WRITE,
+    );
     let e = b.complete().err().ok_or("a bind past its region")?;
     check!(e.errno() == libc::EINVAL, "{e}");
     let other = verbs::open(env)?;
     let other_pd = rdma::ProtectionDomain::new(&other)?;
     let other_mr = MemoryRegion::new(&other_pd, 4096, ACCESS | AccessFlags::MW_BIND)?;
     let mut b = p.qp_b.wr_batch()?;
-    b.bind_mw(53, f, &mw, key2, &other_mr, 0..8, AccessFlags::REMOTE_WRITE);
+    b.bind_mw(
+        53,
+        f,
+        &mut mw,
+        key2,
+        &other_mr,
+        0..8,
+        AccessFlags::REMOTE_WRITE,
+    );
     let e = b
         .complete()
         .err()
