@@ -60,6 +60,9 @@ pub(crate) struct CqInner {
     ex: Option<NonNull<sys::ibv_cq_ex>>,
     /// Whether `ibv_next_poll` must be avoided (see [`ExPoll`]).
     one_per_poll: bool,
+    /// The fields the extended CQ was created with (the provider filled
+    /// only their `read_*` ops).
+    wc_flags: WcFlags,
     /// `raw`, or the stand-in [`busy_cq`] while an [`ExPoll`] of this CQ
     /// lives: the provider holds the CQ's lock until it ends, so a poll,
     /// another start or an arm of this CQ before then would wait for a lock
@@ -89,6 +92,39 @@ impl Drop for CqInner {
     }
 }
 
+bitflags::bitflags! {
+    /// The fields an extended CQ's completions carry (`IBV_WC_EX_WITH_*`,
+    /// [`CqBuilder::wc_flags`]); the provider reads out only these.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct WcFlags: u64 {
+        /// [`ExCompletion::byte_len`].
+        const BYTE_LEN = sys::IBV_WC_EX_WITH_BYTE_LEN as u64;
+        /// [`ExCompletion::imm_data`].
+        const IMM = sys::IBV_WC_EX_WITH_IMM as u64;
+        /// [`ExCompletion::qp_num`].
+        const QP_NUM = sys::IBV_WC_EX_WITH_QP_NUM as u64;
+        /// [`ExCompletion::src_qp`].
+        const SRC_QP = sys::IBV_WC_EX_WITH_SRC_QP as u64;
+        /// The source LID.
+        const SLID = sys::IBV_WC_EX_WITH_SLID as u64;
+        /// The service level.
+        const SL = sys::IBV_WC_EX_WITH_SL as u64;
+        /// The DLID path bits.
+        const DLID_PATH_BITS = sys::IBV_WC_EX_WITH_DLID_PATH_BITS as u64;
+        /// [`ExCompletion::completion_ts`] (the device's clock).
+        const COMPLETION_TIMESTAMP = sys::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP as u64;
+        /// [`ExCompletion::completion_wallclock_ns`].
+        const COMPLETION_TIMESTAMP_WALLCLOCK =
+            sys::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK as u64;
+    }
+}
+
+impl WcFlags {
+    /// The fields of a classic completion (`IBV_WC_STANDARD_FLAGS`): the
+    /// default.
+    pub const STANDARD: WcFlags = WcFlags::from_bits_truncate(sys::IBV_WC_STANDARD_FLAGS as u64);
+}
+
 /// How to create a completion queue.
 #[derive(Debug, Clone)]
 pub struct CqBuilder<'a> {
@@ -97,6 +133,7 @@ pub struct CqBuilder<'a> {
     channel: Option<&'a CompletionChannel>,
     comp_vector: i32,
     extended: bool,
+    wc_flags: WcFlags,
 }
 
 impl<'a> CqBuilder<'a> {
@@ -120,6 +157,20 @@ impl<'a> CqBuilder<'a> {
     /// [`CompletionQueue::is_extended`].
     pub fn extended(mut self, extended: bool) -> Self {
         self.extended = extended;
+        self
+    }
+
+    /// The fields an extended queue's completions carry (default
+    /// [`WcFlags::STANDARD`]); implies [`extended`](Self::extended). An
+    /// accessor of [`ExCompletion`] whose field was not asked for reads
+    /// nothing: it returns 0 or `None`.
+    ///
+    /// Fields the provider cannot give are refused by [`build`](Self::build)
+    /// (`EOPNOTSUPP`; rxe gives the standard ones only); a provider without
+    /// extended CQs (siw) gets a classic one, as with `extended`.
+    pub fn wc_flags(mut self, flags: WcFlags) -> Self {
+        self.wc_flags = flags;
+        self.extended = true;
         self
     }
 
@@ -165,20 +216,44 @@ impl<'a> CqBuilder<'a> {
         attr.cqe = self.cqe as u32;
         attr.channel = ch;
         attr.comp_vector = self.comp_vector as u32;
-        attr.wc_flags = u64::from(sys::IBV_WC_STANDARD_FLAGS);
+        attr.wc_flags = self.wc_flags.bits();
         // SAFETY: an open context; `attr` is complete.
         let raw = unsafe { sys::ibv_create_cq_ex(self.ctx.as_raw(), &mut attr) };
         match NonNull::new(raw) {
             Some(ex) => Ok(Some(self.wrap(ex.cast(), Some(ex)))),
             None => {
                 let e = Error::last("ibv_create_cq_ex");
-                if matches!(e.errno(), libc::EOPNOTSUPP | libc::ENOSYS) {
-                    Ok(None)
-                } else {
+                if !matches!(e.errno(), libc::EOPNOTSUPP | libc::ENOSYS) {
                     Err(e)
+                } else if self.wc_flags != WcFlags::STANDARD && self.has_ex_cq(ch) {
+                    Err(e.with_hint(format!(
+                        "the provider's extended CQs carry no {:?}",
+                        self.wc_flags
+                    )))
+                } else {
+                    Ok(None)
                 }
             }
         }
+    }
+
+    /// Whether the provider makes extended CQs of the standard fields: a
+    /// probe, destroyed at once.
+    fn has_ex_cq(&self, ch: *mut sys::ibv_comp_channel) -> bool {
+        // SAFETY: plain data; zero is valid for every field.
+        let mut attr: sys::ibv_cq_init_attr_ex = unsafe { std::mem::zeroed() };
+        attr.cqe = self.cqe as u32;
+        attr.channel = ch;
+        attr.comp_vector = self.comp_vector as u32;
+        attr.wc_flags = WcFlags::STANDARD.bits();
+        // SAFETY: an open context; `attr` is complete.
+        let raw = unsafe { sys::ibv_create_cq_ex(self.ctx.as_raw(), &mut attr) };
+        if raw.is_null() {
+            return false;
+        }
+        // SAFETY: the CQ just made, unused, destroyed once.
+        unsafe { sys::ibv_destroy_cq(sys::ibv_cq_ex_to_cq(raw)) };
+        true
     }
 
     fn wrap(
@@ -195,6 +270,7 @@ impl<'a> CqBuilder<'a> {
                 raw,
                 ex,
                 one_per_poll,
+                wc_flags: self.wc_flags,
                 poll_raw: AtomicPtr::new(raw.as_ptr()),
                 unacked: AtomicU32::new(0),
             }),
@@ -304,6 +380,7 @@ impl CompletionQueue {
             channel: None,
             comp_vector: 0,
             extended: false,
+            wc_flags: WcFlags::STANDARD,
         }
     }
 
@@ -315,6 +392,12 @@ impl CompletionQueue {
     /// The context of the queue.
     pub fn context(&self) -> &Context {
         &self.inner.ctx
+    }
+
+    /// The fields the extended queue's completions carry; `None` for a
+    /// classic queue.
+    pub fn wc_flags(&self) -> Option<WcFlags> {
+        self.inner.ex.map(|_| self.inner.wc_flags)
     }
 
     /// The number of entries the provider allocated.
@@ -577,6 +660,7 @@ impl CompletionQueue {
                 raw,
                 pending: true,
                 one_per_poll: self.inner.one_per_poll,
+                flags: self.inner.wc_flags,
             })),
             e => {
                 // No poll began (the provider unlocked before returning).
@@ -833,6 +917,7 @@ pub struct ExPoll<'cq> {
     /// Whether the current completion has not been yielded yet.
     pending: bool,
     one_per_poll: bool,
+    flags: WcFlags,
 }
 
 impl ExPoll<'_> {
@@ -856,6 +941,7 @@ impl ExPoll<'_> {
         self.pending = false;
         Some(ExCompletion {
             cq: self.cq,
+            flags: self.flags,
             _poll: PhantomData,
         })
     }
@@ -874,6 +960,8 @@ impl Drop for ExPoll<'_> {
 /// The current completion of an [`ExPoll`]; valid until the next `next`.
 pub struct ExCompletion<'p> {
     cq: NonNull<sys::ibv_cq_ex>,
+    /// The fields the CQ carries: the provider filled only their readers.
+    flags: WcFlags,
     _poll: PhantomData<&'p mut ()>,
 }
 
@@ -907,22 +995,32 @@ impl ExCompletion<'_> {
     }
     /// The bytes a receive received (with the 40-byte GRH of a UD
     /// receive) or an RDMA READ or atomic read; meaningful only for
-    /// successful completions.
+    /// successful completions; 0 on a CQ without [`WcFlags::BYTE_LEN`].
     #[inline]
     pub fn byte_len(&self) -> u32 {
-        // SAFETY: inside a poll; BYTE_LEN is among the standard flags the
-        // queue was created with.
+        if !self.flags.contains(WcFlags::BYTE_LEN) {
+            return 0;
+        }
+        // SAFETY: inside a poll, on a CQ created with BYTE_LEN (checked
+        // above), whose reader the provider filled.
         unsafe { sys::ibv_wc_read_byte_len(self.raw()) }
     }
-    /// The local QP number.
+    /// The local QP number; 0 on a CQ without [`WcFlags::QP_NUM`].
     #[inline]
     pub fn qp_num(&self) -> u32 {
+        if !self.flags.contains(WcFlags::QP_NUM) {
+            return 0;
+        }
         // SAFETY: as above (QP_NUM).
         unsafe { sys::ibv_wc_read_qp_num(self.raw()) }
     }
-    /// The source QP number; meaningful only for a successful UD receive.
+    /// The source QP number; meaningful only for a successful UD receive;
+    /// 0 on a CQ without [`WcFlags::SRC_QP`].
     #[inline]
     pub fn src_qp(&self) -> u32 {
+        if !self.flags.contains(WcFlags::SRC_QP) {
+            return 0;
+        }
         // SAFETY: as above (SRC_QP).
         unsafe { sys::ibv_wc_read_src_qp(self.raw()) }
     }
@@ -933,17 +1031,40 @@ impl ExCompletion<'_> {
         unsafe { sys::ibv_wc_read_wc_flags(self.raw()) }
     }
     /// The immediate data, host byte order, if the completion succeeded
-    /// and carries it.
+    /// and carries it (and the CQ has [`WcFlags::IMM`]).
     #[inline]
     pub fn imm_data(&self) -> Option<u32> {
-        if self.is_success() && self.wc_flags() & sys::IBV_WC_WITH_IMM != 0 {
-            // SAFETY: inside a poll (IMM is a standard flag).
+        if self.flags.contains(WcFlags::IMM)
+            && self.is_success()
+            && self.wc_flags() & sys::IBV_WC_WITH_IMM != 0
+        {
+            // SAFETY: inside a poll, on a CQ created with IMM (checked).
             Some(u32::from_be(unsafe {
                 sys::ibv_wc_read_imm_data(self.raw())
             }))
         } else {
             None
         }
+    }
+    /// The completion's time on the device's clock, on a CQ with
+    /// [`WcFlags::COMPLETION_TIMESTAMP`].
+    #[inline]
+    pub fn completion_ts(&self) -> Option<u64> {
+        if !self.flags.contains(WcFlags::COMPLETION_TIMESTAMP) {
+            return None;
+        }
+        // SAFETY: inside a poll, on a CQ created with the flag (checked).
+        Some(unsafe { sys::ibv_wc_read_completion_ts(self.raw()) })
+    }
+    /// The completion's time in nanoseconds of the wall clock, on a CQ
+    /// with [`WcFlags::COMPLETION_TIMESTAMP_WALLCLOCK`].
+    #[inline]
+    pub fn completion_wallclock_ns(&self) -> Option<u64> {
+        if !self.flags.contains(WcFlags::COMPLETION_TIMESTAMP_WALLCLOCK) {
+            return None;
+        }
+        // SAFETY: inside a poll, on a CQ created with the flag (checked).
+        Some(unsafe { sys::ibv_wc_read_completion_wallclock_ns(self.raw()) })
     }
     /// The vendor error syndrome.
     #[inline]

@@ -179,6 +179,7 @@
 //! | `get_request`, `connect` or `accept` of an endpoint with nothing coming | `ETIMEDOUT` at its timeout ([`Error::is_timeout`]); a connect to nothing or to a dropped request is [`Error::is_refused`] (`cm_ep::*`) |
 //! | a second QP for a CM id ([`cm::CmId::attach_qp`]), or one of another device | `rdma_create_qp`, `EINVAL` (before the kernel); a QP that is not new: `ibv_modify_qp`, `EINVAL` |
 //! | address handle without a GRH on RoCE | `ibv_create_ah`, `EINVAL`, "no destination GID" |
+//! | extended CQ fields the provider's CQs lack ([`CqBuilder::wc_flags`]; rxe: any past the standard ones) | `ibv_create_cq_ex`, `EOPNOTSUPP`, "carry no"; an [`ExCompletion`] field not asked for reads 0 or `None` |
 //! | address without a route | an `AddrError` event, or `rdma_resolve_addr` failing |
 //! | malformed, short or long MAD bytes | [`mad`]'s decoders: a typed `mad::Error` |
 //! | `umad::AsyncPort::new` on a port with agents registered | `EBUSY`, "a port with registered agents" (`sound_umad::*`) |
@@ -220,7 +221,7 @@ pub use async_io::{AsyncCompletionQueue, AsyncEvents};
 pub use channel::CompletionChannel;
 pub use context::{Context, DeviceAttr, PortAttr, PortState};
 pub use context::{PortSpeed, PortWidth};
-pub use cq::{CompletionQueue, CqBuilder, ExCompletion, ExPoll};
+pub use cq::{CompletionQueue, CqBuilder, ExCompletion, ExPoll, WcFlags};
 pub use device::{Device, DeviceList, NodeType, TransportType};
 pub use error::{Error, ErrorDetails, Result};
 pub use event::{AsyncEvent, AsyncEventElement, AsyncEventFd, AsyncEventKind};

@@ -782,6 +782,89 @@ pub fn ud_extended_and_event_driven(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+pub fn extended_cq_fields_chosen_by_the_caller(env: &TestEnv) -> TestResult {
+    use rdma::WcFlags;
+    let ctx = verbs::open(env)?;
+    let few = WcFlags::BYTE_LEN | WcFlags::QP_NUM;
+    if env.provider == Provider::Siw {
+        // No extended CQ: the classic one, whose completions carry all.
+        let cq = rdma::CompletionQueue::builder(&ctx).wc_flags(few).build()?;
+        check!(
+            !cq.is_extended() && cq.wc_flags().is_none(),
+            "siw made an extended CQ"
+        );
+        return Ok(Outcome::Passed);
+    }
+    // A field rxe's CQs do not carry is refused, typed.
+    let e = rdma::CompletionQueue::builder(&ctx)
+        .wc_flags(WcFlags::STANDARD | WcFlags::COMPLETION_TIMESTAMP)
+        .build()
+        .err()
+        .ok_or("rxe made a CQ with completion timestamps")?;
+    check!(
+        e.errno() == libc::EOPNOTSUPP && e.to_string().contains("carry no"),
+        "{e}"
+    );
+    // Fewer fields than the standard ones: those asked for are read, the
+    // others read nothing.
+    let cq = rdma::CompletionQueue::builder(&ctx)
+        .cqe(8)
+        .wc_flags(few)
+        .build()?;
+    check!(
+        cq.is_extended() && cq.wc_flags() == Some(few),
+        "flags {:?}",
+        cq.wc_flags()
+    );
+    let pd = rdma::ProtectionDomain::new(&ctx)?;
+    let qkey = 0x2222_3333;
+    let build = || QueuePair::builder(&pd, rdma::QpType::Ud, &cq).build();
+    let (a, b) = (build()?, build()?);
+    for qp in [&a, &b] {
+        qp.to_init(&rdma::InitAttr {
+            qkey,
+            ..rdma::InitAttr::new(1)
+        })?;
+        qp.to_rtr(None)?;
+        qp.to_rts(&rdma::RtsAttr::default())?;
+    }
+    let (gid, idx) = verbs::roce_gid(&ctx, env)?;
+    let ah = rdma::AddressHandle::new(&pd, &rdma::Path::to_gid(gid, idx, 1))?;
+    let mr = MemoryRegion::new(&pd, 4096, AccessFlags::LOCAL_WRITE)?;
+    let rs = [mr.sge(1024..2048)?];
+    b.post_recv(&mut [RecvWr::new(1, &rs)])?;
+    let ss = [mr.sge(0..9)?];
+    a.post_send(&mut [SendWr::send_with_imm(2, &ss, 7)
+        .ud(&ah, b.qp_num(), qkey)
+        .signaled()])?;
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + T;
+    while seen.len() < 2 && std::time::Instant::now() < deadline {
+        while let Some(mut poll) = cq.start_poll()? {
+            while let Some(c) = poll.next() {
+                check!(c.is_success(), "{:?}", c.status());
+                seen.push((
+                    c.opcode(),
+                    c.byte_len(),
+                    c.qp_num(),
+                    c.src_qp(),
+                    c.imm_data(),
+                    c.completion_ts(),
+                ));
+            }
+        }
+    }
+    let recv = seen
+        .iter()
+        .find(|s| s.0 == WcOpcode::Recv)
+        .ok_or(format!("no receive: {seen:?}"))?;
+    check!(
+        *recv == (WcOpcode::Recv, 40 + 9, b.qp_num(), 0, None, None),
+        "the receive read {recv:?} (byte_len and qp_num only)"
+    );
+    Ok(Outcome::Passed)
+}
+
 pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "verbs_edge::atomics_that_miss_or_fault",
@@ -802,6 +885,10 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "verbs_edge::ud_extended_and_event_driven",
         run: ud_extended_and_event_driven,
+    },
+    rdma_tests::Test {
+        name: "verbs_edge::extended_cq_fields_chosen_by_the_caller",
+        run: extended_cq_fields_chosen_by_the_caller,
     },
     rdma_tests::Test {
         name: "verbs_edge::receive_queue_edges_and_zero_length",
