@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use rdma::cm::{AddrHints, AddrInfo, ConnParam, Endpoint};
-use rdma_examples::ep_msg::{send_msg, ATTR, MSG};
+use rdma_examples::ep_msg::{inline_or_say, main_of, send_msg, ATTR, MSG};
 
 /// How long the client waits for the connection and each completion.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -32,17 +32,12 @@ struct Args {
 fn run(a: &Args) -> rdma::Result<()> {
     let info = AddrInfo::resolve(Some(&a.server), Some(&a.port), &AddrHints::default())?;
     let ep = Endpoint::create(&info, Some(ATTR))?;
-    if ep
-        .qp()
-        .is_some_and(|q| (q.caps().max_inline_data as usize) < MSG)
-    {
-        println!("rdma_client: device doesn't support IBV_SEND_INLINE, using sge sends");
-    }
+    let inline = inline_or_say("rdma_client", &ep);
     let recv = ep.reg_msgs(MSG)?;
     let send = ep.reg_msgs(MSG)?;
     ep.post_recv(0, &recv.sge(0..MSG)?)?;
     ep.connect(&ConnParam::new(), TIMEOUT)?;
-    send_msg(&ep, &send)?;
+    send_msg(&ep, inline, &send)?;
     ep.get_send_comp(TIMEOUT)?.result()?;
     ep.get_recv_comp(TIMEOUT)?.result()?;
     ep.disconnect()
@@ -50,18 +45,5 @@ fn run(a: &Args) -> rdma::Result<()> {
 
 fn main() -> ExitCode {
     let a = Args::parse();
-    println!("rdma_client: start");
-    let ret = match run(&a) {
-        Ok(()) => 0,
-        Err(e) => {
-            println!("rdma_client: {e}");
-            -1
-        }
-    };
-    println!("rdma_client: end {ret}");
-    if ret == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    main_of("rdma_client", || run(&a))
 }

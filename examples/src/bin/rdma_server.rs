@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use rdma::cm::{AddrHints, AddrInfo, ConnParam, Endpoint};
-use rdma_examples::ep_msg::{send_msg, ATTR, MSG};
+use rdma_examples::ep_msg::{inline_or_say, main_of, send_msg, ATTR, MSG};
 
 /// How long the server waits for the client and for each completion.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -34,36 +34,18 @@ fn run(a: &Args) -> rdma::Result<()> {
     let listener = Endpoint::create(&info, Some(ATTR))?;
     listener.listen(0)?;
     let ep = listener.get_request(TIMEOUT)?.ep;
-    if ep
-        .qp()
-        .is_some_and(|q| (q.caps().max_inline_data as usize) < MSG)
-    {
-        println!("rdma_server: device doesn't support IBV_SEND_INLINE, using sge sends");
-    }
+    let inline = inline_or_say("rdma_server", &ep);
     let recv = ep.reg_msgs(MSG)?;
     let send = ep.reg_msgs(MSG)?;
     ep.post_recv(0, &recv.sge(0..MSG)?)?;
     ep.accept(&ConnParam::new(), TIMEOUT)?;
     ep.get_recv_comp(TIMEOUT)?.result()?;
-    send_msg(&ep, &send)?;
+    send_msg(&ep, inline, &send)?;
     ep.get_send_comp(TIMEOUT)?.result()?;
     ep.disconnect()
 }
 
 fn main() -> ExitCode {
     let a = Args::parse();
-    println!("rdma_server: start");
-    let ret = match run(&a) {
-        Ok(()) => 0,
-        Err(e) => {
-            println!("rdma_server: {e}");
-            -1
-        }
-    };
-    println!("rdma_server: end {ret}");
-    if ret == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    main_of("rdma_server", || run(&a))
 }
