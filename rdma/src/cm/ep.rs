@@ -419,8 +419,9 @@ impl Endpoint {
     /// Waits up to `timeout` for the next connect request of a listening
     /// endpoint (`rdma_get_request`) and returns its endpoint, with a QP
     /// made from the listener's [`EpAttr`] when it has one, on a channel of
-    /// its own; accept it with [`accept`](Self::accept). The request's
-    /// parameters and private data are [`request`](Request)'s.
+    /// its own; accept it with [`accept`](Self::accept). The returned
+    /// [`Request`] also carries the request's event (its parameters and
+    /// private data).
     ///
     /// Any other event of the listener is an error that names it (its
     /// channel carries only the listener's events: an accepted endpoint

@@ -791,7 +791,7 @@ impl CmId {
         if name != name_of_qp {
             return Err(Error::invalid(
                 "rdma_create_qp",
-                format!("the PD is on {name_of_qp}, the id on {name}"),
+                format!("the QP's device is {name_of_qp}, the id's {name}"),
             ));
         }
         Ok(())
