@@ -250,10 +250,7 @@ pub fn srq_behind_cm_ids(env: &TestEnv) -> TestResult {
     let (mut clients, mut servers) = (Vec::new(), Vec::new());
     for i in 0..2u64 {
         let mut id = CmId::new(&ch_c, PortSpace::Tcp)?;
-        id.resolve_addr(None, at, Duration::from_secs(2))?;
-        ch_c.expect(&id, CmEventKind::AddrResolved, T)?;
-        id.resolve_route(Duration::from_secs(2))?;
-        ch_c.expect(&id, CmEventKind::RouteResolved, T)?;
+        crate::cmid::resolve(&ch_c, &id, at)?;
         let ctx = id.context()?;
         let pd = ProtectionDomain::new(&ctx)?;
         let cq = CompletionQueue::new(&ctx, 8)?;

@@ -63,10 +63,7 @@ fn connect(
     let ch_c = EventChannel::new()?;
     let id = CmId::new(&ch_c, PortSpace::Tcp)?;
     prepare(&id)?;
-    id.resolve_addr(None, to, Duration::from_secs(2))?;
-    ch_c.expect(&id, CmEventKind::AddrResolved, T)?;
-    id.resolve_route(Duration::from_secs(2))?;
-    ch_c.expect(&id, CmEventKind::RouteResolved, T)?;
+    crate::cmid::resolve(&ch_c, &id, to)?;
     let client = side(id)?;
     // iWARP connects over TCP inside rdma_connect: a refusal comes here.
     if let Err(e) = client.id.connect(&ConnParam::new()) {

@@ -53,10 +53,7 @@ pub fn ud_datagrams_through_the_cm(env: &TestEnv) -> TestResult {
     let addr = listen.local_addr().ok_or("no address")?;
 
     let mut client = CmId::new(&ch_c, PortSpace::Udp)?;
-    client.resolve_addr(None, addr, Duration::from_secs(2))?;
-    ch_c.expect(&client, CmEventKind::AddrResolved, T)?;
-    client.resolve_route(Duration::from_secs(2))?;
-    ch_c.expect(&client, CmEventKind::RouteResolved, T)?;
+    crate::cmid::resolve(&ch_c, &client, addr)?;
     let c = ud_resources(&mut client)?;
     client.connect(&ConnParam::new().with_private_data(b"ud hello"))?;
 

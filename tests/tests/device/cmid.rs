@@ -50,14 +50,20 @@ fn listener(env: &TestEnv, ch: &EventChannel) -> R<(CmId, SocketAddr)> {
     Ok((id, addr))
 }
 
+/// Resolves `to`'s address and route for `id`, whose events come on `ch`.
+pub fn resolve(ch: &EventChannel, id: &CmId, to: SocketAddr) -> R<()> {
+    id.resolve_addr(None, to, Duration::from_secs(2))?;
+    ch.expect(id, CmEventKind::AddrResolved, T)?;
+    id.resolve_route(Duration::from_secs(2))?;
+    ch.expect(id, CmEventKind::RouteResolved, T)?;
+    Ok(())
+}
+
 /// Client resolves and connects with `data`; returns the client id and the
 /// server's connect-request event data.
 fn start_connect(ch_c: &EventChannel, to: SocketAddr, data: &[u8]) -> R<Side> {
     let mut id = CmId::new(ch_c, PortSpace::Tcp)?;
-    id.resolve_addr(None, to, Duration::from_secs(2))?;
-    ch_c.expect(&id, CmEventKind::AddrResolved, T)?;
-    id.resolve_route(Duration::from_secs(2))?;
-    ch_c.expect(&id, CmEventKind::RouteResolved, T)?;
+    resolve(ch_c, &id, to)?;
     let (pd, cq, mr) = resources(&mut id)?;
     id.connect(&ConnParam::new().with_private_data(data))?;
     Ok(Side {
@@ -205,10 +211,7 @@ pub fn establish_a_qp_built_outside_the_cm(env: &TestEnv) -> TestResult {
     let (ch_s, ch_c) = (EventChannel::new()?, EventChannel::new()?);
     let (listen, addr) = listener(env, &ch_s)?;
     let id = CmId::new(&ch_c, PortSpace::Tcp)?;
-    id.resolve_addr(None, addr, Duration::from_secs(2))?;
-    ch_c.expect(&id, CmEventKind::AddrResolved, T)?;
-    id.resolve_route(Duration::from_secs(2))?;
-    ch_c.expect(&id, CmEventKind::RouteResolved, T)?;
+    resolve(&ch_c, &id, addr)?;
     // The client's QP is built with the verbs and never given to the id.
     let ctx = id.context()?;
     let pd = ProtectionDomain::new(&ctx)?;
