@@ -29,9 +29,14 @@
 //! The server accepts one connection per test series and exits after the
 //! last. `-T s` uses TCP (`TCP_NODELAY`, 512 KiB socket buffers, as rstream
 //! sets), `-T v` fills every sent byte with a running pattern and checks
-//! every received one. rstream's other `-T` options choose how rsockets
-//! waits (non-blocking spinning by default, blocking, poll); here every
-//! read and write is a tokio future, so they do not apply. `--runtime
+//! every received one. rstream's `-T n` (its default) and `-T b` choose how
+//! it waits: spinning on non-blocking calls, or blocking in rsockets, which
+//! polls briefly and then sleeps. Here every read and write is a tokio
+//! future, and the two map onto the stream's busy-poll time
+//! ([`RdmaStream::set_busy_poll`]): `Duration::MAX` by default (the driver
+//! never sleeps, at a CPU's cost, as rstream spins), the stream's default
+//! with `-T b` (it polls briefly after each completion, then sleeps on the
+//! completion channel). `-T a` (rsockets' poll) does not apply. `--runtime
 //! multi` runs on tokio's multi-threaded runtime instead of the
 //! current-thread one (then the stream's driver task may run on another
 //! thread than the test).
@@ -360,11 +365,15 @@ struct Endpoint {
     bind: Option<SocketAddr>,
     /// TCP instead of RDMA.
     tcp: bool,
+    /// The RDMA streams' busy-poll time (`None`: the default).
+    busy_poll: Option<Duration>,
     listener: Option<Listen>,
 }
 
 impl Endpoint {
-    fn new(args: &Args, tcp: bool) -> Result<Endpoint> {
+    fn new(args: &Args, opts: &Options) -> Result<Endpoint> {
+        let tcp = opts.tcp;
+        let busy_poll = (!opts.blocking).then_some(Duration::MAX);
         let bind = args
             .bind
             .as_deref()
@@ -381,6 +390,7 @@ impl Endpoint {
                 server: Some(resolve(server, args.port)?),
                 bind,
                 tcp,
+                busy_poll,
                 listener: None,
             });
         }
@@ -400,6 +410,7 @@ impl Endpoint {
             server: None,
             bind: None,
             tcp,
+            busy_poll,
             listener: Some(listener),
         })
     }
@@ -409,6 +420,9 @@ impl Endpoint {
         match (&mut self.listener, self.server) {
             (Some(Listen::Rdma(l)), _) => {
                 let (s, _) = l.accept().await.map_err(|e| format!("accept: {e}"))?;
+                if let Some(t) = self.busy_poll {
+                    s.set_busy_poll(t);
+                }
                 Ok(Conn::Rdma(s))
             }
             (Some(Listen::Tcp(l)), _) => {
@@ -420,6 +434,9 @@ impl Endpoint {
                 let s = RdmaStream::connect(addr)
                     .await
                     .map_err(|e| format!("connect to {addr}: {e}"))?;
+                if let Some(t) = self.busy_poll {
+                    s.set_busy_poll(t);
+                }
                 Ok(Conn::Rdma(s))
             }
             (None, Some(addr)) => {
@@ -451,29 +468,45 @@ fn tcp_socket(addr: SocketAddr) -> Result<TcpSocket> {
     Ok(socket)
 }
 
-/// The options of `-T`: (TCP, verify).
-fn test_options(options: &[String]) -> Result<(bool, bool)> {
-    let (mut tcp, mut verify) = (false, false);
-    for o in options {
-        match o.to_ascii_lowercase().as_str() {
-            "s" | "socket" | "sockets" => tcp = true,
-            "v" | "verify" => verify = true,
+/// The options of `-T`.
+#[derive(Debug, Default)]
+struct Options {
+    /// `s`: TCP instead of RDMA.
+    tcp: bool,
+    /// `v`: check every byte.
+    verify: bool,
+    /// `b`: sleep while waiting, as rsockets' blocking calls do (they poll
+    /// briefly, then sleep on the completion channel): the stream's
+    /// default busy-poll time. Else (`n`, rstream's default) the driver
+    /// busy-polls without sleeping, as rstream spins on non-blocking calls.
+    blocking: bool,
+}
+
+fn test_options(options: &[String]) -> Result<Options> {
+    let mut o = Options::default();
+    for opt in options {
+        match opt.to_ascii_lowercase().as_str() {
+            "s" | "socket" | "sockets" => o.tcp = true,
+            "v" | "verify" => o.verify = true,
+            "b" | "block" | "blocking" => o.blocking = true,
+            "n" | "nonblock" | "nonblocking" => o.blocking = false,
             other => {
                 return Err(format!(
-                    "-T {other}: not supported (s: TCP sockets, v: verify; \
-                     reads and writes are tokio futures, so rstream's a, b, n do not apply)"
+                    "-T {other}: not supported (s: TCP sockets, v: verify, b: blocking, \
+                     n: non-blocking; reads and writes are tokio futures, so rstream's a does \
+                     not apply)"
                 )
                 .into())
             }
         }
     }
-    Ok((tcp, verify))
+    Ok(o)
 }
 
 async fn run(args: Args) -> Result<()> {
-    let (tcp, verify) = test_options(&args.options)?;
+    let opts = test_options(&args.options)?;
     let client = args.server.is_some();
-    let mut verify = verify.then(Verify::default);
+    let mut verify = opts.verify.then(Verify::default);
     let (all, size) = match args.size.as_deref() {
         Some(s) if s.eq_ignore_ascii_case("all") => (true, None),
         Some(s) => {
@@ -488,7 +521,7 @@ async fn run(args: Args) -> Result<()> {
         None => (false, None),
     };
     let custom = size.is_some() || args.count.is_some() || args.iterations.is_some();
-    let mut ep = Endpoint::new(&args, tcp)?;
+    let mut ep = Endpoint::new(&args, &opts)?;
     println!("{}", header());
     if custom {
         let t = Test {
@@ -614,12 +647,17 @@ mod tests {
     }
 
     #[test]
-    fn test_options_take_s_and_v_and_refuse_the_rest() {
-        assert_eq!(test_options(&[]).unwrap(), (false, false));
-        assert_eq!(
-            test_options(&["s".into(), "verify".into()]).unwrap(),
-            (true, true)
-        );
-        assert!(test_options(&["a".into()]).is_err());
+    fn test_options_take_s_v_b_n_and_refuse_the_rest() {
+        let o = |v: &[&str]| test_options(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let d = o(&[]).unwrap();
+        assert_eq!((d.tcp, d.verify, d.blocking), (false, false, false));
+        let sv = o(&["s", "verify"]).unwrap();
+        assert_eq!((sv.tcp, sv.verify, sv.blocking), (true, true, false));
+        assert!(o(&["b"]).unwrap().blocking);
+        assert!(o(&["block"]).unwrap().blocking);
+        // The last of b and n counts, as in rstream.
+        assert!(!o(&["b", "n"]).unwrap().blocking);
+        assert!(o(&["a"]).is_err());
+        assert!(o(&["x"]).is_err());
     }
 }

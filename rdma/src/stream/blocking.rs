@@ -49,7 +49,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -57,7 +57,7 @@ use tokio::runtime::Handle;
 
 use crate::os::lock;
 
-use super::io::{OwnedReadHalf, OwnedWriteHalf};
+use super::io::{OwnedReadHalf, OwnedWriteHalf, Shared};
 
 /// The process-wide runtime's handle, started on first use.
 fn runtime() -> io::Result<&'static Handle> {
@@ -160,12 +160,17 @@ pub struct RdmaStream {
     read_timeout: Mutex<Option<Duration>>,
     write_timeout: Mutex<Option<Duration>>,
     read_shut: Mutex<bool>,
+    /// The connection (for settings, while a read or write holds its
+    /// half).
+    shared: Arc<Shared>,
 }
 
 impl RdmaStream {
     fn new(s: super::RdmaStream) -> RdmaStream {
+        let shared = s.shared();
         let (read, write) = s.into_split();
         RdmaStream {
+            shared,
             read: Mutex::new(read),
             write: Mutex::new(write),
             read_timeout: Mutex::new(None),
@@ -192,6 +197,18 @@ impl RdmaStream {
                 _ => e,
             })
             .map(RdmaStream::new)
+    }
+
+    /// Sets how long the connection's driver busy-polls after each thing
+    /// it handles before it sleeps ([`RdmaStream::set_busy_poll`](super::RdmaStream::set_busy_poll)):
+    /// `Duration::MAX` for the lowest latency, at a CPU's cost.
+    pub fn set_busy_poll(&self, time: Duration) {
+        self.shared.set_busy_poll(time);
+    }
+
+    /// The busy-poll time.
+    pub fn busy_poll(&self) -> Duration {
+        self.shared.busy_poll()
     }
 
     /// The peer's address.

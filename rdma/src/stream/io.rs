@@ -8,6 +8,7 @@ use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::Duration;
@@ -36,18 +37,54 @@ const CTRL_SIZE: usize = 64;
 /// Completions taken per poll.
 const POLL_BATCH: usize = 32;
 
-/// How long a driver polls its CQ before it sleeps on the completion
-/// channel, when a completion is expected ([`DEFAULT_SPIN`], or
+/// The process's default busy-poll time ([`DEFAULT_BUSY_POLL`](super::DEFAULT_BUSY_POLL), or
 /// `RDMA_STREAM_SPIN_US` microseconds from the environment, read once; 0
-/// turns polling off).
-fn spin_time() -> Duration {
-    static SPIN: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+/// turns polling off), in [`Shared::busy_poll`]'s units.
+fn default_busy_poll() -> u64 {
+    static SPIN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *SPIN.get_or_init(|| {
         std::env::var("RDMA_STREAM_SPIN_US")
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
-            .map_or(super::DEFAULT_SPIN, Duration::from_micros)
+            .map_or(busy_poll_micros(super::DEFAULT_BUSY_POLL), |us| {
+                busy_poll_micros(Duration::from_micros(us))
+            })
     })
+}
+
+/// `d` in whole microseconds, rounded up; [`BUSY_POLL_FOREVER`] for
+/// `Duration::MAX` and anything that does not fit.
+fn busy_poll_micros(d: Duration) -> u64 {
+    if d == Duration::MAX {
+        return BUSY_POLL_FOREVER;
+    }
+    u64::try_from(d.as_nanos().div_ceil(1000)).unwrap_or(BUSY_POLL_FOREVER)
+}
+
+/// [`Shared::busy_poll`]'s value for "never sleep".
+const BUSY_POLL_FOREVER: u64 = u64::MAX;
+
+/// Polls between two looks at the clock while a driver busy-polls (a
+/// clock read is a system call where the clock source is not the TSC).
+const CLOCK_EVERY: u32 = 8;
+
+/// Yields to the runtime's other tasks once by waking itself: the task
+/// goes straight back to the end of the run queue. `tokio::task::yield_now`
+/// instead holds the wake until the runtime's next turn of its I/O and
+/// timer drivers, a system call and a clock read on every yield.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
 }
 
 // ------------------------------------------------------------ shared state
@@ -78,11 +115,6 @@ pub(super) struct Segment {
 pub(super) struct Wakers(Vec<Waker>);
 
 impl Wakers {
-    /// Whether no task waits.
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// Adds `w` unless a waker that wakes the same task is there.
     pub(super) fn register(&mut self, w: &Waker) {
         if !self.0.iter().any(|x| x.will_wake(w)) {
@@ -195,11 +227,29 @@ pub(super) struct Shared {
     pub(super) mode: Mode,
     pub(super) local: Option<SocketAddr>,
     pub(super) peer: Option<SocketAddr>,
+    /// How long the driver busy-polls after each thing it handles before
+    /// it sleeps, in microseconds ([`BUSY_POLL_FOREVER`]: never).
+    busy_poll: AtomicU64,
 }
 
 impl Shared {
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
+    }
+
+    /// See [`RdmaStream::set_busy_poll`].
+    pub(super) fn set_busy_poll(&self, d: Duration) {
+        self.busy_poll.store(busy_poll_micros(d), Ordering::Relaxed);
+        // A driver asleep takes the new time at once.
+        self.notify.notify_one();
+    }
+
+    /// See [`RdmaStream::busy_poll`].
+    pub(super) fn busy_poll(&self) -> Duration {
+        match self.busy_poll.load(Ordering::Relaxed) {
+            BUSY_POLL_FOREVER => Duration::MAX,
+            us => Duration::from_micros(us),
+        }
     }
 
     /// A region of `len` zeroed bytes in the connection's protection
@@ -405,6 +455,7 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
         mode,
         local: id.id().local_addr(),
         peer: id.id().peer_addr(),
+        busy_poll: AtomicU64::new(default_busy_poll()),
     });
     let driver = Driver {
         id,
@@ -433,6 +484,11 @@ pub(super) async fn connect(addr: SocketAddr, mode: Mode) -> io::Result<Arc<Shar
 }
 
 impl RdmaStream {
+    /// The connection's state, shared with its driver.
+    pub(super) fn shared(&self) -> Arc<Shared> {
+        Arc::clone(&self.read.shared)
+    }
+
     fn from_shared(shared: Arc<Shared>) -> RdmaStream {
         RdmaStream {
             read: OwnedReadHalf {
@@ -714,6 +770,29 @@ impl RdmaStream {
         self.read.shared.one_sided(true, local, range, remote).await
     }
 
+    /// Sets how long the connection's driver busy-polls for completions
+    /// after each thing it handles (a completion, data written) before it
+    /// sleeps on the completion channel.
+    ///
+    /// The default, [`DEFAULT_BUSY_POLL`](super::DEFAULT_BUSY_POLL), catches
+    /// the reply of a fast round trip without the channel's wake-up.
+    /// `Duration::ZERO` sleeps at once (the least CPU, the most latency);
+    /// `Duration::MAX` never sleeps: the driver polls as long as the
+    /// connection lives, a CPU's worth of it, for the lowest latency (as
+    /// Linux's `SO_BUSY_POLL` does for a socket, and rsockets' non-blocking
+    /// callers that spin). The polling yields to the runtime's other tasks
+    /// between polls; it stops when the peer disconnects or both halves are
+    /// dropped. Times are kept in whole microseconds, rounded up. The
+    /// halves share the setting ([`OwnedReadHalf::set_busy_poll`]).
+    pub fn set_busy_poll(&self, time: Duration) {
+        self.read.shared.set_busy_poll(time);
+    }
+
+    /// The busy-poll time ([`set_busy_poll`](Self::set_busy_poll)).
+    pub fn busy_poll(&self) -> Duration {
+        self.read.shared.busy_poll()
+    }
+
     /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.read.peer_addr()
@@ -747,6 +826,17 @@ fn addr(a: Option<SocketAddr>) -> io::Result<SocketAddr> {
 }
 
 impl OwnedReadHalf {
+    /// Sets the connection's busy-poll time, which both halves share
+    /// ([`RdmaStream::set_busy_poll`]).
+    pub fn set_busy_poll(&self, time: Duration) {
+        self.shared.set_busy_poll(time);
+    }
+
+    /// The connection's busy-poll time.
+    pub fn busy_poll(&self) -> Duration {
+        self.shared.busy_poll()
+    }
+
     /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         addr(self.shared.peer)
@@ -759,6 +849,17 @@ impl OwnedReadHalf {
 }
 
 impl OwnedWriteHalf {
+    /// Sets the connection's busy-poll time, which both halves share
+    /// ([`RdmaStream::set_busy_poll`]).
+    pub fn set_busy_poll(&self, time: Duration) {
+        self.shared.set_busy_poll(time);
+    }
+
+    /// The connection's busy-poll time.
+    pub fn busy_poll(&self) -> Duration {
+        self.shared.busy_poll()
+    }
+
     /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         addr(self.shared.peer)
@@ -1100,30 +1201,23 @@ impl Driver {
     async fn serve(&mut self) -> io::Result<Exit> {
         let mut wcs = [MaybeUninit::<WorkCompletion>::uninit(); POLL_BATCH];
         let mut linger: Option<Instant> = None;
+        // The linger branch's deadline while it is disabled (never used).
+        let never = Instant::now();
         loop {
             self.pump()?;
-            {
+            if self.closing() {
                 let st = self.shared().lock();
-                if st.reader_gone && st.writer_gone {
-                    if st.queued.is_empty() && (st.fin_done || !st.shutdown) {
-                        return Ok(Exit::Closed);
-                    }
-                    if linger.is_none() {
-                        linger = Some(Instant::now() + LINGER);
-                    }
+                if st.queued.is_empty() && (st.fin_done || !st.shutdown) {
+                    return Ok(Exit::Closed);
                 }
-            }
-            if linger.is_some_and(|t| Instant::now() >= t) {
-                return Ok(Exit::Closed);
-            }
-            if self.expecting() {
-                match self.spin(&mut wcs).await? {
-                    Some(true) => return Ok(Exit::PeerGone),
-                    Some(false) => continue,
-                    None => {}
+                drop(st);
+                let t = *linger.get_or_insert_with(|| Instant::now() + LINGER);
+                if Instant::now() >= t {
+                    return Ok(Exit::Closed);
                 }
+            } else if self.busy_poll(&mut wcs).await? {
+                return Ok(Exit::PeerGone);
             }
-            let far = Instant::now() + Duration::from_secs(3600);
             let gone = tokio::select! {
                 biased;
                 r = self.cq.poll(&mut wcs) => {
@@ -1142,7 +1236,7 @@ impl Driver {
                     }
                 }
                 _ = self.guard.0.notify.notified() => false,
-                _ = tokio::time::sleep_until(linger.unwrap_or(far)), if linger.is_some() => false,
+                _ = tokio::time::sleep_until(linger.unwrap_or(never)), if linger.is_some() => false,
             };
             if gone {
                 return Ok(Exit::PeerGone);
@@ -1150,43 +1244,61 @@ impl Driver {
         }
     }
 
-    /// Whether a completion is expected soon: a SEND is outstanding, or a
-    /// reader waits with nothing to read.
-    fn expecting(&self) -> bool {
-        if self.posted_sends > 0 {
-            return true;
-        }
+    /// Both halves are gone: the driver only sends what is left, then
+    /// closes.
+    fn closing(&self) -> bool {
         let st = self.shared().lock();
-        !st.reader_gone && st.rx.is_empty() && !st.reader.is_empty()
+        st.reader_gone && st.writer_gone
     }
 
-    /// Polls the CQ without arming it for up to [`spin_time`], yielding to
-    /// the runtime's other tasks between polls (a writer's data is posted
-    /// meanwhile): a completion that comes within it is handled without
+    /// Busy-polls the CQ, without arming it, until the connection's
+    /// busy-poll time ([`Shared::busy_poll`]) has passed with nothing to
+    /// do, posting what the halves queue meanwhile and yielding to the
+    /// runtime's other tasks between polls (so a half woken by a
+    /// completion runs, and its reply is posted, while the driver still
+    /// polls). A completion that comes within that time is handled without
     /// the completion channel's wake-up (a wait in the reactor, a read of
     /// the channel and a re-arm), which costs more than a small message's
-    /// round trip. `Some(gone)` when completions were handled, `None` when
-    /// none came in time (or the peer disconnected).
-    async fn spin(
+    /// round trip. Returns to the caller's sleep when the time passes, the
+    /// peer disconnects (the CM event ends the connection there) or both
+    /// halves go; `true` when a completion says the connection ended.
+    async fn busy_poll(
         &mut self,
         wcs: &mut [MaybeUninit<WorkCompletion>; POLL_BATCH],
-    ) -> io::Result<Option<bool>> {
-        let spin = spin_time();
-        if spin.is_zero() {
-            return Ok(None);
-        }
-        let until = Instant::now() + spin;
+    ) -> io::Result<bool> {
+        let mut polls: u32 = 0;
+        // Set at the first look at the clock after the last thing done.
+        let mut until: Option<Instant> = None;
         loop {
+            let budget = self.shared().busy_poll.load(Ordering::Relaxed);
+            if budget == 0 {
+                return Ok(false);
+            }
             let got = self.cq.cq().poll(wcs).map_err(io_err)?;
             if !got.is_empty() {
-                let got: Vec<WorkCompletion> = got.to_vec();
-                return self.complete_all(&got).map(Some);
+                if self.complete_all(&*got)? {
+                    return Ok(true);
+                }
+                until = None;
             }
-            if self.id.is_disconnected() || Instant::now() >= until {
-                return Ok(None);
+            if self.pump()? {
+                until = None;
             }
-            tokio::task::yield_now().await;
-            self.pump()?;
+            if self.id.is_disconnected() || self.closing() {
+                return Ok(false);
+            }
+            if budget != BUSY_POLL_FOREVER {
+                polls = polls.wrapping_add(1);
+                if polls % CLOCK_EVERY == 0 {
+                    let now = Instant::now();
+                    match until {
+                        None => until = Some(now + Duration::from_micros(budget)),
+                        Some(t) if now >= t => return Ok(false),
+                        Some(_) => {}
+                    }
+                }
+            }
+            YieldOnce(false).await;
         }
     }
 
@@ -1338,16 +1450,21 @@ impl Driver {
     }
 
     /// Posts what can be posted: emptied receive buffers, queued data as
-    /// credits allow, the FIN, a credit-only message when one is due.
-    fn pump(&mut self) -> io::Result<()> {
+    /// credits allow, the FIN, a credit-only message when one is due;
+    /// whether it posted anything.
+    fn pump(&mut self) -> io::Result<bool> {
+        let before = (self.posted_recvs, self.posted_sends);
         let shared = Arc::clone(&self.guard.0);
         let msg = shared.mode == Mode::Message;
         let mut st = shared.lock();
         if st.reader_gone {
-            let segs: Vec<usize> = st.rx.drain(..).map(|s| s.slot).collect();
-            st.repost.extend(segs);
+            while let Some(seg) = st.rx.pop_front() {
+                st.repost.push(seg.slot);
+            }
         }
-        for slot in std::mem::take(&mut st.repost) {
+        // Without allocating: the driver pumps on every poll while it
+        // busy-polls.
+        while let Some(slot) = st.repost.pop() {
             post_recv(self.qp()?, &shared.mr, slot).map_err(io_err)?;
             self.posted_recvs += 1;
             self.credits.reposted();
@@ -1372,18 +1489,21 @@ impl Driver {
         let fin_due = st.shutdown && st.queued.is_empty() && !self.fin_posted;
         // One-sided requests, as many as there are free slots; posted
         // below, without the lock.
-        let mut free: Vec<usize> = (0..ONE_SIDED_SLOTS)
-            .filter(|&i| self.in_flight[i].is_none())
-            .collect();
         let mut ops = Vec::new();
-        while let Some(&slot) = free.last() {
-            let Some(op) = st.ops.pop_front() else { break };
-            // A request whose caller went away before it was posted.
-            if op.done.is_closed() {
-                continue;
+        if !st.ops.is_empty() {
+            let mut free = (0..ONE_SIDED_SLOTS)
+                .rev()
+                .filter(|&i| self.in_flight[i].is_none())
+                .peekable();
+            while let Some(&slot) = free.peek() {
+                let Some(op) = st.ops.pop_front() else { break };
+                // A request whose caller went away before it was posted.
+                if op.done.is_closed() {
+                    continue;
+                }
+                free.next();
+                ops.push((slot, op));
             }
-            free.pop();
-            ops.push((slot, op));
         }
         drop(st);
         for (slot, op) in ops {
@@ -1396,7 +1516,7 @@ impl Driver {
         if self.credits.credit_only_due() && !self.ctrl_free.is_empty() {
             self.post_ctrl(false)?;
         }
-        Ok(())
+        Ok((self.posted_recvs, self.posted_sends) != before)
     }
 
     /// Posts a header-only message: a FIN, or credits only.

@@ -187,13 +187,15 @@ pub const FLUSH_WAIT: Duration = Duration::from_secs(2);
 /// last step waits for those ahead of it: the limit is generous, as a TCP
 /// connect's is.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a stream's driver polls for a completion it expects (a SEND
-/// outstanding, a reader waiting) before it sleeps on the completion
-/// channel, by default; `RDMA_STREAM_SPIN_US` (microseconds, read once per
-/// process) sets another, 0 none. Waking from the channel costs a reactor
-/// wait, a read and a re-arm, more than a small message's round trip on
-/// hardware; the polling yields to the runtime's other tasks.
-pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+/// How long a connection's driver busy-polls its completion queue after
+/// each thing it handles (a completion, data to post) before it sleeps on
+/// the completion channel, by default: see
+/// [`RdmaStream::set_busy_poll`]. `RDMA_STREAM_SPIN_US` (microseconds,
+/// read once per process; 0 none) sets another default. Waking from the
+/// channel costs a reactor wait, a read and a re-arm, more than a small
+/// message's round trip on hardware; the polling yields to the runtime's
+/// other tasks.
+pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(50);
 
 // ------------------------------------------------------------ wire format
 

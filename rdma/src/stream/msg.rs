@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::ops::{Deref, Range};
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 
 use crate::{AccessFlags, MemoryRegion, ProtectionDomain, RemoteMemory};
 
@@ -95,6 +96,17 @@ impl MessageEndpoint {
     pub async fn connect(addr: SocketAddr) -> io::Result<MessageEndpoint> {
         let shared = connect(addr, Mode::Message).await?;
         Ok(MessageEndpoint { shared })
+    }
+
+    /// Sets how long the connection's driver busy-polls after each thing
+    /// it handles before it sleeps ([`RdmaStream::set_busy_poll`](super::RdmaStream::set_busy_poll)).
+    pub fn set_busy_poll(&self, time: Duration) {
+        self.shared.set_busy_poll(time);
+    }
+
+    /// The busy-poll time.
+    pub fn busy_poll(&self) -> Duration {
+        self.shared.busy_poll()
     }
 
     /// The peer's address.

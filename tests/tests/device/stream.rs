@@ -1533,6 +1533,92 @@ pub fn reads_and_writes_cancelled_in_select_lose_no_byte(env: &TestEnv) -> TestR
 }
 
 /// The tests of this module.
+/// Busy polling: the setting's edges (rounding, `Duration::MAX`, shared
+/// by the halves), ping-pongs checked byte by byte with the client never
+/// sleeping and the server sleeping at once, both on one current-thread
+/// runtime (a driver that polls forever must still let the other tasks
+/// run), and a stream that polls forever released when dropped.
+pub fn busy_poll_never_starves_the_runtime_and_stops_with_the_stream(env: &TestEnv) -> TestResult {
+    let before = rdma_tests::resource_counts(&env.device)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let r: R<()> = rt.block_on(async {
+        tokio::time::timeout(T, async {
+            let (mut l, at) = listen(env)?;
+            let (client, server) = pair(&mut l, at).await?;
+            if std::env::var_os("RDMA_STREAM_SPIN_US").is_none() {
+                check!(
+                    client.busy_poll() == rdma::stream::DEFAULT_BUSY_POLL,
+                    "default busy poll {:?}",
+                    client.busy_poll()
+                );
+            }
+            client.set_busy_poll(Duration::from_nanos(1500));
+            check!(
+                client.busy_poll() == Duration::from_micros(2),
+                "1.5 us kept as {:?}, not 2 us",
+                client.busy_poll()
+            );
+            client.set_busy_poll(Duration::MAX);
+            check!(
+                client.busy_poll() == Duration::MAX,
+                "MAX kept as {:?}",
+                client.busy_poll()
+            );
+            server.set_busy_poll(Duration::ZERO);
+            let (mut srd, mut swr) = server.into_split();
+            check!(
+                swr.busy_poll() == Duration::ZERO,
+                "the write half sees {:?}, not the stream's 0",
+                swr.busy_poll()
+            );
+            srd.set_busy_poll(Duration::ZERO);
+            let echo = tokio::spawn(async move {
+                let n = tokio::io::copy(&mut srd, &mut swr).await?;
+                swr.shutdown().await?;
+                Ok::<u64, io::Error>(n)
+            });
+            let (mut rd, mut wr) = client.into_split();
+            let mut back = vec![0u8; 64];
+            for i in 0..300u64 {
+                let msg = pattern(i + 1, 64);
+                wr.write_all(&msg).await?;
+                rd.read_exact(&mut back).await?;
+                if back != msg {
+                    return Err(format!("round trip {i}: the echo differs").into());
+                }
+                if i == 150 {
+                    // Mid-way the other way round, from the halves.
+                    wr.set_busy_poll(Duration::ZERO);
+                    check!(
+                        rd.busy_poll() == Duration::ZERO,
+                        "the halves share the setting"
+                    );
+                    wr.set_busy_poll(Duration::MAX);
+                }
+            }
+            wr.shutdown().await?;
+            let mut rest = Vec::new();
+            rd.read_to_end(&mut rest).await?;
+            check!(rest.is_empty(), "{} bytes after the echoes", rest.len());
+            let echoed = echo.await??;
+            check!(echoed == 300 * 64, "the server echoed {echoed} bytes");
+            drop((rd, wr, l));
+            // Both drivers stop (the client's polled forever): the device's
+            // objects go.
+            let took = counts_back_to(env, &before, Duration::from_secs(20)).await?;
+            println!("resources released {took:?} after the streams were dropped");
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|_| Err(format!("the test took more than {T:?}").into()))
+    });
+    drop(rt);
+    r.map_err(|e| e.to_string())?;
+    Ok(Outcome::Passed)
+}
+
 pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "stream::echo_of_every_size",
@@ -1549,6 +1635,10 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "stream::http1_over_rdma_streams",
         run: http1_over_rdma_streams,
+    },
+    rdma_tests::Test {
+        name: "stream::busy_poll_never_starves_the_runtime_and_stops_with_the_stream",
+        run: busy_poll_never_starves_the_runtime_and_stops_with_the_stream,
     },
     rdma_tests::Test {
         name: "stream::half_close_then_reply",
