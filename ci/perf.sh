@@ -19,7 +19,10 @@
 # rdma::stream on a current-thread tokio runtime) against rdma-core's
 # rstream over rsockets and over TCP (its -T s) to the same address, on rxe
 # and on siw, rotating which goes first: 64-byte ping-pong latency
-# (usec/xfer, half a round trip; lower is better) and 64 KiB transfers,
+# (usec/xfer, half a round trip; lower is better) with spinning waits
+# (rstream's default; ours busy-polls without sleeping) and with blocking
+# ones (-T b: rsockets polls briefly, then sleeps; ours uses the stream's
+# default busy poll), and 64 KiB transfers,
 # a batch each way (Gb/s; higher is better); medians over the rounds and
 # ours/rsockets, ours/TCP.
 #
@@ -149,13 +152,14 @@ cmtime_rounds() {
 # Byte streams: our rstream over rdma::stream ("ours"), rdma-core's rstream
 # over rsockets ("rsocket") and over TCP ("tcp", its -T s), and with
 # PERF_RSTREAM_TOKIO_TCP=1 ours over tokio's TCP ("tokiotcp"), to the
-# provider's address: 64-byte ping-pong (-S 64 -C 1 -I N) and 64 KiB
-# batches (-S 65536 -C N -I 1). The short run: one round (12 runs, about
-# 60 s under TCG, most of it process start and connection set-up).
+# provider's address: 64-byte ping-pong (-S 64 -C 1 -I N), the same with
+# blocking waits (-T b; ours and rsockets only) and 64 KiB batches
+# (-S 65536 -C N -I 1). The short run: one round (16 runs, about 80 s
+# under TCG, most of it process start and connection set-up).
 rstream_rounds() {
     local out=$1 bin=$2 short=$3 rounds lat_iters bw_count p pi=0 addr r i ti kind flags prog cm
     local port=22000 run spid crc src
-    local -a progs order cmd
+    local -a progs kprogs order cmd
     if [ "$short" = 1 ]; then
         rounds=${PERF_RSTREAM_ROUNDS:-1} lat_iters=${PERF_RSTREAM_LAT_ITERS:-300}
         bw_count=${PERF_RSTREAM_BW_COUNT:-200}
@@ -173,19 +177,22 @@ rstream_rounds() {
         pi=$((pi + 1))
         for r in $(seq 1 "$rounds"); do
             ti=0
-            for kind in lat bw; do
+            for kind in lat blat bw; do
                 ti=$((ti + 1))
-                if [ "$kind" = lat ]; then
-                    flags=(-S 64 -C 1 -I "$lat_iters")
-                else
-                    flags=(-S 65536 -C "$bw_count" -I 1)
-                fi
+                kprogs=("${progs[@]}")
+                case $kind in
+                    lat) flags=(-S 64 -C 1 -I "$lat_iters") ;;
+                    # Blocking waits (rstream -T b): rsockets polls briefly,
+                    # then sleeps; ours uses the stream's default busy poll.
+                    blat) flags=(-S 64 -C 1 -I "$lat_iters" -T b) kprogs=(ours rsocket) ;;
+                    bw) flags=(-S 65536 -C "$bw_count" -I 1) ;;
+                esac
                 # Who goes first moves on by one each round, test and
                 # provider: even a single round has each program first
                 # somewhere.
                 order=()
-                for i in "${!progs[@]}"; do
-                    order+=("${progs[$(((i + r + ti + pi - 3) % ${#progs[@]}))]}")
+                for i in "${!kprogs[@]}"; do
+                    order+=("${kprogs[$(((i + r + ti + pi - 3) % ${#kprogs[@]}))]}")
                 done
                 for prog in "${order[@]}"; do
                     port=$((port + 1))
@@ -395,12 +402,13 @@ for prov in sorted({k[0] for k in st}, key=lambda p: p != "rxe"):
           f"and over TCP; medians over the rounds")
     print(f"  {'test':<14} {'metric':<10} " + " ".join(f"{labels[p]:>9}" for p in progs)
           + f" {'ours/rs':>8} {'ours/TCP':>8}  target")
-    for kind, size, metric in (("lat", 64, "usec/xfer"), ("bw", 65536, "Gb/s")):
+    for kind, size, metric in (("lat", 64, "usec/xfer"), ("blat", 64, "usec/xfer"),
+                               ("bw", 65536, "Gb/s")):
         by = st.get((prov, kind), {})
         if not by:
             continue
         def value(usec):
-            return usec if kind == "lat" else size * 8 / 1000 / usec
+            return usec if kind != "bw" else size * 8 / 1000 / usec
         med = {p: statistics.median(value(u) for u in by[p].values()) for p in progs if by.get(p)}
         def cell(p):
             return f"{med[p]:9.2f}" if p in med else f"{'n/a':>9}"
@@ -412,11 +420,11 @@ for prov in sorted({k[0] for k in st}, key=lambda p: p != "rxe"):
         fr = lambda x: f"{x:8.3f}" if x is not None else f"{'n/a':>8}"
         if rs is None:
             target = ""
-        elif kind == "lat":
+        elif kind in ("lat", "blat"):
             target = "<=1.00 vs rsockets " + ("met" if rs <= 1.0 else "missed")
         else:
             target = ">=1.00 vs rsockets " + ("met" if rs >= 1.0 else "missed")
-        name = "64 B ping-pong" if kind == "lat" else "64 KiB batch"
+        name = {"lat": "64 B ping-pong", "blat": "64 B, -T b", "bw": "64 KiB batch"}[kind]
         print(f"  {name:<14} {metric:<10} " + " ".join(cell(p) for p in progs)
               + f" {fr(rs)} {fr(rt)}  {target}")
         # The per-round ratios, where both ran in the round.
