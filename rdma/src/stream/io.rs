@@ -1275,7 +1275,8 @@ impl Driver {
                 return Ok(false);
             }
             let got = self.cq.cq().poll(wcs).map_err(io_err)?;
-            if !got.is_empty() {
+            let handled = !got.is_empty();
+            if handled {
                 if self.complete_all(&*got)? {
                     return Ok(true);
                 }
@@ -1298,7 +1299,16 @@ impl Driver {
                     }
                 }
             }
-            YieldOnce(false).await;
+            if handled {
+                // Completions usually wake a half. A task woken goes to the
+                // run queue, but a `block_on` future (a current-thread
+                // runtime's main) is polled only once the queue is empty or
+                // after a run of tasks: `yield_now` lets the runtime get
+                // there at once, at the price of a turn of its drivers.
+                tokio::task::yield_now().await;
+            } else {
+                YieldOnce(false).await;
+            }
         }
     }
 
