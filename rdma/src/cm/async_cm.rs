@@ -471,6 +471,15 @@ impl AsyncCmId {
                 .any(|e| e.kind == CmEventKind::Disconnected)
     }
 
+    /// Whether [`next_event`](Self::next_event) would return at once: an
+    /// event of this id is queued, or the router has stopped (an error).
+    /// Lets a task that polls something else in a loop see that the id
+    /// needs it without awaiting the event.
+    pub fn has_pending_event(&self) -> bool {
+        let q = self.slot.lock();
+        !q.events.is_empty() || q.stopped
+    }
+
     /// Takes a queued `Disconnected` event (leaving the others in order);
     /// whether there was one.
     fn take_queued_disconnect(&mut self) -> bool {

@@ -781,9 +781,12 @@ impl RdmaStream {
     /// connection lives, a CPU's worth of it, for the lowest latency (as
     /// Linux's `SO_BUSY_POLL` does for a socket, and rsockets' non-blocking
     /// callers that spin). The polling yields to the runtime's other tasks
-    /// between polls; it stops when the peer disconnects or both halves are
-    /// dropped. Times are kept in whole microseconds, rounded up. The
-    /// halves share the setting ([`OwnedReadHalf::set_busy_poll`]).
+    /// between polls and looks at the clock every few polls, so the time is
+    /// a lower bound; it stops early when the connection manager has news
+    /// (the peer disconnected, the device went) or both halves are dropped.
+    /// A new time applies at once, also to a driver polling. Times are kept
+    /// in whole microseconds, rounded up. The halves share the setting
+    /// ([`OwnedReadHalf::set_busy_poll`]).
     pub fn set_busy_poll(&self, time: Duration) {
         self.read.shared.set_busy_poll(time);
     }
@@ -1253,26 +1256,35 @@ impl Driver {
 
     /// Busy-polls the CQ, without arming it, until the connection's
     /// busy-poll time ([`Shared::busy_poll`]) has passed with nothing to
-    /// do, posting what the halves queue meanwhile and yielding to the
+    /// do (the clock is read every [`CLOCK_EVERY`] polls, so the time
+    /// counts from up to that many polls after the last thing done, and a
+    /// changed time counts anew), posting what the halves queue meanwhile and yielding to the
     /// runtime's other tasks between polls (so a half woken by a
     /// completion runs, and its reply is posted, while the driver still
     /// polls). A completion that comes within that time is handled without
     /// the completion channel's wake-up (a wait in the reactor, a read of
     /// the channel and a re-arm), which costs more than a small message's
-    /// round trip. Returns to the caller's sleep when the time passes, the
-    /// peer disconnects (the CM event ends the connection there) or both
-    /// halves go; `true` when a completion says the connection ended.
+    /// round trip. Returns to the caller's sleep when the time passes, a
+    /// CM event is queued (the peer's disconnect ends the connection
+    /// there) or both halves go; `true` when a completion says the
+    /// connection ended.
     async fn busy_poll(
         &mut self,
         wcs: &mut [MaybeUninit<WorkCompletion>; POLL_BATCH],
     ) -> io::Result<bool> {
         let mut polls: u32 = 0;
-        // Set at the first look at the clock after the last thing done.
+        // Set at the first look at the clock after the last thing done (or
+        // after the time was changed).
         let mut until: Option<Instant> = None;
+        let mut last_budget = None;
         loop {
             let budget = self.shared().busy_poll.load(Ordering::Relaxed);
             if budget == 0 {
                 return Ok(false);
+            }
+            if last_budget != Some(budget) {
+                last_budget = Some(budget);
+                until = None;
             }
             let got = self.cq.cq().poll(wcs).map_err(io_err)?;
             let handled = !got.is_empty();
@@ -1285,7 +1297,9 @@ impl Driver {
             if self.pump()? {
                 until = None;
             }
-            if self.id.is_disconnected() || self.closing() {
+            // A CM event (the peer's disconnect, a device removal, the
+            // router's end) is handled where the driver sleeps.
+            if self.id.has_pending_event() || self.closing() {
                 return Ok(false);
             }
             if budget != BUSY_POLL_FOREVER {

@@ -1532,12 +1532,32 @@ pub fn reads_and_writes_cancelled_in_select_lose_no_byte(env: &TestEnv) -> TestR
     })
 }
 
-/// The tests of this module.
+/// The CPU time the calling thread takes while it waits `wait` on the
+/// runtime (a current-thread runtime: its tasks run on this thread).
+async fn cpu_over(wait: Duration) -> R<Duration> {
+    fn now() -> R<Duration> {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec for the call.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+            return Err(io::Error::last_os_error().into());
+        }
+        Ok(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    }
+    let start = now()?;
+    tokio::time::sleep(wait).await;
+    Ok(now()? - start)
+}
+
 /// Busy polling: the setting's edges (rounding, `Duration::MAX`, shared
 /// by the halves), ping-pongs checked byte by byte with the client never
 /// sleeping and the server sleeping at once, both on one current-thread
 /// runtime (a driver that polls forever must still let the other tasks
-/// run), and a stream that polls forever released when dropped.
+/// run), the setting's effect (the thread's CPU time over an idle wait,
+/// polling and sleeping), and a stream that polls forever released when
+/// dropped.
 pub fn busy_poll_never_starves_the_runtime_and_stops_with_the_stream(env: &TestEnv) -> TestResult {
     let before = rdma_tests::resource_counts(&env.device)?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -1588,16 +1608,37 @@ pub fn busy_poll_never_starves_the_runtime_and_stops_with_the_stream(env: &TestE
                 if back != msg {
                     return Err(format!("round trip {i}: the echo differs").into());
                 }
-                if i == 150 {
-                    // Mid-way the other way round, from the halves.
+                if i == 100 {
+                    // A third of the way with the client sleeping at once
+                    // too, set from a half; then never sleeping again.
                     wr.set_busy_poll(Duration::ZERO);
                     check!(
                         rd.busy_poll() == Duration::ZERO,
                         "the halves share the setting"
                     );
-                    wr.set_busy_poll(Duration::MAX);
+                }
+                if i == 200 {
+                    rd.set_busy_poll(Duration::MAX);
                 }
             }
+            // What the setting does, seen in the runtime thread's CPU time
+            // over an idle wait: the client's driver, never sleeping,
+            // polls through it; with both drivers sleeping at once the
+            // thread sleeps.
+            let idle = Duration::from_millis(400);
+            let spun = cpu_over(idle).await?;
+            wr.set_busy_poll(Duration::ZERO);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let slept = cpu_over(idle).await?;
+            println!("CPU over an idle {idle:?}: {spun:?} busy-polling, {slept:?} sleeping");
+            check!(
+                spun >= idle / 2,
+                "a driver that never sleeps took {spun:?} of CPU over an idle {idle:?}"
+            );
+            check!(
+                slept <= idle / 5,
+                "drivers that sleep at once took {slept:?} of CPU over an idle {idle:?}"
+            );
             wr.shutdown().await?;
             let mut rest = Vec::new();
             rd.read_to_end(&mut rest).await?;
@@ -1619,6 +1660,7 @@ pub fn busy_poll_never_starves_the_runtime_and_stops_with_the_stream(env: &TestE
     Ok(Outcome::Passed)
 }
 
+/// The tests of this module.
 pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "stream::echo_of_every_size",
