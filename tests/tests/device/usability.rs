@@ -210,6 +210,10 @@ async fn passive_disconnect(
     let (server, client) = tokio::join!(server, client);
     let (mut sid, sconn): (AsyncCmId, Conn) = server?;
     let (mut cid, _, _client_conn) = client?;
+    check!(
+        !sid.has_pending_event(),
+        "{how:?}: an event pending on the accepted id before anything happened"
+    );
     // The client's disconnect ends when the server answers (on the IB CM
     // its DREP): it runs beside the server's part.
     let client_done = tokio::spawn(async move {
@@ -227,6 +231,10 @@ async fn passive_disconnect(
                 "{how:?}: {:?} instead of Disconnected",
                 ev.kind
             );
+            check!(
+                !sid.has_pending_event(),
+                "{how:?}: an event still pending after the only one was taken"
+            );
         }
         Learnt::Queued => {
             let start = Instant::now();
@@ -237,6 +245,10 @@ async fn passive_disconnect(
                 );
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
+            check!(
+                sid.has_pending_event(),
+                "{how:?}: the queued Disconnected is not pending"
+            );
         }
     }
     check!(sid.is_disconnected(), "{how:?}: the id does not know");
