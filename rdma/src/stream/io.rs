@@ -1650,3 +1650,46 @@ fn protocol(what: &str) -> io::Error {
         format!("RDMA stream protocol violation by the peer: {what}"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+
+    #[test]
+    fn busy_poll_times_round_up_to_microseconds_and_saturate_to_forever() {
+        assert_eq!(busy_poll_micros(Duration::ZERO), 0);
+        assert_eq!(busy_poll_micros(Duration::from_nanos(1)), 1);
+        assert_eq!(busy_poll_micros(Duration::from_nanos(1500)), 2);
+        assert_eq!(busy_poll_micros(Duration::from_micros(50)), 50);
+        assert_eq!(busy_poll_micros(Duration::MAX), BUSY_POLL_FOREVER);
+        assert_eq!(
+            busy_poll_micros(Duration::from_secs(u64::MAX)),
+            BUSY_POLL_FOREVER
+        );
+        assert_eq!(
+            busy_poll_micros(Duration::from_micros(u64::MAX - 1)),
+            u64::MAX - 1
+        );
+    }
+
+    #[test]
+    fn yield_once_is_pending_once_and_wakes_its_task() {
+        use std::sync::atomic::AtomicUsize;
+        use std::task::Wake;
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(Arc::clone(&count));
+        let mut cx = TaskContext::from_waker(&waker);
+        let mut y = YieldOnce(false);
+        assert!(Pin::new(&mut y).poll(&mut cx).is_pending());
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
+        assert!(Pin::new(&mut y).poll(&mut cx).is_ready());
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
+    }
+}
