@@ -98,7 +98,15 @@ fn run<F: std::future::Future<Output = R<()>>>(f: F) -> TestResult {
 }
 
 fn run_within<F: std::future::Future<Output = R<()>>>(limit: Duration, f: F) -> TestResult {
-    let rt = runtime()?;
+    run_on(runtime()?, limit, f)
+}
+
+/// Runs `f` on `rt`, failing after `limit`.
+fn run_on<F: std::future::Future<Output = R<()>>>(
+    rt: tokio::runtime::Runtime,
+    limit: Duration,
+    f: F,
+) -> TestResult {
     let r = rt.block_on(async {
         tokio::time::timeout(limit, f)
             .await
@@ -1563,101 +1571,94 @@ pub fn busy_poll_never_starves_the_runtime_and_stops_with_the_stream(env: &TestE
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let r: R<()> = rt.block_on(async {
-        tokio::time::timeout(T, async {
-            let (mut l, at) = listen(env)?;
-            let (client, server) = pair(&mut l, at).await?;
-            if std::env::var_os("RDMA_STREAM_SPIN_US").is_none() {
+    run_on(rt, T, async {
+        let (mut l, at) = listen(env)?;
+        let (client, server) = pair(&mut l, at).await?;
+        if std::env::var_os("RDMA_STREAM_SPIN_US").is_none() {
+            check!(
+                client.busy_poll() == rdma::stream::DEFAULT_BUSY_POLL,
+                "default busy poll {:?}",
+                client.busy_poll()
+            );
+        }
+        client.set_busy_poll(Duration::from_nanos(1500));
+        check!(
+            client.busy_poll() == Duration::from_micros(2),
+            "1.5 us kept as {:?}, not 2 us",
+            client.busy_poll()
+        );
+        client.set_busy_poll(Duration::MAX);
+        check!(
+            client.busy_poll() == Duration::MAX,
+            "MAX kept as {:?}",
+            client.busy_poll()
+        );
+        server.set_busy_poll(Duration::ZERO);
+        let (mut srd, mut swr) = server.into_split();
+        check!(
+            swr.busy_poll() == Duration::ZERO,
+            "the write half sees {:?}, not the stream's 0",
+            swr.busy_poll()
+        );
+        srd.set_busy_poll(Duration::ZERO);
+        let echo = tokio::spawn(async move {
+            let n = tokio::io::copy(&mut srd, &mut swr).await?;
+            swr.shutdown().await?;
+            Ok::<u64, io::Error>(n)
+        });
+        let (mut rd, mut wr) = client.into_split();
+        let mut back = vec![0u8; 64];
+        for i in 0..300u64 {
+            let msg = pattern(i + 1, 64);
+            wr.write_all(&msg).await?;
+            rd.read_exact(&mut back).await?;
+            if back != msg {
+                return Err(format!("round trip {i}: the echo differs").into());
+            }
+            if i == 100 {
+                // A third of the way with the client sleeping at once
+                // too, set from a half; then never sleeping again.
+                wr.set_busy_poll(Duration::ZERO);
                 check!(
-                    client.busy_poll() == rdma::stream::DEFAULT_BUSY_POLL,
-                    "default busy poll {:?}",
-                    client.busy_poll()
+                    rd.busy_poll() == Duration::ZERO,
+                    "the halves share the setting"
                 );
             }
-            client.set_busy_poll(Duration::from_nanos(1500));
-            check!(
-                client.busy_poll() == Duration::from_micros(2),
-                "1.5 us kept as {:?}, not 2 us",
-                client.busy_poll()
-            );
-            client.set_busy_poll(Duration::MAX);
-            check!(
-                client.busy_poll() == Duration::MAX,
-                "MAX kept as {:?}",
-                client.busy_poll()
-            );
-            server.set_busy_poll(Duration::ZERO);
-            let (mut srd, mut swr) = server.into_split();
-            check!(
-                swr.busy_poll() == Duration::ZERO,
-                "the write half sees {:?}, not the stream's 0",
-                swr.busy_poll()
-            );
-            srd.set_busy_poll(Duration::ZERO);
-            let echo = tokio::spawn(async move {
-                let n = tokio::io::copy(&mut srd, &mut swr).await?;
-                swr.shutdown().await?;
-                Ok::<u64, io::Error>(n)
-            });
-            let (mut rd, mut wr) = client.into_split();
-            let mut back = vec![0u8; 64];
-            for i in 0..300u64 {
-                let msg = pattern(i + 1, 64);
-                wr.write_all(&msg).await?;
-                rd.read_exact(&mut back).await?;
-                if back != msg {
-                    return Err(format!("round trip {i}: the echo differs").into());
-                }
-                if i == 100 {
-                    // A third of the way with the client sleeping at once
-                    // too, set from a half; then never sleeping again.
-                    wr.set_busy_poll(Duration::ZERO);
-                    check!(
-                        rd.busy_poll() == Duration::ZERO,
-                        "the halves share the setting"
-                    );
-                }
-                if i == 200 {
-                    rd.set_busy_poll(Duration::MAX);
-                }
+            if i == 200 {
+                rd.set_busy_poll(Duration::MAX);
             }
-            // What the setting does, seen in the runtime thread's CPU time
-            // over an idle wait: the client's driver, never sleeping,
-            // polls through it; with both drivers sleeping at once the
-            // thread sleeps.
-            let idle = Duration::from_millis(400);
-            let spun = cpu_over(idle).await?;
-            wr.set_busy_poll(Duration::ZERO);
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            let slept = cpu_over(idle).await?;
-            println!("CPU over an idle {idle:?}: {spun:?} busy-polling, {slept:?} sleeping");
-            check!(
-                spun >= idle / 2,
-                "a driver that never sleeps took {spun:?} of CPU over an idle {idle:?}"
-            );
-            check!(
-                slept <= idle / 5,
-                "drivers that sleep at once took {slept:?} of CPU over an idle {idle:?}"
-            );
-            wr.shutdown().await?;
-            let mut rest = Vec::new();
-            rd.read_to_end(&mut rest).await?;
-            check!(rest.is_empty(), "{} bytes after the echoes", rest.len());
-            let echoed = echo.await??;
-            check!(echoed == 300 * 64, "the server echoed {echoed} bytes");
-            drop((rd, wr, l));
-            // Both drivers stop (the client's polled forever): the device's
-            // objects go.
-            let took = counts_back_to(env, &before, Duration::from_secs(20)).await?;
-            println!("resources released {took:?} after the streams were dropped");
-            Ok(())
-        })
-        .await
-        .unwrap_or_else(|_| Err(format!("the test took more than {T:?}").into()))
-    });
-    drop(rt);
-    r.map_err(|e| e.to_string())?;
-    Ok(Outcome::Passed)
+        }
+        // What the setting does, seen in the runtime thread's CPU time
+        // over an idle wait: the client's driver, never sleeping,
+        // polls through it; with both drivers sleeping at once the
+        // thread sleeps.
+        let idle = Duration::from_millis(400);
+        let spun = cpu_over(idle).await?;
+        wr.set_busy_poll(Duration::ZERO);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let slept = cpu_over(idle).await?;
+        println!("CPU over an idle {idle:?}: {spun:?} busy-polling, {slept:?} sleeping");
+        check!(
+            spun >= idle / 2,
+            "a driver that never sleeps took {spun:?} of CPU over an idle {idle:?}"
+        );
+        check!(
+            slept <= idle / 5,
+            "drivers that sleep at once took {slept:?} of CPU over an idle {idle:?}"
+        );
+        wr.shutdown().await?;
+        let mut rest = Vec::new();
+        rd.read_to_end(&mut rest).await?;
+        check!(rest.is_empty(), "{} bytes after the echoes", rest.len());
+        let echoed = echo.await??;
+        check!(echoed == 300 * 64, "the server echoed {echoed} bytes");
+        drop((rd, wr, l));
+        // Both drivers stop (the client's polled forever): the device's
+        // objects go.
+        let took = counts_back_to(env, &before, Duration::from_secs(20)).await?;
+        println!("resources released {took:?} after the streams were dropped");
+        Ok(())
+    })
 }
 
 /// The tests of this module.
