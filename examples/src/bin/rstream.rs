@@ -417,27 +417,21 @@ impl Endpoint {
 
     /// Connects to the server, or accepts the next client.
     async fn open(&mut self) -> Result<Conn> {
-        match (&mut self.listener, self.server) {
+        let conn = match (&mut self.listener, self.server) {
             (Some(Listen::Rdma(l)), _) => {
                 let (s, _) = l.accept().await.map_err(|e| format!("accept: {e}"))?;
-                if let Some(t) = self.busy_poll {
-                    s.set_busy_poll(t);
-                }
-                Ok(Conn::Rdma(s))
+                Conn::Rdma(s)
             }
             (Some(Listen::Tcp(l)), _) => {
                 let (s, _) = l.accept().await.map_err(|e| format!("accept: {e}"))?;
                 s.set_nodelay(true)?;
-                Ok(Conn::Tcp(s))
+                Conn::Tcp(s)
             }
             (None, Some(addr)) if !self.tcp => {
                 let s = RdmaStream::connect(addr)
                     .await
                     .map_err(|e| format!("connect to {addr}: {e}"))?;
-                if let Some(t) = self.busy_poll {
-                    s.set_busy_poll(t);
-                }
-                Ok(Conn::Rdma(s))
+                Conn::Rdma(s)
             }
             (None, Some(addr)) => {
                 let socket = tcp_socket(addr)?;
@@ -449,10 +443,14 @@ impl Endpoint {
                     .await
                     .map_err(|e| format!("connect to {addr}: {e}"))?;
                 s.set_nodelay(true)?;
-                Ok(Conn::Tcp(s))
+                Conn::Tcp(s)
             }
-            (None, None) => Err("neither a server nor a listener".into()),
+            (None, None) => return Err("neither a server nor a listener".into()),
+        };
+        if let (Conn::Rdma(s), Some(t)) = (&conn, self.busy_poll) {
+            s.set_busy_poll(t);
         }
+        Ok(conn)
     }
 }
 
