@@ -68,6 +68,30 @@ const BUSY_POLL_FOREVER: u64 = u64::MAX;
 /// clock read is a system call where the clock source is not the TSC).
 const CLOCK_EVERY: u32 = 8;
 
+/// CQ polls per pass of a busy-polling driver while nothing comes: a
+/// pass is a poll of its task, and a runtime turns its I/O and timer
+/// drivers (a system call and a clock read) after every so many polls of
+/// tasks (61 by default), so each pass polls the CQ more than once.
+const SPIN_POLLS: u32 = 16;
+
+/// Whether a task that a busy-polling driver woke has run by the driver's
+/// next pass (see [`Driver::busy_poll`]).
+#[derive(Debug, Default)]
+struct Handoff(Option<u64>);
+
+impl Handoff {
+    /// After a pass, with the halves' `turns` ([`Shared::turns`]) now and
+    /// whether the pass woke a task: whether a task woken by the pass
+    /// before has not run since (no turn was taken), once per wake.
+    fn starved(&mut self, turns: u64, woke: bool) -> bool {
+        let starved = self.0.take() == Some(turns);
+        if woke {
+            self.0 = Some(turns);
+        }
+        starved
+    }
+}
+
 /// Yields to the runtime's other tasks once by waking itself: the task
 /// goes straight back to the end of the run queue. `tokio::task::yield_now`
 /// instead holds the wake until the runtime's next turn of its I/O and
@@ -122,10 +146,14 @@ impl Wakers {
         }
     }
 
-    fn wake_all(&mut self) {
+    /// Wakes the tasks and forgets them; how many there were.
+    fn wake_all(&mut self) -> u64 {
+        let mut n = 0;
         for w in self.0.drain(..) {
             w.wake();
+            n += 1;
         }
+        n
     }
 
     pub(super) fn clear(&mut self) {
@@ -198,12 +226,12 @@ impl State {
         self.queued.is_empty() && self.free.len() == SEND_SLOTS
     }
 
-    fn wake_reader(&mut self) {
-        self.reader.wake_all();
+    fn wake_reader(&mut self) -> u64 {
+        self.reader.wake_all()
     }
 
-    fn wake_writer(&mut self) {
-        self.writer.wake_all();
+    fn wake_writer(&mut self) -> u64 {
+        self.writer.wake_all()
     }
 
     fn end(&mut self, why: Ended) {
@@ -230,10 +258,22 @@ pub(super) struct Shared {
     /// How long the driver busy-polls after each thing it handles before
     /// it sleeps, in microseconds ([`BUSY_POLL_FOREVER`]: never).
     busy_poll: AtomicU64,
+    /// Times a half (or the message endpoint) looked at the state, through
+    /// [`Shared::lock_half`]: a busy-polling driver that woke a task tells
+    /// from it whether the task has run yet.
+    turns: AtomicU64,
+    /// Tasks the driver woke (readers, writers, one-sided requests).
+    wakes: AtomicU64,
 }
 
 impl Shared {
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// [`lock`](Self::lock) for a half's poll, counted in `turns`.
+    pub(super) fn lock_half(&self) -> MutexGuard<'_, State> {
+        self.turns.fetch_add(1, Ordering::Relaxed);
         lock(&self.state)
     }
 
@@ -456,6 +496,8 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
         local: id.id().local_addr(),
         peer: id.id().peer_addr(),
         busy_poll: AtomicU64::new(default_busy_poll()),
+        turns: AtomicU64::new(0),
+        wakes: AtomicU64::new(0),
     });
     let driver = Driver {
         id,
@@ -918,7 +960,7 @@ impl AsyncRead for OwnedReadHalf {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let shared = &*self.shared;
-        let mut st = shared.lock();
+        let mut st = shared.lock_half();
         if !st.rx.is_empty() {
             let mut freed = false;
             while buf.remaining() > 0 {
@@ -965,7 +1007,7 @@ impl AsyncWrite for OwnedWriteHalf {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let shared = &*self.shared;
-        let mut st = shared.lock();
+        let mut st = shared.lock_half();
         if let Some(why) = &st.ended {
             return Poll::Ready(Err(ended_error(why, true)));
         }
@@ -1022,7 +1064,7 @@ impl AsyncWrite for OwnedWriteHalf {
     /// and not sent (lost): after a clean close by the peer it succeeds.
     /// Cancellation-safe.
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
-        let st = self.shared.lock();
+        let st = self.shared.lock_half();
         match &st.ended {
             Some(why) if !st.fin_done && !st.all_sent() => Poll::Ready(Err(ended_error(why, true))),
             _ => Poll::Ready(Ok(())),
@@ -1035,7 +1077,7 @@ impl AsyncWrite for OwnedWriteHalf {
     /// is dropped; calling it again waits again.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
         let shared = &*self.shared;
-        let mut st = shared.lock();
+        let mut st = shared.lock_half();
         if st.fin_done {
             return Poll::Ready(Ok(()));
         }
@@ -1258,16 +1300,28 @@ impl Driver {
     /// busy-poll time ([`Shared::busy_poll`]) has passed with nothing to
     /// do (the clock is read every [`CLOCK_EVERY`] polls, so the time
     /// counts from up to that many polls after the last thing done, and a
-    /// changed time counts anew), posting what the halves queue meanwhile and yielding to the
-    /// runtime's other tasks between polls (so a half woken by a
-    /// completion runs, and its reply is posted, while the driver still
-    /// polls). A completion that comes within that time is handled without
-    /// the completion channel's wake-up (a wait in the reactor, a read of
-    /// the channel and a re-arm), which costs more than a small message's
-    /// round trip. Returns to the caller's sleep when the time passes, a
-    /// CM event is queued (the peer's disconnect ends the connection
-    /// there) or both halves go; `true` when a completion says the
-    /// connection ended.
+    /// changed time counts anew), posting what the halves queue meanwhile
+    /// and yielding to the runtime's other tasks between polls (so a half
+    /// woken by a completion runs, and its reply is posted, while the
+    /// driver still polls). A completion that comes within that time is
+    /// handled without the completion channel's wake-up (a wait in the
+    /// reactor, a read of the channel and a re-arm), which costs more than
+    /// a small message's round trip. Returns to the caller's sleep when the
+    /// time passes, a CM event is queued (the peer's disconnect ends the
+    /// connection there) or both halves go; `true` when a completion says
+    /// the connection ended.
+    ///
+    /// A yield wakes the driver's own task, which puts it at the end of
+    /// the run queue, behind a task it woke. But a current-thread
+    /// runtime's `block_on` future (a `#[tokio::main(flavor =
+    /// "current_thread")]` body) is not in that queue: the runtime polls
+    /// it only once the queue is empty or after a run of tasks. So when a
+    /// task woken by a completion has not run by the next pass (no half
+    /// looked at the state meanwhile: [`Shared::turns`]), the driver
+    /// yields through `tokio::task::yield_now`, which lets the runtime
+    /// poll that future at once, at the price of a turn of its I/O and
+    /// timer drivers (a system call and a clock read); a spawned task
+    /// woken runs before that pass, and costs no such turn.
     async fn busy_poll(
         &mut self,
         wcs: &mut [MaybeUninit<WorkCompletion>; POLL_BATCH],
@@ -1277,6 +1331,7 @@ impl Driver {
         // after the time was changed).
         let mut until: Option<Instant> = None;
         let mut last_budget = None;
+        let mut handoff = Handoff::default();
         loop {
             let budget = self.shared().busy_poll.load(Ordering::Relaxed);
             if budget == 0 {
@@ -1286,15 +1341,25 @@ impl Driver {
                 last_budget = Some(budget);
                 until = None;
             }
-            let got = self.cq.cq().poll(wcs).map_err(io_err)?;
-            let handled = !got.is_empty();
-            if handled {
-                if self.complete_all(&*got)? {
-                    return Ok(true);
-                }
+            // What a woken half queued since the last pass goes before the
+            // polls.
+            if self.pump()? {
                 until = None;
             }
-            if self.pump()? {
+            let wakes = self.shared().wakes.load(Ordering::Relaxed);
+            let mut handled = false;
+            for _ in 0..SPIN_POLLS {
+                let got = self.cq.cq().poll(wcs).map_err(io_err)?;
+                if !got.is_empty() {
+                    if self.complete_all(&*got)? {
+                        return Ok(true);
+                    }
+                    handled = true;
+                    until = None;
+                    break;
+                }
+            }
+            if handled && self.pump()? {
                 until = None;
             }
             // A CM event (the peer's disconnect, a device removal, the
@@ -1313,12 +1378,9 @@ impl Driver {
                     }
                 }
             }
-            if handled {
-                // Completions usually wake a half. A task woken goes to the
-                // run queue, but a `block_on` future (a current-thread
-                // runtime's main) is polled only once the queue is empty or
-                // after a run of tasks: `yield_now` lets the runtime get
-                // there at once, at the price of a turn of its drivers.
+            let shared = self.shared();
+            let woke = shared.wakes.load(Ordering::Relaxed) != wakes;
+            if handoff.starved(shared.turns.load(Ordering::Relaxed), woke) {
                 tokio::task::yield_now().await;
             } else {
                 YieldOnce(false).await;
@@ -1375,6 +1437,7 @@ impl Driver {
                 ),
             ));
         }
+        let mut woke = 0;
         match kind {
             WR_RECV => {
                 let len = wc.byte_len() as usize;
@@ -1412,18 +1475,21 @@ impl Driver {
                 if h.fin {
                     st.fin_received = true;
                 }
-                st.wake_reader();
+                woke = st.wake_reader();
             }
             WR_SEND => {
                 st.free.push(slot);
-                st.wake_writer();
+                woke = st.wake_writer();
             }
             WR_FIN => {
                 self.ctrl_free.push(slot);
                 st.fin_done = true;
-                st.wake_writer();
+                woke = st.wake_writer();
             }
             _ => self.ctrl_free.push(slot),
+        }
+        if woke > 0 {
+            shared.wakes.fetch_add(woke, Ordering::Relaxed);
         }
         Ok(false)
     }
@@ -1468,7 +1534,9 @@ impl Driver {
                 )
             }
         };
-        let _ = op.done.send(result);
+        if op.done.send(result).is_ok() {
+            self.shared().wakes.fetch_add(1, Ordering::Relaxed);
+        }
         // `op.mr` drops here: the device is done with it.
         end
     }
@@ -1671,6 +1739,26 @@ mod tests {
             busy_poll_micros(Duration::from_micros(u64::MAX - 1)),
             u64::MAX - 1
         );
+    }
+
+    #[test]
+    fn a_woken_task_without_a_turn_by_the_next_pass_is_starved_once() {
+        let mut h = Handoff::default();
+        // Nothing woken: never starved, whatever the turns.
+        assert!(!h.starved(0, false));
+        assert!(!h.starved(0, false));
+        // Woken at turn 0, no turn by the next pass: starved, once.
+        assert!(!h.starved(0, true));
+        assert!(h.starved(0, false));
+        assert!(!h.starved(0, false));
+        // Woken, and a half took a turn before the next pass.
+        assert!(!h.starved(3, true));
+        assert!(!h.starved(4, false));
+        assert!(!h.starved(4, false));
+        // Woken on two passes in a row: each is judged on its own.
+        assert!(!h.starved(5, true));
+        assert!(h.starved(5, true));
+        assert!(!h.starved(6, false));
     }
 
     #[test]

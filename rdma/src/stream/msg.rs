@@ -146,7 +146,7 @@ impl MessageEndpoint {
         }
         let shared = &*self.shared;
         std::future::poll_fn(|cx| {
-            let mut st = shared.lock();
+            let mut st = shared.lock_half();
             if let Some(why) = &st.ended {
                 return Poll::Ready(Err(ended_error(why, true)));
             }
@@ -186,7 +186,7 @@ impl MessageEndpoint {
     pub async fn recv(&self) -> io::Result<Option<Message>> {
         let shared = &self.shared;
         std::future::poll_fn(|cx| {
-            let mut st = shared.lock();
+            let mut st = shared.lock_half();
             if let Some(seg) = st.rx.pop_front() {
                 let mut data = st.pool.pop().unwrap_or_default();
                 data.resize(seg.len, 0);
@@ -221,7 +221,7 @@ impl MessageEndpoint {
         let shared = &*self.shared;
         let mut first = true;
         std::future::poll_fn(|cx| {
-            let mut st = shared.lock();
+            let mut st = shared.lock_half();
             if st.fin_done {
                 return Poll::Ready(Ok(()));
             }
