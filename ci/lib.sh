@@ -222,8 +222,11 @@ vm_lock() {
 # RDMA_VM_KERNEL=PATH boots that kernel image instead of /boot/vmlinuz-<kver>;
 # virtme-ng takes its modules from the lib/modules (or usr/lib/modules) of the
 # tree the image lies in (e.g. a linux-image package extracted with dpkg -x).
+# RDMA_VM_APPEND adds kernel boot options (one word each, space-separated).
 vm_boot() {
-    local rundir=$1 script=$2 kver kimg vng t0 tmo
+    local rundir=$1 script=$2 kver kimg vng t0 tmo a
+    local -a append=()
+    for a in ${RDMA_VM_APPEND:-}; do append+=(--append "$a"); done
     if [ -n "${RDMA_VM_KERNEL:-}" ]; then
         kimg=$RDMA_VM_KERNEL
         [ -f "$kimg" ] || die "RDMA_VM_KERNEL=$kimg is not a file"
@@ -246,7 +249,7 @@ vm_boot() {
     (
         timeout -k 20 "$tmo" "$vng" --run "$kimg" --disable-kvm \
             --memory "${RDMA_VM_MEMORY:-2G}" --cpus "${RDMA_VM_CPUS:-2}" \
-            --user root --rwdir "$rundir" --exec "bash $script" </dev/null &
+            "${append[@]}" --user root --rwdir "$rundir" --exec "bash $script" </dev/null &
         echo "$!" >"$rundir/timeout.pid"
         if wait "$!"; then rc=0; else rc=$?; fi
         echo "$rc" >"$rundir/vng.rc"

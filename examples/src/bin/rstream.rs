@@ -39,7 +39,11 @@
 //! completion channel). `-T a` (rsockets' poll) does not apply. `--runtime
 //! multi` runs on tokio's multi-threaded runtime instead of the
 //! current-thread one (then the stream's driver task may run on another
-//! thread than the test).
+//! thread than the test). The test runs in a task spawned on the runtime,
+//! as a server's connection handler does; `--block-on` runs it in the
+//! runtime's `block_on` future instead, which a current-thread runtime
+//! polls only after a turn of its I/O and timer drivers once a completion
+//! wakes it (an `epoll_wait` and a clock read per wake-up).
 
 use rdma_examples::net::resolve;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -81,6 +85,10 @@ struct Args {
     /// The tokio runtime.
     #[arg(long, value_enum, default_value_t = Flavor::Current)]
     runtime: Flavor,
+    /// Runs the test in the runtime's `block_on` future rather than in a
+    /// task spawned on it.
+    #[arg(long)]
+    block_on: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -583,7 +591,16 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(run(args)) {
+    let done = if args.block_on {
+        rt.block_on(run(args))
+    } else {
+        rt.block_on(async {
+            tokio::spawn(run(args))
+                .await
+                .unwrap_or_else(|e| Err(format!("the test task: {e}").into()))
+        })
+    };
+    match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rstream: {e}");
