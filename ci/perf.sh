@@ -16,7 +16,7 @@
 # cmtime (async API, release) against rdma-core's, client and server of
 # the same kind; the CM steps' total, median of the per-round ratios.
 # And byte streams: our rstream (examples/src/bin/rstream.rs, over
-# rdma::stream on a current-thread tokio runtime) against rdma-core's
+# rdma::stream in a task spawned on a current-thread tokio runtime) against rdma-core's
 # rstream over rsockets and over TCP (its -T s) to the same address, on rxe
 # and on siw, rotating which goes first: 64-byte ping-pong latency
 # (usec/xfer, half a round trip; lower is better) with spinning waits

@@ -64,8 +64,9 @@ fn busy_poll_micros(d: Duration) -> u64 {
 /// [`Shared::busy_poll`]'s value for "never sleep".
 const BUSY_POLL_FOREVER: u64 = u64::MAX;
 
-/// Polls between two looks at the clock while a driver busy-polls (a
-/// clock read is a system call where the clock source is not the TSC).
+/// Passes (of up to [`SPIN_POLLS`] CQ polls each) between two looks at
+/// the clock while a driver busy-polls (a clock read is a system call
+/// where the clock source is not the TSC).
 const CLOCK_EVERY: u32 = 8;
 
 /// CQ polls per pass of a busy-polling driver while nothing comes: a
@@ -1298,10 +1299,10 @@ impl Driver {
 
     /// Busy-polls the CQ, without arming it, until the connection's
     /// busy-poll time ([`Shared::busy_poll`]) has passed with nothing to
-    /// do (the clock is read every [`CLOCK_EVERY`] polls, so the time
-    /// counts from up to that many polls after the last thing done, and a
+    /// do (the clock is read every [`CLOCK_EVERY`] passes, so the time
+    /// counts from up to that many passes after the last thing done, and a
     /// changed time counts anew), posting what the halves queue meanwhile
-    /// and yielding to the runtime's other tasks between polls (so a half
+    /// and yielding to the runtime's other tasks between passes (so a half
     /// woken by a completion runs, and its reply is posted, while the
     /// driver still polls). A completion that comes within that time is
     /// handled without the completion channel's wake-up (a wait in the
