@@ -511,6 +511,7 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
         fin_posted: false,
         in_flight: (0..ONE_SIDED_SLOTS).map(|_| None).collect(),
         iwarp,
+        halves_gone: false,
     };
     tokio::spawn(driver.run());
     Ok(shared)
@@ -1195,6 +1196,8 @@ struct Driver {
     in_flight: Vec<Option<Posted>>,
     /// Fence each RDMA WRITE with a zero-length READ (iWARP).
     iwarp: bool,
+    /// Both halves were gone at the last [`pump`](Self::pump).
+    halves_gone: bool,
 }
 
 /// A one-sided request posted: its completions still to come (a fenced
@@ -1365,7 +1368,7 @@ impl Driver {
             }
             // A CM event (the peer's disconnect, a device removal, the
             // router's end) is handled where the driver sleeps.
-            if self.id.has_pending_event() || self.closing() {
+            if self.halves_gone || self.id.has_pending_event() {
                 return Ok(false);
             }
             if budget != BUSY_POLL_FOREVER {
@@ -1550,6 +1553,7 @@ impl Driver {
         let shared = Arc::clone(&self.guard.0);
         let msg = shared.mode == Mode::Message;
         let mut st = shared.lock();
+        self.halves_gone = st.reader_gone && st.writer_gone;
         if st.reader_gone {
             while let Some(seg) = st.rx.pop_front() {
                 st.repost.push(seg.slot);
