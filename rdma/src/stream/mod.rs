@@ -66,12 +66,14 @@
 //! buffer not posted yet, so a run of small writes costs one SEND.
 //!
 //! # Wire format and flow control
-//! Every message is a SEND of a 4-byte header and up to
-//! [`MAX_PAYLOAD`] bytes of data. The header is one little-endian `u32`:
+//! Every message is a SEND of an 8-byte header and up to
+//! [`MAX_PAYLOAD`] bytes of data. The header is one little-endian `u64`:
 //! the low 16 bits are the credits it returns, bit 31 is FIN (the
-//! sender's last message), the other bits are zero. (A SEND with
-//! immediate data would carry the same word, but iWARP, and so siw, has no
-//! immediate data.)
+//! sender's last message), bit 30 is MSG (below), the other bits are zero.
+//! Eight bytes keep the data on whole 8-byte words of the buffers, which
+//! the copies into and out of them move a word at a time. (A SEND with
+//! immediate data would carry the low 32 bits, but iWARP, and so siw, has
+//! no immediate data.)
 //!
 //! Credits make sure that a SEND never meets an empty receive queue, so
 //! no receiver-not-ready retry is ever needed (iWARP has none, and the
@@ -173,8 +175,9 @@ pub const RECV_SLOTS: usize = 16;
 pub const SEND_SLOTS: usize = 16;
 /// Bytes of each receive and send buffer (a header and the data).
 pub const SLOT_SIZE: usize = 64 * 1024;
-/// Bytes of the header of each message.
-pub const HEADER_LEN: usize = 4;
+/// Bytes of the header of each message (a word: the data after it stays
+/// 8-byte aligned).
+pub const HEADER_LEN: usize = 8;
 /// The most data one message carries.
 pub const MAX_PAYLOAD: usize = SLOT_SIZE - HEADER_LEN;
 /// One-sided requests (RDMA WRITE, READ) a connection has posted at once;
@@ -246,11 +249,13 @@ impl Header {
     }
 
     fn to_bytes(self) -> [u8; HEADER_LEN] {
-        self.encode().to_le_bytes()
+        u64::from(self.encode()).to_le_bytes()
     }
 
+    /// The header of `b`; `None` when a reserved bit (any of the high 32
+    /// among them) is set.
     fn from_bytes(b: [u8; HEADER_LEN]) -> Option<Header> {
-        Header::decode(u32::from_le_bytes(b))
+        Header::decode(u32::try_from(u64::from_le_bytes(b)).ok()?)
     }
 }
 
@@ -337,7 +342,7 @@ mod tests {
                 msg: false
             }
             .to_bytes(),
-            [3, 0, 0, 0x80]
+            [3, 0, 0, 0x80, 0, 0, 0, 0]
         );
         assert_eq!(
             Header {
@@ -346,10 +351,14 @@ mod tests {
                 msg: true
             }
             .to_bytes(),
-            [1, 0, 0, 0x40]
+            [1, 0, 0, 0x40, 0, 0, 0, 0]
         );
         assert_eq!(Header::decode(1 << 16), None);
         assert_eq!(Header::decode(1 << 29 | 5), None);
+        for bit in 32..64 {
+            let b = ((1u64 << bit) | 5).to_le_bytes();
+            assert_eq!(Header::from_bytes(b), None, "bit {bit}");
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use rdma::stream::{RdmaListener, RdmaStream, RECV_SLOTS, SEND_SLOTS, SLOT_SIZE};
+use rdma::stream::{RdmaListener, RdmaStream, MAX_PAYLOAD, RECV_SLOTS, SEND_SLOTS, SLOT_SIZE};
 use rdma_tests::{check, Outcome, Provider, TestEnv, TestResult};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
@@ -477,8 +477,17 @@ fn many_streams(env: &TestEnv, n: usize) -> R<(usize, Vec<String>)> {
 
 type Body = BoxBody<Bytes, Infallible>;
 /// The sizes of the bodies, in both directions: around the stream's
-/// buffer (64 KiB, with its header 64 KiB - 4 of data) and beyond its ring.
-const HTTP_SIZES: [usize; 8] = [0, 1, 100, 65535, 65536, 65537, 1 << 20, 4 << 20];
+/// buffer (64 KiB, with its header MAX_PAYLOAD bytes of data) and beyond its ring.
+const HTTP_SIZES: [usize; 8] = [
+    0,
+    1,
+    100,
+    MAX_PAYLOAD,
+    MAX_PAYLOAD + 1,
+    65536,
+    1 << 20,
+    4 << 20,
+];
 /// The seed of a reply: the request's, with this bit flipped.
 const REPLY: u64 = 1 << 63;
 /// A chunked body comes in pieces of this size (not a divisor of anything).
