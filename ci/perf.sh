@@ -12,7 +12,8 @@
 # --short it also counts instructions per post + poll on rxe with callgrind
 # for our path (write_lat --post-poll-loop: through the safe API, with a
 # list prepared once, and through the ibverbs-sys ports under it) and for C
-# (ci/post_poll.c). Both ways it also times connection set-up through the CM: our
+# (ci/post_poll.c), and per 64-byte round trip of a byte stream's client
+# (our rstream and rsockets', see count_stream). Both ways it also times connection set-up through the CM: our
 # cmtime (async API, release) against rdma-core's, client and server of
 # the same kind; the CM steps' total, median of the per-round ratios.
 # And byte streams: our rstream (examples/src/bin/rstream.rs, over
@@ -36,7 +37,8 @@
 #
 # Knobs: PERF_ROUNDS (rounds per test; default 1 with --short, else 3),
 # PERF_LAT_ITERS, PERF_BW_ITERS, PERF_PROVIDERS (default "rxe siw"),
-# PERF_COUNT_ITERS (callgrind loop length, default 200), PERF_CMTIME_ROUNDS
+# PERF_COUNT_ITERS (callgrind loop length, default 200), PERF_COUNT_STREAM
+# (stream round trips under callgrind, default 200), PERF_CMTIME_ROUNDS
 # (default 9 with --short, else 15), PERF_CMTIME_RXE / PERF_CMTIME_SIW
 # (connections, default 100 / 40), PERF_RSTREAM_ROUNDS (default 1 with
 # --short, else 5; 0: no stream runs), PERF_RSTREAM_LAT_ITERS (round trips,
@@ -284,6 +286,38 @@ count() {
         echo "callgrind of the ports failed: $?" >>"$out/count.failed"
     grep post_poll: "$out/count.port.log" || tail -n 5 "$out/count.port.log"
     echo "$n" >"$out/count.iters"
+    count_stream "$out" "$bin"
+}
+
+# Instructions per 64-byte round trip of a byte stream's client on rxe:
+# our rstream (spawned test, spinning) and rdma-core's over rsockets, the
+# client under callgrind (every instruction of the process, its runtime's
+# included) against a server running natively, for PERF_COUNT_STREAM
+# round trips (default 200) and three times as many; the difference per
+# round trip leaves out set-up and teardown. The server answers faster
+# than the client under callgrind polls, so little of the count is
+# waiting.
+count_stream() {
+    local out=$1 bin=$2 n=${PERF_COUNT_STREAM:-200} prog it port=27000 spid
+    local -a cmd
+    for prog in ours rsocket; do
+        for it in "$n" $((3 * n)); do
+            port=$((port + 1))
+            if [ "$prog" = ours ]; then cmd=("$bin/rstream"); else cmd=(rstream); fi
+            cmd+=(-p "$port" -S 64 -C 1 -I "$it")
+            echo "== callgrind: rstream client, $prog, $it round trips"
+            timeout -k 5 300 "${cmd[@]}" -b "$RDMA_RXE_IPV4" >"$out/count.stream.$prog.$it.server" 2>&1 &
+            spid=$!
+            wait_listen "$port" 1
+            timeout -k 5 300 valgrind --tool=callgrind \
+                --callgrind-out-file="$out/callgrind.stream.$prog.$it" \
+                "${cmd[@]}" -s "$RDMA_RXE_IPV4" >"$out/count.stream.$prog.$it.log" 2>&1 ||
+                echo "callgrind of the $prog stream client failed: $?" >>"$out/count.failed"
+            wait "$spid" || echo "the $prog stream server failed: $?" >>"$out/count.failed"
+            grep -E '^custom' "$out/count.stream.$prog.$it.log" || tail -n 5 "$out/count.stream.$prog.$it.log"
+        done
+    done
+    echo "$n" >"$out/count.stream.iters"
 }
 
 # report OUT: the side-by-side table (median over rounds) and the instruction counts.
@@ -456,6 +490,24 @@ if os.path.exists(n_path):
             continue
         ratio = f"  ratio {t / c:.4f}" if c and name != "c" else ""
         print(f"  {label:<28} {t / n:8.1f}{ratio}")
+n_path = os.path.join(out, "count.stream.iters")
+if os.path.exists(n_path):
+    n = int(open(n_path).read())
+    per = {}
+    for prog in ("ours", "rsocket"):
+        a = total(os.path.join(out, f"callgrind.stream.{prog}.{n}"))
+        b = total(os.path.join(out, f"callgrind.stream.{prog}.{3 * n}"))
+        per[prog] = (b - a) / (2 * n) if a is not None and b is not None else None
+    print()
+    print(f"instructions per 64-byte round trip of an rstream client on rxe (callgrind, "
+          f"{3 * n} less {n} round trips; target <= 1.00 x rsockets):")
+    for prog, label in (("ours", "ours (rdma::stream, tokio)"), ("rsocket", "rsockets")):
+        if per[prog] is None:
+            print(f"  {label:<28} no callgrind total (see count.stream.{prog}.*.log)")
+            continue
+        ratio = (f"  ratio {per[prog] / per['rsocket']:.3f}"
+                 if prog == "ours" and per["rsocket"] else "")
+        print(f"  {label:<28} {per[prog]:8.1f}{ratio}")
 EOF
 }
 
