@@ -67,7 +67,7 @@ const BUSY_POLL_FOREVER: u64 = u64::MAX;
 /// Passes (of up to [`SPIN_POLLS`] CQ polls each) between two looks at
 /// the clock while a driver busy-polls (a clock read is a system call
 /// where the clock source is not the TSC).
-const CLOCK_EVERY: u32 = 8;
+const CLOCK_EVERY: u32 = 2;
 
 /// CQ polls per pass of a busy-polling driver while nothing comes: a
 /// pass is a poll of its task, and a runtime turns its I/O and timer
@@ -263,7 +263,8 @@ pub(super) struct Shared {
     /// [`Shared::lock_half`]: a busy-polling driver that woke a task tells
     /// from it whether the task has run yet.
     turns: AtomicU64,
-    /// Tasks the driver woke (readers, writers, one-sided requests).
+    /// Tasks the driver woke (readers, writers) or answered (one-sided
+    /// requests whose callers still wait).
     wakes: AtomicU64,
 }
 
@@ -362,7 +363,10 @@ impl Shared {
             });
         }
         self.notify.notify_one();
-        match rx.await {
+        let done = rx.await;
+        // The caller's turn: it ran after the driver answered.
+        self.turns.fetch_add(1, Ordering::Relaxed);
+        match done {
             Ok(r) => r,
             Err(_) => Err(match &self.lock().ended {
                 Some(why) => ended_error(why, true),
@@ -825,8 +829,8 @@ impl RdmaStream {
     /// connection lives, a CPU's worth of it, for the lowest latency (as
     /// Linux's `SO_BUSY_POLL` does for a socket, and rsockets' non-blocking
     /// callers that spin). The polling yields to the runtime's other tasks
-    /// between polls and looks at the clock every few polls, so the time is
-    /// a lower bound; it stops early when the connection manager has news
+    /// after each pass of a few polls and looks at the clock every few
+    /// passes, so the time is a lower bound; it stops early when the connection manager has news
     /// (the peer disconnected, the device went) or both halves are dropped.
     /// A new time applies at once, also to a driver polling. Times are kept
     /// in whole microseconds, rounded up. The halves share the setting
@@ -1325,7 +1329,13 @@ impl Driver {
     /// yields through `tokio::task::yield_now`, which lets the runtime
     /// poll that future at once, at the price of a turn of its I/O and
     /// timer drivers (a system call and a clock read); a spawned task
-    /// woken runs before that pass, and costs no such turn.
+    /// woken on a current-thread runtime runs before that pass, and costs
+    /// no such turn. The turns are the connection's, not the woken task's:
+    /// a half used by another task meanwhile counts as the woken one
+    /// running (a `block_on` reader then waits for the runtime's own turn,
+    /// after a run of tasks); a task on another thread (a multi-thread
+    /// runtime's worker, a [`blocking`](super::blocking) caller) that has
+    /// not run by the next pass costs a turn it did not need.
     async fn busy_poll(
         &mut self,
         wcs: &mut [MaybeUninit<WorkCompletion>; POLL_BATCH],
@@ -1450,7 +1460,7 @@ impl Driver {
                     return Err(protocol("a message shorter than its header"));
                 }
                 shared.mr.read(recv_at(slot), &mut h).map_err(io_err)?;
-                let h = Header::from_bytes(h).ok_or_else(|| protocol("a bad header"))?;
+                let h = Header::from_bytes(h).map_err(|e| protocol(&e))?;
                 let message = shared.mode == Mode::Message;
                 if h.msg != message && (h.msg || len > HEADER_LEN) {
                     return Err(protocol(if message {

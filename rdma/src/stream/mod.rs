@@ -54,7 +54,7 @@
 //!
 //! After each thing it handles (a completion, data to post) the driver
 //! busy-polls the CQ for a while, yielding to the runtime's other tasks
-//! between polls, and only then arms the CQ and sleeps on the completion
+//! after each pass of a few polls, and only then arms the CQ and sleeps on the completion
 //! channel: [`DEFAULT_BUSY_POLL`] by default, set per connection with
 //! [`RdmaStream::set_busy_poll`]. `Duration::MAX` never sleeps, for the
 //! lowest latency at a CPU's cost, as rsockets' spinning callers do.
@@ -68,8 +68,10 @@
 //! # Wire format and flow control
 //! Every message is a SEND of an 8-byte header and up to
 //! [`MAX_PAYLOAD`] bytes of data. The header is one little-endian `u64`:
-//! the low 16 bits are the credits it returns, bit 31 is FIN (the
-//! sender's last message), bit 30 is MSG (below), the other bits are zero.
+//! the low 16 bits are the credits it returns, bits 24 to 29 the wire
+//! format's version (1), bit 31 is FIN (the sender's last message), bit 30
+//! is MSG (below), the other bits are zero; a header of another version
+//! ends the connection with an error rather than being misread.
 //! Eight bytes keep the data on whole 8-byte words of the buffers, which
 //! the copies into and out of them move a word at a time. (A SEND with
 //! immediate data would carry the low 32 bits, but iWARP, and so siw, has
@@ -216,6 +218,13 @@ const FIN_BIT: u32 = 1 << 31;
 const MSG_BIT: u32 = 1 << 30;
 /// The header bits that carry returned credits.
 const CREDIT_MASK: u32 = 0xffff;
+/// The header bits that carry the wire format's version.
+const VERSION_MASK: u32 = 0x3f << 24;
+/// The wire format's version, in bits 24 to 29 of every header: 1, the
+/// 8-byte header. (Before it a 4-byte header had these bits zero, and
+/// refused a header with any of them set: the two formats refuse each
+/// other's messages rather than misread them.)
+const WIRE_VERSION: u32 = 1;
 
 /// The header of one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,16 +241,25 @@ struct Header {
 impl Header {
     fn encode(self) -> u32 {
         u32::from(self.credits)
+            | WIRE_VERSION << 24
             | if self.fin { FIN_BIT } else { 0 }
             | if self.msg { MSG_BIT } else { 0 }
     }
 
-    /// The header of `word`; `None` when a reserved bit is set.
-    fn decode(word: u32) -> Option<Header> {
-        if word & !(FIN_BIT | MSG_BIT | CREDIT_MASK) != 0 {
-            return None;
+    /// The header of `word`; an error when it has another version or a
+    /// reserved bit set.
+    fn decode(word: u32) -> Result<Header, String> {
+        let version = (word & VERSION_MASK) >> 24;
+        if version != WIRE_VERSION {
+            return Err(format!(
+                "a header of wire format version {version}, not {WIRE_VERSION} \
+                 (the peer runs another version of rdma::stream)"
+            ));
         }
-        Some(Header {
+        if word & !(FIN_BIT | MSG_BIT | VERSION_MASK | CREDIT_MASK) != 0 {
+            return Err(format!("a header with reserved bits set ({word:#010x})"));
+        }
+        Ok(Header {
             credits: (word & CREDIT_MASK) as u16,
             fin: word & FIN_BIT != 0,
             msg: word & MSG_BIT != 0,
@@ -252,10 +270,13 @@ impl Header {
         u64::from(self.encode()).to_le_bytes()
     }
 
-    /// The header of `b`; `None` when a reserved bit (any of the high 32
-    /// among them) is set.
-    fn from_bytes(b: [u8; HEADER_LEN]) -> Option<Header> {
-        Header::decode(u32::try_from(u64::from_le_bytes(b)).ok()?)
+    /// The header of `b`; an error as [`decode`](Self::decode)'s, or when
+    /// a bit of the high 32 (reserved) is set.
+    fn from_bytes(b: [u8; HEADER_LEN]) -> Result<Header, String> {
+        let word = u64::from_le_bytes(b);
+        let low = u32::try_from(word)
+            .map_err(|_| format!("a header with reserved bits set ({word:#018x})"))?;
+        Header::decode(low)
     }
 }
 
@@ -330,8 +351,8 @@ mod tests {
             for fin in [false, true] {
                 for msg in [false, true] {
                     let h = Header { credits, fin, msg };
-                    assert_eq!(Header::decode(h.encode()), Some(h));
-                    assert_eq!(Header::from_bytes(h.to_bytes()), Some(h));
+                    assert_eq!(Header::decode(h.encode()), Ok(h));
+                    assert_eq!(Header::from_bytes(h.to_bytes()), Ok(h));
                 }
             }
         }
@@ -342,7 +363,7 @@ mod tests {
                 msg: false
             }
             .to_bytes(),
-            [3, 0, 0, 0x80, 0, 0, 0, 0]
+            [3, 0, 0, 0x81, 0, 0, 0, 0]
         );
         assert_eq!(
             Header {
@@ -351,13 +372,23 @@ mod tests {
                 msg: true
             }
             .to_bytes(),
-            [1, 0, 0, 0x40, 0, 0, 0, 0]
+            [1, 0, 0, 0x41, 0, 0, 0, 0]
         );
-        assert_eq!(Header::decode(1 << 16), None);
-        assert_eq!(Header::decode(1 << 29 | 5), None);
+        let v = WIRE_VERSION << 24;
+        assert!(Header::decode(v | 1 << 16).is_err());
+        assert!(Header::decode(v | 1 << 23 | 5).is_err());
         for bit in 32..64 {
-            let b = ((1u64 << bit) | 5).to_le_bytes();
-            assert_eq!(Header::from_bytes(b), None, "bit {bit}");
+            let b = ((1u64 << bit) | u64::from(v) | 5).to_le_bytes();
+            let e = Header::from_bytes(b).unwrap_err();
+            assert!(e.contains("reserved"), "bit {bit}: {e}");
+        }
+        // The 4-byte header's words (version bits zero: data, FIN, a
+        // message), and other versions, are refused by version.
+        for word in [3, 3 | FIN_BIT, 1 | MSG_BIT, 2 << 24 | 3, VERSION_MASK] {
+            let e = Header::decode(word).unwrap_err();
+            assert!(e.contains("wire format version"), "{word:#x}: {e}");
+            let e = Header::from_bytes(u64::from(word).to_le_bytes()).unwrap_err();
+            assert!(e.contains("wire format version"), "{word:#x}: {e}");
         }
     }
 
