@@ -595,9 +595,11 @@ fn main() -> ExitCode {
         rt.block_on(run(args))
     } else {
         rt.block_on(async {
-            tokio::spawn(run(args))
-                .await
-                .unwrap_or_else(|e| Err(format!("the test task: {e}").into()))
+            match tokio::spawn(run(args)).await {
+                Ok(done) => done,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => Err(format!("the test task: {e}").into()),
+            }
         })
     };
     match done {
