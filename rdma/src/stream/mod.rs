@@ -270,13 +270,16 @@ impl Header {
         u64::from(self.encode()).to_le_bytes()
     }
 
-    /// The header of `b`; an error as [`decode`](Self::decode)'s, or when
-    /// a bit of the high 32 (reserved) is set.
+    /// The header of `b`; an error as [`decode`](Self::decode)'s (of the
+    /// low 32 bits, which hold the version), or when a bit of the high 32
+    /// (reserved) is set.
     fn from_bytes(b: [u8; HEADER_LEN]) -> Result<Header, String> {
         let word = u64::from_le_bytes(b);
-        let low = u32::try_from(word)
-            .map_err(|_| format!("a header with reserved bits set ({word:#018x})"))?;
-        Header::decode(low)
+        let h = Header::decode(word as u32)?;
+        if word >> 32 != 0 {
+            return Err(format!("a header with reserved bits set ({word:#018x})"));
+        }
+        Ok(h)
     }
 }
 

@@ -1,6 +1,7 @@
 //! `rdma::stream`: byte streams with tokio's `AsyncRead` and `AsyncWrite`
 //! over RC connections: echoes, bulk copies, many streams, hyper's HTTP/1.1
-//! over them, peers that die (threads and SIGKILLed processes), streams
+//! over them, peers that die (threads and SIGKILLed processes), a raw
+//! peer that speaks another wire format, streams
 //! dropped mid-write (the kernel's resource counts), and the cancellation
 //! and shutdown edges.
 
@@ -1671,7 +1672,102 @@ pub fn busy_poll_never_starves_the_runtime_and_stops_with_the_stream(env: &TestE
 }
 
 /// The tests of this module.
+/// A raw RC peer connects to a listener and SENDs one message that is not
+/// this wire format: the accepted stream's read fails with `InvalidData`
+/// naming the fault, at once, and the next connection works.
+pub fn a_peer_of_another_wire_format_is_refused_with_an_error(env: &TestEnv) -> TestResult {
+    use rdma::cm::{AsyncCm, ConnParam};
+    use rdma::SendWr;
+    // The 8-byte header's low word: version 1 in bits 24 to 29.
+    const V1: u32 = 1 << 24;
+    let cases: [(&str, Vec<u8>, &str); 5] = [
+        (
+            "a 4-byte-header data message",
+            [&[3u8, 0, 0, 0][..], b"hello"].concat(),
+            "wire format version 0",
+        ),
+        (
+            "a 4-byte-header FIN",
+            vec![0, 0, 0, 0x80],
+            "shorter than its header",
+        ),
+        (
+            "another version",
+            (2u64 << 24 | 1).to_le_bytes().to_vec(),
+            "wire format version 2",
+        ),
+        (
+            "a reserved bit in the high word",
+            (u64::from(V1) | 1 << 40).to_le_bytes().to_vec(),
+            "reserved bits",
+        ),
+        (
+            "more credits than a ring",
+            (u64::from(V1) | 0xffff).to_le_bytes().to_vec(),
+            "more credits returned than owed",
+        ),
+    ];
+    run_within(T, async {
+        let (mut l, at) = listen(env)?;
+        let cm = AsyncCm::new()?;
+        let mut param = ConnParam::new();
+        param.rnr_retry_count = 0;
+        for (what, bytes, want) in &cases {
+            let accept = l.accept();
+            let connect = cm.connect(at, T, &param, crate::cm_async::setup);
+            let (accepted, connected) = tokio::join!(accept, connect);
+            let (mut stream, _) = accepted?;
+            let (cid, _est, conn) = connected?;
+            conn.mr.write(0, bytes)?;
+            let sge = [conn.mr.sge(0..bytes.len())?];
+            cid.id()
+                .qp()
+                .ok_or("no QP")?
+                .post_send(&mut [SendWr::send(1, &sge).signaled()])?;
+            let start = Instant::now();
+            let mut buf = [0u8; 64];
+            let r = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await;
+            let took = start.elapsed();
+            let e = match r {
+                Err(_) => return Err(format!("{what}: no error after {took:?}").into()),
+                Ok(Ok(n)) => return Err(format!("{what}: read {n} bytes, not an error").into()),
+                Ok(Err(e)) => e,
+            };
+            println!("{what}: {e} (after {took:?})");
+            check!(
+                e.kind() == io::ErrorKind::InvalidData,
+                "{what}: {:?}, not InvalidData: {e}",
+                e.kind()
+            );
+            check!(
+                e.to_string().contains(want),
+                "{what}: {e:?} does not say {want:?}"
+            );
+            // Writing fails the same way, and the stream's end does not
+            // wait for the raw peer.
+            check!(
+                stream.write_all(b"x").await.is_err(),
+                "{what}: a write succeeded after the violation"
+            );
+            drop(stream);
+            drop((cid, conn));
+        }
+        // The listener still serves a stream of this format.
+        let (mut a, mut b) = pair(&mut l, at).await?;
+        a.write_all(b"still fine").await?;
+        a.shutdown().await?;
+        let mut got = Vec::new();
+        b.read_to_end(&mut got).await?;
+        check!(got == b"still fine", "after the refusals: {got:?}");
+        Ok(())
+    })
+}
+
 pub const TESTS: &[rdma_tests::Test] = &[
+    rdma_tests::Test {
+        name: "stream::a_peer_of_another_wire_format_is_refused_with_an_error",
+        run: a_peer_of_another_wire_format_is_refused_with_an_error,
+    },
     rdma_tests::Test {
         name: "stream::echo_of_every_size",
         run: echo_of_every_size,
