@@ -33,12 +33,19 @@ cd "$REPO_ROOT"
 # (each as "NAME reason"). RDMA_MEMCHECK_ALL=1 runs every device test instead.
 # All of them fit today (~9.5 min of VM time); the first to leave out are
 # faults::server_process_killed_* and faults::client_process_killed_*
-# (40-80 s together per provider; their peers run natively anyway).
-GROUPS_DEFAULT=(verbs:: verbs_edge:: cm:: cm_options:: cm_ep:: faults:: bad_input:: sound_)
+# (40-80 s together per provider; their peers run natively anyway). Of the
+# byte and message streams, the tests that take a few seconds (80 s per
+# provider together under memcheck): the others move tens of MiB, run
+# for more than their 60 s limit under memcheck, or measure CPU time.
+GROUPS_DEFAULT=(verbs:: verbs_edge:: cm:: cm_options:: cm_ep:: faults:: bad_input:: sound_ usability::
+    stream::echo_of_every_size stream::half_close_then_reply stream::reads_and_writes_after_shutdown
+    stream::flush_succeeds stream::a_peer_of_another_wire_format stream_msg::boundaries
+    stream_msg::a_held_message stream_msg::one_sided_on_a_stream stream_msg::bad_one_sided
+    stream_msg::a_cancelled_accept)
 EXCLUDE=(
 )
 # Group labels for the time per group in the report.
-TIME_GROUPS=(verbs:: verbs_edge:: cm:: cm_options:: cm_ep:: faults:: bad_input:: sound_)
+TIME_GROUPS=(verbs:: verbs_edge:: cm:: cm_options:: cm_ep:: faults:: bad_input:: sound_ usability:: stream:: stream_msg::)
 
 VG_ERROR_EXIT=99
 VALGRIND=${RDMA_VALGRIND:-/usr/bin/valgrind}
