@@ -783,7 +783,7 @@ impl RdmaStream {
     /// fail with the same error).
     ///
     /// Requests are posted in the order they are made, alongside the data,
-    /// up to [`ONE_SIDED_SLOTS`](super::ONE_SIDED_SLOTS) at once; they take
+    /// up to [`ONE_SIDED_SLOTS`] at once; they take
     /// no credit (the peer's CPU is not involved). An RDMA WRITE is not
     /// ordered with the peer's reads of its region: tell the peer
     /// through a message or the stream after this returns.
