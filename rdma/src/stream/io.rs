@@ -830,8 +830,9 @@ impl RdmaStream {
     /// Linux's `SO_BUSY_POLL` does for a socket, and rsockets' non-blocking
     /// callers that spin). The polling yields to the runtime's other tasks
     /// after each pass of a few polls and looks at the clock every few
-    /// passes, so the time is a lower bound; it stops early when the connection manager has news
-    /// (the peer disconnected, the device went) or both halves are dropped.
+    /// passes, so the time is a lower bound; it stops early when the
+    /// connection manager has news (the peer disconnected, the device
+    /// went) or both halves are dropped.
     /// A new time applies at once, also to a driver polling. Times are kept
     /// in whole microseconds, rounded up. The halves share the setting
     /// ([`OwnedReadHalf::set_busy_poll`]).

@@ -54,10 +54,11 @@
 //!
 //! After each thing it handles (a completion, data to post) the driver
 //! busy-polls the CQ for a while, yielding to the runtime's other tasks
-//! after each pass of a few polls, and only then arms the CQ and sleeps on the completion
-//! channel: [`DEFAULT_BUSY_POLL`] by default, set per connection with
-//! [`RdmaStream::set_busy_poll`]. `Duration::MAX` never sleeps, for the
-//! lowest latency at a CPU's cost, as rsockets' spinning callers do.
+//! after each pass of a few polls, and only then arms the CQ and sleeps
+//! on the completion channel: [`DEFAULT_BUSY_POLL`] by default, set per
+//! connection with [`RdmaStream::set_busy_poll`]. `Duration::MAX` never
+//! sleeps, for the lowest latency at a CPU's cost, as rsockets' spinning
+//! callers do.
 //!
 //! Copies: a write copies the caller's bytes into a free send buffer (one
 //! copy), the device SENDs them from there into one of the peer's posted
@@ -218,8 +219,10 @@ const FIN_BIT: u32 = 1 << 31;
 const MSG_BIT: u32 = 1 << 30;
 /// The header bits that carry returned credits.
 const CREDIT_MASK: u32 = 0xffff;
+/// The lowest header bit of the wire format's version.
+const VERSION_SHIFT: u32 = 24;
 /// The header bits that carry the wire format's version.
-const VERSION_MASK: u32 = 0x3f << 24;
+const VERSION_MASK: u32 = 0x3f << VERSION_SHIFT;
 /// The wire format's version, in bits 24 to 29 of every header: 1, the
 /// 8-byte header. (Before it a 4-byte header had these bits zero, and
 /// refused a header with any of them set: the two formats refuse each
@@ -241,7 +244,7 @@ struct Header {
 impl Header {
     fn encode(self) -> u32 {
         u32::from(self.credits)
-            | WIRE_VERSION << 24
+            | WIRE_VERSION << VERSION_SHIFT
             | if self.fin { FIN_BIT } else { 0 }
             | if self.msg { MSG_BIT } else { 0 }
     }
@@ -249,7 +252,7 @@ impl Header {
     /// The header of `word`; an error when it has another version or a
     /// reserved bit set.
     fn decode(word: u32) -> Result<Header, String> {
-        let version = (word & VERSION_MASK) >> 24;
+        let version = (word & VERSION_MASK) >> VERSION_SHIFT;
         if version != WIRE_VERSION {
             return Err(format!(
                 "a header of wire format version {version}, not {WIRE_VERSION} \
@@ -377,7 +380,7 @@ mod tests {
             .to_bytes(),
             [1, 0, 0, 0x41, 0, 0, 0, 0]
         );
-        let v = WIRE_VERSION << 24;
+        let v = WIRE_VERSION << VERSION_SHIFT;
         assert!(Header::decode(v | 1 << 16).is_err());
         assert!(Header::decode(v | 1 << 23 | 5).is_err());
         for bit in 32..64 {
