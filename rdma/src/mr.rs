@@ -299,6 +299,7 @@ impl MemoryRegion {
     /// or a remote peer write the same bytes at the same time, each byte
     /// ends up with one of the values written (8-byte aligned words as a
     /// whole), never undefined behaviour: see the module docs.
+    #[inline]
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         let (off, _) = self.bounds(
             offset..offset.saturating_add(data.len()),
@@ -312,6 +313,7 @@ impl MemoryRegion {
     ///
     /// A byte written at the same time (by another thread, the device or a
     /// peer) reads as its old or its new value.
+    #[inline]
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         let (off, _) = self.bounds(
             offset..offset.saturating_add(out.len()),

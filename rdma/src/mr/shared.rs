@@ -56,7 +56,18 @@ impl SharedBytes {
     ///
     /// # Panics
     /// If the range is outside the shared bytes (callers check it first).
+    #[inline]
     pub(crate) fn store(&self, offset: usize, src: &[u8]) {
+        if let Some(words) = self.on_words(offset, src.len()) {
+            for (w, v) in words.iter().zip(src.chunks_exact(WORD)) {
+                w.store(u64::from_ne_bytes(v.try_into().unwrap()), Relaxed);
+            }
+            return;
+        }
+        self.store_split(offset, src);
+    }
+
+    fn store_split(&self, offset: usize, src: &[u8]) {
         let c = self.split(offset, src.len());
         let at = |r: &Range<usize>| &src[r.start - offset..r.end - offset];
         let part_of = |w: usize, part: &Range<usize>| at(&(w + part.start..w + part.end));
@@ -103,7 +114,18 @@ impl SharedBytes {
     ///
     /// # Panics
     /// If the range is outside the shared bytes.
+    #[inline]
     pub(crate) fn load(&self, offset: usize, dst: &mut [u8]) {
+        if let Some(words) = self.on_words(offset, dst.len()) {
+            for (w, v) in words.iter().zip(dst.chunks_exact_mut(WORD)) {
+                v.copy_from_slice(&w.load(Relaxed).to_ne_bytes());
+            }
+            return;
+        }
+        self.load_split(offset, dst);
+    }
+
+    fn load_split(&self, offset: usize, dst: &mut [u8]) {
         let c = self.split(offset, dst.len());
         let at = |r: &Range<usize>| r.start - offset..r.end - offset;
         let part_of = |w: usize, part: &Range<usize>| at(&(w + part.start..w + part.end));
@@ -128,6 +150,21 @@ impl SharedBytes {
         for (b, v) in self.bytes(&c.tail).iter().zip(&mut dst[at(&c.tail)]) {
             *v = b.load(Relaxed);
         }
+    }
+
+    /// The words of `offset..offset + n` when it is whole words (the common
+    /// case, which needs no [`split`](Self::split)); `None` otherwise, and
+    /// for a range past the end (which the split path refuses).
+    #[inline]
+    fn on_words(&self, offset: usize, n: usize) -> Option<&[AtomicU64]> {
+        let (first, last) = self.words;
+        let end = offset.checked_add(n)?;
+        if offset < first || end > last || ((offset - first) | n) % WORD != 0 {
+            return None;
+        }
+        // `first <= offset`, `end <= last <= len`, and both ends are a whole
+        // number of words past `first`: what `whole` asks.
+        Some(self.whole(&(offset..end)))
     }
 
     /// Splits `offset..offset + n` by how its bytes are accessed.

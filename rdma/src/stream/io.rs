@@ -4,11 +4,10 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::Duration;
@@ -150,7 +149,9 @@ impl Wakers {
     /// Wakes the tasks and forgets them; how many there were.
     fn wake_all(&mut self) -> u64 {
         let mut n = 0;
-        for w in self.0.drain(..) {
+        // Popped rather than drained: cheaper for the one waker a stream
+        // has, and the order of the wake-ups means nothing.
+        while let Some(w) = self.0.pop() {
             w.wake();
             n += 1;
         }
@@ -266,6 +267,10 @@ pub(super) struct Shared {
     /// Tasks the driver woke (readers, writers) or answered (one-sided
     /// requests whose callers still wait).
     wakes: AtomicU64,
+    /// The driver busy-polls, and pumps again before it sleeps: a half that
+    /// queued work (or freed a buffer) under the lock and then reads `true`
+    /// need not wake it ([`Shared::nudge`]).
+    spinning: AtomicBool,
 }
 
 impl Shared {
@@ -277,6 +282,19 @@ impl Shared {
     pub(super) fn lock_half(&self) -> MutexGuard<'_, State> {
         self.turns.fetch_add(1, Ordering::Relaxed);
         lock(&self.state)
+    }
+
+    /// Tells the driver that a half changed the state under the lock (and
+    /// released it): wakes it unless it busy-polls. Sound because the
+    /// driver clears [`spinning`](Self::spinning) (SeqCst) before its last
+    /// pump under the lock: either that pump comes after the half's
+    /// change, or the half's load, after the half took the lock that the
+    /// pump released, sees `false` and wakes it (a permit, if it is not
+    /// asleep yet).
+    pub(super) fn nudge(&self) {
+        if !self.spinning.load(Ordering::SeqCst) {
+            self.notify.notify_one();
+        }
     }
 
     /// See [`RdmaStream::set_busy_poll`].
@@ -362,7 +380,7 @@ impl Shared {
                 done: tx,
             });
         }
-        self.notify.notify_one();
+        self.nudge();
         let done = rx.await;
         // The caller's turn: it ran after the driver answered.
         self.turns.fetch_add(1, Ordering::Relaxed);
@@ -503,6 +521,7 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
         busy_poll: AtomicU64::new(default_busy_poll()),
         turns: AtomicU64::new(0),
         wakes: AtomicU64::new(0),
+        spinning: AtomicBool::new(false),
     });
     let driver = Driver {
         id,
@@ -989,7 +1008,7 @@ impl AsyncRead for OwnedReadHalf {
             }
             drop(st);
             if freed {
-                shared.notify.notify_one();
+                shared.nudge();
             }
             return Poll::Ready(Ok(()));
         }
@@ -1061,7 +1080,7 @@ impl AsyncWrite for OwnedWriteHalf {
             return Poll::Pending;
         }
         drop(st);
-        shared.notify.notify_one();
+        shared.nudge();
         Poll::Ready(Ok(done))
     }
 
@@ -1205,6 +1224,23 @@ struct Driver {
     halves_gone: bool,
 }
 
+/// Sets [`Shared::spinning`] while the driver busy-polls; cleared (SeqCst)
+/// when the poll ends, however it ends.
+struct Spinning(Arc<Shared>);
+
+impl Spinning {
+    fn start(shared: &Arc<Shared>) -> Spinning {
+        shared.spinning.store(true, Ordering::SeqCst);
+        Spinning(Arc::clone(shared))
+    }
+}
+
+impl Drop for Spinning {
+    fn drop(&mut self) {
+        self.0.spinning.store(false, Ordering::SeqCst);
+    }
+}
+
 /// A one-sided request posted: its completions still to come (a fenced
 /// WRITE has two).
 struct Posted {
@@ -1253,7 +1289,7 @@ impl Driver {
 
     /// Serves the connection until it ends.
     async fn serve(&mut self) -> io::Result<Exit> {
-        let mut wcs = [MaybeUninit::<WorkCompletion>::uninit(); POLL_BATCH];
+        let mut wcs = [WorkCompletion::ZERO; POLL_BATCH];
         let mut linger: Option<Instant> = None;
         // The linger branch's deadline while it is disabled (never used).
         let never = Instant::now();
@@ -1271,6 +1307,10 @@ impl Driver {
                 }
             } else if self.busy_poll(&mut wcs).await? {
                 return Ok(Exit::PeerGone);
+            } else {
+                // What a half queued without waking the driver (it read
+                // `spinning` before busy_poll cleared it): see `nudge`.
+                self.pump()?;
             }
             let gone = tokio::select! {
                 biased;
@@ -1337,16 +1377,14 @@ impl Driver {
     /// after a run of tasks); a task on another thread (a multi-thread
     /// runtime's worker, a [`blocking`](super::blocking) caller) that has
     /// not run by the next pass costs a turn it did not need.
-    async fn busy_poll(
-        &mut self,
-        wcs: &mut [MaybeUninit<WorkCompletion>; POLL_BATCH],
-    ) -> io::Result<bool> {
+    async fn busy_poll(&mut self, wcs: &mut [WorkCompletion; POLL_BATCH]) -> io::Result<bool> {
         let mut polls: u32 = 0;
         // Set at the first look at the clock after the last thing done (or
         // after the time was changed).
         let mut until: Option<Instant> = None;
         let mut last_budget = None;
         let mut handoff = Handoff::default();
+        let _spinning = Spinning::start(&self.guard.0);
         loop {
             let budget = self.shared().busy_poll.load(Ordering::Relaxed);
             if budget == 0 {
@@ -1406,7 +1444,7 @@ impl Driver {
     /// Takes the completions there are without waiting; whether the
     /// connection ended.
     fn drain_cq(&mut self) -> io::Result<bool> {
-        let mut wcs = [MaybeUninit::<WorkCompletion>::uninit(); POLL_BATCH];
+        let mut wcs = [WorkCompletion::ZERO; POLL_BATCH];
         let mut gone = false;
         loop {
             let got: Vec<WorkCompletion> = self.cq.cq().poll(&mut wcs).map_err(io_err)?.to_vec();
@@ -1437,7 +1475,7 @@ impl Driver {
         if kind == WR_RDMA {
             return self.complete_one_sided(slot, wc);
         }
-        let shared = Arc::clone(&self.guard.0);
+        let shared = &*self.guard.0;
         let mut st = shared.lock();
         if wc.status() == WcStatus::WorkRequestFlushed {
             return Ok(true);
@@ -1561,7 +1599,7 @@ impl Driver {
     /// whether it posted anything.
     fn pump(&mut self) -> io::Result<bool> {
         let before = (self.posted_recvs, self.posted_sends);
-        let shared = Arc::clone(&self.guard.0);
+        let shared = &*self.guard.0;
         let msg = shared.mode == Mode::Message;
         let mut st = shared.lock();
         self.halves_gone = st.reader_gone && st.writer_gone;
@@ -1614,8 +1652,10 @@ impl Driver {
             }
         }
         drop(st);
-        for (slot, op) in ops {
-            self.post_one_sided(slot, op)?;
+        if !ops.is_empty() {
+            for (slot, op) in ops {
+                self.post_one_sided(slot, op)?;
+            }
         }
         if fin_due && self.credits.can_send_data() && !self.ctrl_free.is_empty() {
             self.post_ctrl(true)?;
@@ -1693,7 +1733,7 @@ impl Driver {
         // Moves the QP to ERROR: what is posted completes, flushed.
         let _ = self.id.id().disconnect();
         let deadline = Instant::now() + FLUSH_WAIT;
-        let mut wcs = [MaybeUninit::<WorkCompletion>::uninit(); POLL_BATCH];
+        let mut wcs = [WorkCompletion::ZERO; POLL_BATCH];
         while self.posted_recvs + self.posted_sends > 0 {
             let polled = tokio::time::timeout_at(deadline, self.cq.poll(&mut wcs)).await;
             let Ok(Ok(got)) = polled else { break };

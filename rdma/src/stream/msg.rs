@@ -166,7 +166,7 @@ impl MessageEndpoint {
             }
             st.queued.push_back((slot, msg.len()));
             drop(st);
-            shared.notify.notify_one();
+            shared.nudge();
             Poll::Ready(Ok(()))
         })
         .await
@@ -335,7 +335,7 @@ impl Drop for Message {
             st.pool.push(data);
         }
         drop(st);
-        self.shared.notify.notify_one();
+        self.shared.nudge();
     }
 }
 
