@@ -38,7 +38,10 @@
 # Knobs: PERF_ROUNDS (rounds per test; default 1 with --short, else 3),
 # PERF_LAT_ITERS, PERF_BW_ITERS, PERF_PROVIDERS (default "rxe siw"),
 # PERF_COUNT_ITERS (callgrind loop length, default 200), PERF_COUNT_STREAM
-# (stream round trips under callgrind, default 200), PERF_CMTIME_ROUNDS
+# (stream round trips under callgrind, default 200), PERF_COUNT_STREAM_REPS
+# (repetitions of that count, default 3: the median is reported; a
+# busy-polling client's count varies with how often its poll finds
+# nothing), PERF_CMTIME_ROUNDS
 # (default 9 with --short, else 15), PERF_CMTIME_RXE / PERF_CMTIME_SIW
 # (connections, default 100 / 40), PERF_RSTREAM_ROUNDS (default 1 with
 # --short, else 5; 0: no stream runs), PERF_RSTREAM_LAT_ITERS (round trips,
@@ -294,30 +297,34 @@ count() {
 # client under callgrind (every instruction of the process, its runtime's
 # included) against a server running natively, for PERF_COUNT_STREAM
 # round trips (default 200) and three times as many; the difference per
-# round trip leaves out set-up and teardown. The server answers faster
+# round trip leaves out set-up and teardown. PERF_COUNT_STREAM_REPS times
+# (default 3), and the median is reported. The server answers faster
 # than the client under callgrind polls, so little of the count is
-# waiting.
+# waiting; how often the client's busy poll finds nothing still varies
+# from run to run (some hundreds of instructions per round trip).
 count_stream() {
-    local out=$1 bin=$2 n=${PERF_COUNT_STREAM:-200} prog it port=27000 spid
+    local out=$1 bin=$2 n=${PERF_COUNT_STREAM:-200} reps=${PERF_COUNT_STREAM_REPS:-3} prog it rep port=27000 spid
     local -a cmd
-    for prog in ours rsocket; do
-        for it in "$n" $((3 * n)); do
-            port=$((port + 1))
-            if [ "$prog" = ours ]; then cmd=("$bin/rstream"); else cmd=(rstream); fi
-            cmd+=(-p "$port" -S 64 -C 1 -I "$it")
-            echo "== callgrind: rstream client, $prog, $it round trips"
-            timeout -k 5 300 "${cmd[@]}" -b "$RDMA_RXE_IPV4" >"$out/count.stream.$prog.$it.server" 2>&1 &
-            spid=$!
-            wait_listen "$port" 1
-            timeout -k 5 300 valgrind --tool=callgrind \
-                --callgrind-out-file="$out/callgrind.stream.$prog.$it" \
-                "${cmd[@]}" -s "$RDMA_RXE_IPV4" >"$out/count.stream.$prog.$it.log" 2>&1 ||
-                echo "callgrind of the $prog stream client failed: $?" >>"$out/count.failed"
-            wait "$spid" || echo "the $prog stream server failed: $?" >>"$out/count.failed"
-            grep -E '^custom' "$out/count.stream.$prog.$it.log" || tail -n 5 "$out/count.stream.$prog.$it.log"
+    for rep in $(seq 1 "$reps"); do
+        for prog in ours rsocket; do
+            for it in "$n" $((3 * n)); do
+                port=$((port + 1))
+                if [ "$prog" = ours ]; then cmd=("$bin/rstream"); else cmd=(rstream); fi
+                cmd+=(-p "$port" -S 64 -C 1 -I "$it")
+                echo "== callgrind: rstream client, $prog, $it round trips (repetition $rep)"
+                timeout -k 5 300 "${cmd[@]}" -b "$RDMA_RXE_IPV4" >"$out/count.stream.$prog.$it.$rep.server" 2>&1 &
+                spid=$!
+                wait_listen "$port" 1
+                timeout -k 5 300 valgrind --tool=callgrind \
+                    --callgrind-out-file="$out/callgrind.stream.$prog.$it.$rep" \
+                    "${cmd[@]}" -s "$RDMA_RXE_IPV4" >"$out/count.stream.$prog.$it.$rep.log" 2>&1 ||
+                    echo "callgrind of the $prog stream client failed: $?" >>"$out/count.failed"
+                wait "$spid" || echo "the $prog stream server failed: $?" >>"$out/count.failed"
+                grep -E '^custom' "$out/count.stream.$prog.$it.$rep.log" || tail -n 5 "$out/count.stream.$prog.$it.$rep.log"
+            done
         done
     done
-    echo "$n" >"$out/count.stream.iters"
+    echo "$n $reps" >"$out/count.stream.iters"
 }
 
 # report OUT: the side-by-side table (median over rounds) and the instruction counts.
@@ -492,22 +499,28 @@ if os.path.exists(n_path):
         print(f"  {label:<28} {t / n:8.1f}{ratio}")
 n_path = os.path.join(out, "count.stream.iters")
 if os.path.exists(n_path):
-    n = int(open(n_path).read())
+    n, reps = (int(x) for x in open(n_path).read().split())
     per = {}
     for prog in ("ours", "rsocket"):
-        a = total(os.path.join(out, f"callgrind.stream.{prog}.{n}"))
-        b = total(os.path.join(out, f"callgrind.stream.{prog}.{3 * n}"))
-        per[prog] = (b - a) / (2 * n) if a is not None and b is not None else None
+        got = []
+        for rep in range(1, reps + 1):
+            a = total(os.path.join(out, f"callgrind.stream.{prog}.{n}.{rep}"))
+            b = total(os.path.join(out, f"callgrind.stream.{prog}.{3 * n}.{rep}"))
+            if a is not None and b is not None:
+                got.append((b - a) / (2 * n))
+        per[prog] = got
     print()
     print(f"instructions per 64-byte round trip of an rstream client on rxe (callgrind, "
-          f"{3 * n} less {n} round trips; target <= 1.00 x rsockets):")
+          f"{3 * n} less {n} round trips, median of {reps}; target <= 1.00 x rsockets):")
+    med = {p: statistics.median(v) if v else None for p, v in per.items()}
     for prog, label in (("ours", "ours (rdma::stream, tokio)"), ("rsocket", "rsockets")):
-        if per[prog] is None:
+        if med[prog] is None:
             print(f"  {label:<28} no callgrind total (see count.stream.{prog}.*.log)")
             continue
-        ratio = (f"  ratio {per[prog] / per['rsocket']:.3f}"
-                 if prog == "ours" and per["rsocket"] else "")
-        print(f"  {label:<28} {per[prog]:8.1f}{ratio}")
+        ratio = (f"  ratio {med[prog] / med['rsocket']:.3f}"
+                 if prog == "ours" and med["rsocket"] else "")
+        each = " ".join(f"{v:.0f}" for v in per[prog])
+        print(f"  {label:<28} {med[prog]:8.1f}{ratio}  (runs: {each})")
 EOF
 }
 

@@ -271,6 +271,12 @@ pub(super) struct Shared {
     /// queued work (or freed a buffer) under the lock and then reads `true`
     /// need not wake it ([`Shared::nudge`]).
     spinning: AtomicBool,
+    /// A half (or the message endpoint) changed what the driver's
+    /// [`pump`](Driver::pump) acts on (data queued, buffers freed,
+    /// one-sided requests, shutdown, a half gone) since the busy-polling
+    /// driver last looked: it skips the pump of a pass that starts with
+    /// this unset. Set after the change, which is made under the lock.
+    changed: AtomicBool,
 }
 
 impl Shared {
@@ -292,9 +298,27 @@ impl Shared {
     /// pump released, sees `false` and wakes it (a permit, if it is not
     /// asleep yet).
     pub(super) fn nudge(&self) {
+        self.changed.store(true, Ordering::Release);
         if !self.spinning.load(Ordering::SeqCst) {
             self.notify.notify_one();
         }
+    }
+
+    /// Tells the driver that a half changed the state under the lock (and
+    /// released it), and wakes it even while it busy-polls: for the
+    /// changes that end its busy poll (a half gone, a shutdown), after
+    /// which it must look at the state again where it sleeps.
+    pub(super) fn poke(&self) {
+        self.changed.store(true, Ordering::Release);
+        self.notify.notify_one();
+    }
+
+    /// Whether a half changed the state since the last call (which
+    /// clears it): see [`changed`](Self::changed). The driver's pump then
+    /// takes the lock the half released, so it sees the change; a change
+    /// flagged after the swap stays flagged for the next pass.
+    fn take_changed(&self) -> bool {
+        self.changed.load(Ordering::Acquire) && self.changed.swap(false, Ordering::AcqRel)
     }
 
     /// See [`RdmaStream::set_busy_poll`].
@@ -522,6 +546,7 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
         turns: AtomicU64::new(0),
         wakes: AtomicU64::new(0),
         spinning: AtomicBool::new(false),
+        changed: AtomicBool::new(false),
     });
     let driver = Driver {
         id,
@@ -590,7 +615,7 @@ impl Drop for Conn {
             st.writer_gone = true;
             st.shutdown = true;
             drop(st);
-            shared.notify.notify_one();
+            shared.poke();
         }
     }
 }
@@ -1121,7 +1146,7 @@ impl AsyncWrite for OwnedWriteHalf {
         st.writer.register(cx.waker());
         drop(st);
         if first {
-            shared.notify.notify_one();
+            shared.poke();
         }
         Poll::Pending
     }
@@ -1133,7 +1158,7 @@ impl Drop for OwnedReadHalf {
         st.reader_gone = true;
         st.reader.clear();
         drop(st);
-        self.shared.notify.notify_one();
+        self.shared.poke();
     }
 }
 
@@ -1144,7 +1169,7 @@ impl Drop for OwnedWriteHalf {
         st.shutdown = true;
         st.writer.clear();
         drop(st);
-        self.shared.notify.notify_one();
+        self.shared.poke();
     }
 }
 
@@ -1395,8 +1420,8 @@ impl Driver {
                 until = None;
             }
             // What a woken half queued since the last pass goes before the
-            // polls.
-            if self.pump()? {
+            // polls; without a change, the pump would find nothing to do.
+            if self.shared().take_changed() && self.pump()? {
                 until = None;
             }
             let wakes = self.shared().wakes.load(Ordering::Relaxed);

@@ -233,7 +233,7 @@ impl MessageEndpoint {
             st.writer.register(cx.waker());
             drop(st);
             if queue || first {
-                shared.notify.notify_one();
+                shared.poke();
             }
             first = false;
             Poll::Pending
@@ -289,7 +289,7 @@ impl Drop for MessageEndpoint {
         st.reader.clear();
         st.writer.clear();
         drop(st);
-        self.shared.notify.notify_one();
+        self.shared.poke();
     }
 }
 
