@@ -50,7 +50,8 @@
 //! shares a small state with it, under one mutex: the received segments
 //! not read yet, the free send buffers, the filled ones not posted yet,
 //! and a waker for each side. A half wakes the driver through a
-//! [`tokio::sync::Notify`]; the driver wakes a half through its waker.
+//! [`tokio::sync::Notify`] (not while the driver busy-polls: it looks at
+//! the state on its next pass); the driver wakes a half through its waker.
 //!
 //! After each thing it handles (a completion, data to post) the driver
 //! busy-polls the CQ for a while, yielding to the runtime's other tasks
