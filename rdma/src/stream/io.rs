@@ -305,9 +305,11 @@ impl Shared {
     }
 
     /// Tells the driver that a half changed the state under the lock (and
-    /// released it), and wakes it even while it busy-polls: for the
-    /// changes that end its busy poll (a half gone, a shutdown), after
-    /// which it must look at the state again where it sleeps.
+    /// released it), and wakes it even while it busy-polls: for a half
+    /// gone, which ends the busy poll, after which the driver must look
+    /// at the state again where it sleeps (at [`closing`](Driver::closing)),
+    /// and for a shutdown (rare: the permit left while the driver
+    /// busy-polls costs one more pass of its loop later).
     pub(super) fn poke(&self) {
         self.changed.store(true, Ordering::Release);
         self.notify.notify_one();
