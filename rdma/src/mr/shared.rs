@@ -58,13 +58,10 @@ impl SharedBytes {
     /// If the range is outside the shared bytes (callers check it first).
     #[inline]
     pub(crate) fn store(&self, offset: usize, src: &[u8]) {
-        if let Some(words) = self.on_words(offset, src.len()) {
-            for (w, v) in words.iter().zip(src.chunks_exact(WORD)) {
-                w.store(u64::from_ne_bytes(v.try_into().unwrap()), Relaxed);
-            }
-            return;
+        match self.on_words(offset, src.len()) {
+            Some(words) => store_words(words, src),
+            None => self.store_split(offset, src),
         }
-        self.store_split(offset, src);
     }
 
     fn store_split(&self, offset: usize, src: &[u8]) {
@@ -77,13 +74,7 @@ impl SharedBytes {
         if let Some((w, part)) = &c.lead {
             merge(self.word(*w), part, part_of(*w, part));
         }
-        for (w, v) in self
-            .whole(&c.whole)
-            .iter()
-            .zip(at(&c.whole).chunks_exact(WORD))
-        {
-            w.store(u64::from_ne_bytes(v.try_into().unwrap()), Relaxed);
-        }
+        store_words(self.whole(&c.whole), at(&c.whole));
         if let Some((w, part)) = &c.trail {
             merge(self.word(*w), part, part_of(*w, part));
         }
@@ -116,13 +107,10 @@ impl SharedBytes {
     /// If the range is outside the shared bytes.
     #[inline]
     pub(crate) fn load(&self, offset: usize, dst: &mut [u8]) {
-        if let Some(words) = self.on_words(offset, dst.len()) {
-            for (w, v) in words.iter().zip(dst.chunks_exact_mut(WORD)) {
-                v.copy_from_slice(&w.load(Relaxed).to_ne_bytes());
-            }
-            return;
+        match self.on_words(offset, dst.len()) {
+            Some(words) => load_words(words, dst),
+            None => self.load_split(offset, dst),
         }
-        self.load_split(offset, dst);
     }
 
     fn load_split(&self, offset: usize, dst: &mut [u8]) {
@@ -136,13 +124,7 @@ impl SharedBytes {
             let bytes = self.word(*w).load(Relaxed).to_ne_bytes();
             dst[part_of(*w, part)].copy_from_slice(&bytes[part.clone()]);
         }
-        for (w, v) in self
-            .whole(&c.whole)
-            .iter()
-            .zip(dst[at(&c.whole)].chunks_exact_mut(WORD))
-        {
-            v.copy_from_slice(&w.load(Relaxed).to_ne_bytes());
-        }
+        load_words(self.whole(&c.whole), &mut dst[at(&c.whole)]);
         if let Some((w, part)) = &c.trail {
             let bytes = self.word(*w).load(Relaxed).to_ne_bytes();
             dst[part_of(*w, part)].copy_from_slice(&bytes[part.clone()]);
@@ -252,6 +234,22 @@ struct Split {
     whole: Range<usize>,
     trail: Option<(usize, Range<usize>)>,
     tail: Range<usize>,
+}
+
+/// Stores `src`, a whole number of words, into `words`.
+#[inline]
+fn store_words(words: &[AtomicU64], src: &[u8]) {
+    for (w, v) in words.iter().zip(src.chunks_exact(WORD)) {
+        w.store(u64::from_ne_bytes(v.try_into().unwrap()), Relaxed);
+    }
+}
+
+/// Loads `words` into `dst`, a whole number of words.
+#[inline]
+fn load_words(words: &[AtomicU64], dst: &mut [u8]) {
+    for (w, v) in words.iter().zip(dst.chunks_exact_mut(WORD)) {
+        v.copy_from_slice(&w.load(Relaxed).to_ne_bytes());
+    }
 }
 
 /// Stores `src` into bytes `part` of `w`, keeping its other bytes even when
