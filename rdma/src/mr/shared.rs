@@ -208,8 +208,9 @@ impl SharedBytes {
         debug_assert!(r.start >= self.words.0 && r.end <= self.words.1);
         debug_assert!((r.start - self.words.0) % WORD == 0 && r.len() % WORD == 0);
         // SAFETY: `r` starts on an aligned word and covers whole words inside
-        // the words of the range (`split`), valid and accessed only
-        // atomically, always as these `AtomicU64`s (8 bytes, 8-aligned).
+        // the words of the range (both callers, `split` and `on_words`, make
+        // it so; the debug assertions above check it), valid and accessed
+        // only atomically, always as these `AtomicU64`s (8 bytes, 8-aligned).
         unsafe {
             std::slice::from_raw_parts(self.base.add(r.start).cast::<AtomicU64>(), r.len() / WORD)
         }
