@@ -110,6 +110,24 @@ impl AsyncCompletionQueue {
         // The last poll filled the first `n` (at most `out.len()`).
         Ok(&mut out[..n])
     }
+
+    /// Waits for the queue's next completion event and consumes the events
+    /// there are, taking no completion: for a caller that polls the queue
+    /// itself, under a lock of its own. The caller arms the queue
+    /// ([`CompletionQueue::req_notify`]) and then polls it empty before it
+    /// waits, as [`poll`](Self::poll) does, else a completion that came
+    /// before the arm raises no event. Cancellation-safe: the events are
+    /// consumed in one step after the wait, with no wait between.
+    pub(crate) async fn wait_event(&self) -> Result<()> {
+        let mut guard = self
+            .fd
+            .readable()
+            .await
+            .map_err(|e| io_error("AsyncFd::readable", e))?;
+        while self.cq.get_event()? {}
+        guard.clear_ready();
+        Ok(())
+    }
 }
 
 /// The asynchronous events of a context, awaitable.

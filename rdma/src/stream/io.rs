@@ -7,7 +7,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::Duration;
@@ -218,6 +218,9 @@ pub(super) struct State {
 
     /// The connection is over.
     pub(super) ended: Option<Ended>,
+
+    /// What posts and completes, until the driver takes it at the end.
+    core: Option<Box<Core>>,
 }
 
 impl State {
@@ -247,7 +250,12 @@ impl State {
 
 /// What the halves (or the message endpoint) and the driver share.
 pub(super) struct Shared {
+    /// Dropped first: a core still in it (a driver that never ran) holds
+    /// the QP, which goes before the CQ below.
     state: Mutex<State>,
+    /// The connection's CQ, polled by whoever drives the core, under the
+    /// lock, so that completions are handled in order.
+    cq: AsyncCompletionQueue,
     /// Wakes the driver.
     pub(super) notify: Notify,
     /// Receive buffers, then send buffers, then control buffers.
@@ -277,6 +285,12 @@ pub(super) struct Shared {
     /// driver last looked: it skips the pump of a pass that starts with
     /// this unset. Set after the change, which is made under the lock.
     changed: AtomicBool,
+    /// What a half that waits and polls the CQ itself ([`Spin`]) told the
+    /// driver since it last looked: [`HALF_POLLS`] (the driver leaves the
+    /// CQ to it and sleeps without arming the CQ, [`Idle::Standby`]),
+    /// [`HALF_DONE`] (its busy-poll time passed with nothing: the driver
+    /// arms the CQ and sleeps at once), or nothing (0).
+    half_polling: AtomicU8,
 }
 
 impl Shared {
@@ -321,6 +335,55 @@ impl Shared {
     /// flagged after the swap stays flagged for the next pass.
     fn take_changed(&self) -> bool {
         self.changed.load(Ordering::Acquire) && self.changed.swap(false, Ordering::AcqRel)
+    }
+
+    /// What a half told the driver since the last call (which clears it):
+    /// see [`half_polling`](Self::half_polling).
+    fn take_half_polls(&self) -> u8 {
+        match self.half_polling.load(Ordering::Relaxed) {
+            0 => 0,
+            _ => self.half_polling.swap(0, Ordering::Relaxed),
+        }
+    }
+
+    /// A half's own turn at the core, under the lock it holds: takes the
+    /// completions there are and posts what they allow (with `poll`), or
+    /// posts what can be posted (without), as the driver would on its
+    /// next pass, without waiting for it.
+    /// An error, or a completion that says the connection ended, stays in
+    /// the core for the driver, which is woken to end the connection (and
+    /// wakes the halves then). Whether the core was there to drive: not
+    /// once the driver has taken it, or has an end to act on.
+    pub(super) fn drive(&self, st: &mut State, poll: bool) -> bool {
+        let end = with_core(st, |core, st| {
+            if core.gone || core.failed.is_some() {
+                return None;
+            }
+            // A poll that takes completions pumps after them; one that
+            // finds none has nothing new to post (a half that queued work
+            // drove the pump itself, or woke the driver).
+            let r = if poll {
+                core.poll_cq(self, st)
+            } else {
+                core.pump(self, st)
+            };
+            match r {
+                Ok(_) => Some(core.gone),
+                Err(e) => {
+                    core.failed = Some(e);
+                    Some(true)
+                }
+            }
+        });
+        match end.flatten() {
+            None => false,
+            Some(end) => {
+                if end {
+                    self.poke();
+                }
+                true
+            }
+        }
     }
 
     /// See [`RdmaStream::set_busy_poll`].
@@ -532,28 +595,8 @@ pub(super) fn conn_param() -> ConnParam {
 pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc<Shared>> {
     let Resources { cq, mr, pd, iwarp } = res;
     let cq = AsyncCompletionQueue::new(cq).map_err(io_err)?;
-    let state = State {
-        free: (0..SEND_SLOTS).rev().collect(),
-        ..State::default()
-    };
-    let shared = Arc::new(Shared {
-        state: Mutex::new(state),
-        notify: Notify::new(),
-        mr,
-        pd,
-        mode,
-        local: id.id().local_addr(),
-        peer: id.id().peer_addr(),
-        busy_poll: AtomicU64::new(default_busy_poll()),
-        turns: AtomicU64::new(0),
-        wakes: AtomicU64::new(0),
-        spinning: AtomicBool::new(false),
-        changed: AtomicBool::new(false),
-    });
-    let driver = Driver {
+    let core = Core {
         id,
-        cq,
-        guard: EndGuard(Arc::clone(&shared)),
         credits: Credits::new(RECV_SLOTS as u32),
         posted_recvs: RECV_SLOTS,
         posted_sends: 0,
@@ -562,6 +605,35 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
         in_flight: (0..ONE_SIDED_SLOTS).map(|_| None).collect(),
         iwarp,
         halves_gone: false,
+        gone: false,
+        failed: None,
+        wcs: [WorkCompletion::ZERO; POLL_BATCH],
+    };
+    let local = core.id.id().local_addr();
+    let peer = core.id.id().peer_addr();
+    let state = State {
+        free: (0..SEND_SLOTS).rev().collect(),
+        core: Some(Box::new(core)),
+        ..State::default()
+    };
+    let shared = Arc::new(Shared {
+        state: Mutex::new(state),
+        cq,
+        notify: Notify::new(),
+        mr,
+        pd,
+        mode,
+        local,
+        peer,
+        busy_poll: AtomicU64::new(default_busy_poll()),
+        turns: AtomicU64::new(0),
+        wakes: AtomicU64::new(0),
+        spinning: AtomicBool::new(false),
+        changed: AtomicBool::new(false),
+        half_polling: AtomicU8::new(0),
+    });
+    let driver = Driver {
+        guard: EndGuard(Arc::clone(&shared)),
     };
     tokio::spawn(driver.run());
     Ok(shared)
@@ -587,6 +659,7 @@ impl RdmaStream {
         RdmaStream {
             read: OwnedReadHalf {
                 shared: Arc::clone(&shared),
+                spin: Spin::default(),
             },
             write: OwnedWriteHalf { shared },
         }
@@ -866,7 +939,9 @@ impl RdmaStream {
 
     /// Sets how long the connection's driver busy-polls for completions
     /// after each thing it handles (a completion, data written) before it
-    /// sleeps on the completion channel.
+    /// sleeps on the completion channel, and how long a read that finds
+    /// nothing polls the CQ itself before it sleeps (see the
+    /// [module docs](crate::stream)).
     ///
     /// The default, [`DEFAULT_BUSY_POLL`](super::DEFAULT_BUSY_POLL), catches
     /// the reply of a fast round trip without the channel's wake-up.
@@ -912,6 +987,82 @@ impl RdmaStream {
 /// The read half of an [`RdmaStream`].
 pub struct OwnedReadHalf {
     shared: Arc<Shared>,
+    spin: Spin,
+}
+
+/// [`Shared::half_polling`]: a half polls the CQ.
+const HALF_POLLS: u8 = 1;
+/// [`Shared::half_polling`]: a half's busy poll ran out.
+const HALF_DONE: u8 = 2;
+
+/// CQ polls of a waiting half between two looks at the clock (each poll
+/// of its read is one; see [`Spin`]).
+const HALF_CLOCK_EVERY: u32 = 32;
+
+/// A reader's own busy poll while it waits for data: each poll of its
+/// read polls the CQ once and, while the connection's busy-poll time
+/// ([`Shared::busy_poll`]) lasts, wakes its own task to poll again, so a
+/// message that arrives is read in the reader's task with no hand-over
+/// from the driver's; the driver meanwhile leaves the CQ to it
+/// ([`Shared::half_polling`]). When the time passes the reader sleeps
+/// and wakes the driver, which arms the CQ.
+#[derive(Debug, Default)]
+struct Spin {
+    /// Polls since the wait began.
+    polls: u32,
+    /// When the wait's busy poll ends (set at the first look at the clock).
+    until: Option<Instant>,
+    /// This wait told the driver that a half polls.
+    told: bool,
+}
+
+impl Spin {
+    /// After a poll that found nothing to read: whether the reader polls
+    /// again (its task wakes itself) rather than sleep until the driver
+    /// wakes it.
+    fn again(&mut self, shared: &Shared) -> bool {
+        let again = match shared.busy_poll.load(Ordering::Relaxed) {
+            0 => false,
+            BUSY_POLL_FOREVER => true,
+            us => {
+                self.polls = self.polls.wrapping_add(1);
+                if self.polls % HALF_CLOCK_EVERY != 0 {
+                    true
+                } else {
+                    let now = Instant::now();
+                    let until = *self
+                        .until
+                        .get_or_insert_with(|| now + Duration::from_micros(us));
+                    now < until
+                }
+            }
+        };
+        if again {
+            shared.half_polling.store(HALF_POLLS, Ordering::Relaxed);
+            self.told = true;
+            return true;
+        }
+        // A wake-up without data (a credit-only message) starts anew.
+        self.polls = 0;
+        self.until = None;
+        if self.told {
+            // The driver may have left the CQ to this half: it takes it
+            // back now, and arms it at once (the busy-poll time has
+            // passed). The waker is registered, under the lock, before
+            // this, so a completion the driver takes wakes the reader.
+            shared.half_polling.store(HALF_DONE, Ordering::Relaxed);
+            shared.poke();
+            self.told = false;
+        }
+        false
+    }
+
+    /// The wait is over (data came, or the end).
+    fn reset(&mut self) {
+        self.polls = 0;
+        self.until = None;
+        self.told = false;
+    }
 }
 
 /// The write half of an [`RdmaStream`].
@@ -1012,9 +1163,18 @@ impl AsyncRead for OwnedReadHalf {
         cx: &mut TaskContext<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let shared = &*self.shared;
+        let this = self.get_mut();
+        let shared = &*this.shared;
         let mut st = shared.lock_half();
+        // This half is the stream's only reader: a waker registered is
+        // from its own earlier poll, and a completion taken below must not
+        // wake its task again.
+        st.reader.clear();
+        if st.rx.is_empty() && !st.fin_received && st.ended.is_none() && buf.remaining() > 0 {
+            shared.drive(&mut st, true);
+        }
         if !st.rx.is_empty() {
+            this.spin.reset();
             let mut freed = false;
             while buf.remaining() > 0 {
                 let Some(seg) = st.rx.front_mut() else { break };
@@ -1033,19 +1193,28 @@ impl AsyncRead for OwnedReadHalf {
                     freed = true;
                 }
             }
+            // The emptied buffers are posted again now (the credits for
+            // them go with the next message).
+            let posted = freed && shared.drive(&mut st, false);
             drop(st);
-            if freed {
+            if freed && !posted {
                 shared.nudge();
             }
             return Poll::Ready(Ok(()));
         }
         if buf.remaining() == 0 || st.fin_received {
+            this.spin.reset();
             return Poll::Ready(Ok(()));
         }
         if let Some(why) = &st.ended {
+            this.spin.reset();
             return Poll::Ready(Err(ended_error(why, false)));
         }
         st.reader.register(cx.waker());
+        drop(st);
+        if this.spin.again(shared) {
+            cx.waker().wake_by_ref();
+        }
         Poll::Pending
     }
 }
@@ -1061,6 +1230,8 @@ impl AsyncWrite for OwnedWriteHalf {
     ) -> Poll<io::Result<usize>> {
         let shared = &*self.shared;
         let mut st = shared.lock_half();
+        // This half is the stream's only writer: as in `poll_read`.
+        st.writer.clear();
         if let Some(why) = &st.ended {
             return Poll::Ready(Err(ended_error(why, true)));
         }
@@ -1072,6 +1243,10 @@ impl AsyncWrite for OwnedWriteHalf {
         }
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
+        }
+        // No room: completed SENDs free their buffers.
+        if st.free.is_empty() && st.queued.back().is_none_or(|&(_, len)| len == MAX_PAYLOAD) {
+            shared.drive(&mut st, true);
         }
         let mut done = 0;
         // First into the buffer queued last, if it has room: it is not
@@ -1106,8 +1281,17 @@ impl AsyncWrite for OwnedWriteHalf {
             st.writer.register(cx.waker());
             return Poll::Pending;
         }
+        // Posted now when nothing written is in flight, or when the last
+        // buffer is full; else left for the next completion's pump, so
+        // that further small writes join the last buffer (as Nagle's
+        // algorithm holds back a segment while one is unacknowledged).
+        let in_flight = SEND_SLOTS - st.free.len() - st.queued.len();
+        let full = st.queued.back().is_some_and(|&(_, len)| len == MAX_PAYLOAD);
+        let posted = (in_flight == 0 || full) && shared.drive(&mut st, false);
         drop(st);
-        shared.nudge();
+        if !posted {
+            shared.nudge();
+        }
         Poll::Ready(Ok(done))
     }
 
@@ -1210,15 +1394,20 @@ impl AsyncWrite for RdmaStream {
 // ------------------------------------------------------------ driver
 
 /// Tells the halves that the driver is gone when it stops without saying
-/// why (its runtime shut down, or the task was aborted).
+/// why (its runtime shut down, or the task was aborted), and drops the
+/// core (the CM id and the QP) if the driver still had it in the state.
 struct EndGuard(Arc<Shared>);
 
 impl Drop for EndGuard {
     fn drop(&mut self) {
-        self.0.lock().end(Ended::Failed(
+        let mut st = self.0.lock();
+        st.end(Ended::Failed(
             io::ErrorKind::BrokenPipe,
             "the RDMA stream's driver task stopped (its runtime shut down)".into(),
         ));
+        let core = st.core.take();
+        drop(st);
+        drop(core);
     }
 }
 
@@ -1231,24 +1420,57 @@ enum Exit {
     PeerGone,
 }
 
-/// The task that owns a stream's QP, CQ and CM id. Fields drop in order:
-/// the id (and with it the QP) before the CQ.
+/// How a busy poll ended without the connection's end.
+enum Idle {
+    /// Its time passed (or a CM event waits, or both halves are gone):
+    /// arm the CQ and sleep.
+    Sleep,
+    /// A half polls the CQ itself ([`Shared::half_polls`]): sleep without
+    /// arming, and look again after [`STANDBY`].
+    Standby,
+}
+
+/// How long a driver that left the CQ to a polling half sleeps before it
+/// looks whether the half still polls (a half that stops polling wakes it
+/// at once; one whose future was dropped mid-poll does not).
+const STANDBY: Duration = Duration::from_millis(1);
+
+/// The task that serves a stream: it sleeps on the CQ's completion channel
+/// and the CM id's events, busy-polls for a while after each thing it
+/// handles, and closes the connection. What posts and completes is the
+/// [`Core`], in the shared state, which a waiting half also drives.
 struct Driver {
-    id: AsyncCmId,
-    cq: AsyncCompletionQueue,
     guard: EndGuard,
+}
+
+/// What posts work requests and takes completions: the CM id (and with it
+/// the QP) and the bookkeeping of what is posted. It lives in the state,
+/// under its lock, so that whoever holds the lock may drive it: the driver
+/// task, or a half that waits for data or for a free buffer and polls the
+/// CQ itself. The driver takes it out when the connection ends. Fields
+/// drop in order: the id (and with it the QP) before the regions of the
+/// one-sided requests still posted.
+pub(super) struct Core {
+    id: AsyncCmId,
     credits: Credits,
     posted_recvs: usize,
     posted_sends: usize,
     ctrl_free: Vec<usize>,
     fin_posted: bool,
-    /// One-sided requests posted, by the low half of their wr id; they
-    /// drop (and their regions with them) after `id`, so after the QP.
+    /// One-sided requests posted, by the low half of their wr id.
     in_flight: Vec<Option<Posted>>,
     /// Fence each RDMA WRITE with a zero-length READ (iWARP).
     iwarp: bool,
     /// Both halves were gone at the last [`pump`](Self::pump).
     halves_gone: bool,
+    /// A completion said the connection ended (a flushed request: the QP
+    /// is in ERROR), for the driver to act on.
+    gone: bool,
+    /// An error a half met while it drove the core, for the driver, which
+    /// ends the connection with it.
+    failed: Option<io::Error>,
+    /// Completions as polled, initialised once.
+    wcs: [WorkCompletion; POLL_BATCH],
 }
 
 /// Sets [`Shared::spinning`] while the driver busy-polls; cleared (SeqCst)
@@ -1275,14 +1497,34 @@ struct Posted {
     pending: u8,
 }
 
+/// Runs `f` on the state's core (taken out meanwhile, so that both can be
+/// borrowed); `None` once the driver has taken it for good.
+fn with_core<R>(st: &mut State, f: impl FnOnce(&mut Core, &mut State) -> R) -> Option<R> {
+    let mut core = st.core.take()?;
+    let r = f(&mut core, st);
+    st.core = Some(core);
+    Some(r)
+}
+
 impl Driver {
-    fn shared(&self) -> &Shared {
+    fn shared(&self) -> &Arc<Shared> {
         &self.guard.0
     }
 
-    async fn run(mut self) {
+    /// Runs `f` on the core under the lock; first an error a half met
+    /// while driving it.
+    fn locked<R>(&self, f: impl FnOnce(&mut Core, &mut State) -> io::Result<R>) -> io::Result<R> {
+        let mut st = self.shared().lock();
+        with_core(&mut st, |core, st| match core.failed.take() {
+            Some(e) => Err(e),
+            None => f(core, st),
+        })
+        .unwrap_or_else(|| Err(io::Error::other("the RDMA stream's core is gone")))
+    }
+
+    async fn run(self) {
         let exit = self.serve().await;
-        {
+        let core = {
             let mut st = self.shared().lock();
             match &exit {
                 Ok(Exit::Closed) => {}
@@ -1294,82 +1536,114 @@ impl Driver {
                 let why = st.ended.as_ref().unwrap_or(&Ended::PeerGone);
                 let _ = op.done.send(Err(ended_error(why, true)));
             }
-        }
-        self.close().await;
+            // From here on the halves leave the CQ and the QP alone.
+            st.core.take()
+        };
+        let Some(mut core) = core else { return };
+        core.close(self.shared()).await;
         // One-sided requests whose completions were taken by `close`
         // (flushed): failed as the connection ended. Only once nothing is
         // posted any more, so that no region goes while the device may
         // still use it (else they stay, and their callers see the end).
-        if self.posted_sends == 0 {
-            for p in self.in_flight.iter_mut().filter_map(Option::take) {
-                let _ = p.op.done.send(Err(aborted(p.op.read, self.iwarp)));
+        if core.posted_sends == 0 {
+            for p in core.in_flight.iter_mut().filter_map(Option::take) {
+                let _ = p.op.done.send(Err(aborted(p.op.read, core.iwarp)));
             }
         }
-    }
-
-    fn qp(&self) -> io::Result<&QueuePair> {
-        self.id
-            .id()
-            .qp()
-            .ok_or_else(|| io::Error::other("the CM id has no QP"))
+        let mut st = self.shared().lock();
+        st.repost.clear();
+        st.wake_writer();
+        st.wake_reader();
+        drop(st);
+        // The id and the QP go here, before the guard.
+        drop(core);
     }
 
     /// Serves the connection until it ends.
-    async fn serve(&mut self) -> io::Result<Exit> {
-        let mut wcs = [WorkCompletion::ZERO; POLL_BATCH];
+    async fn serve(&self) -> io::Result<Exit> {
+        let shared = Arc::clone(self.shared());
         let mut linger: Option<Instant> = None;
         // The linger branch's deadline while it is disabled (never used).
         let never = Instant::now();
         loop {
-            self.pump()?;
-            if self.closing() {
-                let st = self.shared().lock();
-                if st.queued.is_empty() && (st.fin_done || !st.shutdown) {
+            let (closing, gone) = self.locked(|core, st| {
+                core.pump(&shared, st)?;
+                Ok((st.reader_gone && st.writer_gone, core.gone))
+            })?;
+            if gone {
+                return Ok(Exit::PeerGone);
+            }
+            let mut standby = false;
+            if closing {
+                let done =
+                    self.locked(|_, st| Ok(st.queued.is_empty() && (st.fin_done || !st.shutdown)))?;
+                if done {
                     return Ok(Exit::Closed);
                 }
-                drop(st);
                 let t = *linger.get_or_insert_with(|| Instant::now() + LINGER);
                 if Instant::now() >= t {
                     return Ok(Exit::Closed);
                 }
-            } else if self.busy_poll(&mut wcs).await? {
-                return Ok(Exit::PeerGone);
             } else {
-                // What a half queued without waking the driver (it read
-                // `spinning` before busy_poll cleared it): see `nudge`.
-                self.pump()?;
+                match self.busy_poll().await? {
+                    None => return Ok(Exit::PeerGone),
+                    Some(Idle::Standby) => standby = true,
+                    Some(Idle::Sleep) => {}
+                }
             }
+            if !standby {
+                // Arms the CQ and looks again (a completion that came
+                // before the arm raises no event), and pumps what a half
+                // queued without waking the driver (it read `spinning`
+                // before busy_poll cleared it): see `nudge`.
+                let (handled, gone) = self.locked(|core, st| {
+                    core.pump(&shared, st)?;
+                    let mut handled = core.poll_cq(&shared, st)?;
+                    if !handled {
+                        shared.cq.cq().req_notify(false).map_err(io_err)?;
+                        handled = core.poll_cq(&shared, st)?;
+                    }
+                    Ok((handled, core.gone))
+                })?;
+                if gone {
+                    return Ok(Exit::PeerGone);
+                }
+                if handled {
+                    continue;
+                }
+            }
+            let event = std::future::poll_fn(|cx| {
+                let mut st = shared.lock();
+                match st.core.as_mut() {
+                    Some(core) => core.id.poll_event(cx),
+                    None => Poll::Pending,
+                }
+            });
             let gone = tokio::select! {
                 biased;
-                r = self.cq.poll(&mut wcs) => {
-                    let wcs: Vec<WorkCompletion> = r.map_err(io_err)?.to_vec();
-                    self.complete_all(&wcs)?
+                r = shared.cq.wait_event(), if !standby => {
+                    r.map_err(io_err)?;
+                    false
                 }
-                ev = self.id.next_event() => {
+                ev = event => {
                     match ev.map_err(io_err)?.kind {
                         CmEventKind::Disconnected => {
                             // Completions that came before it are data.
-                            self.drain_cq()?;
+                            self.locked(|core, st| core.drain_cq(&shared, st))?;
                             true
                         }
                         CmEventKind::DeviceRemoval => true,
                         _ => false,
                     }
                 }
-                _ = self.guard.0.notify.notified() => false,
+                _ = shared.notify.notified() => false,
+                _ = tokio::time::sleep(STANDBY), if standby => false,
                 _ = tokio::time::sleep_until(linger.unwrap_or(never)), if linger.is_some() => false,
             };
             if gone {
                 return Ok(Exit::PeerGone);
             }
         }
-    }
-
-    /// Both halves are gone: the driver only sends what is left, then
-    /// closes.
-    fn closing(&self) -> bool {
-        let st = self.shared().lock();
-        st.reader_gone && st.writer_gone
     }
 
     /// Busy-polls the CQ, without arming it, until the connection's
@@ -1384,8 +1658,9 @@ impl Driver {
     /// reactor, a read of the channel and a re-arm), which costs more than
     /// a small message's round trip. Returns to the caller's sleep when the
     /// time passes, a CM event is queued (the peer's disconnect ends the
-    /// connection there) or both halves go; `true` when a completion says
-    /// the connection ended.
+    /// connection there) or both halves go, and to a sleep without the CQ
+    /// when a half polls it itself ([`Idle::Standby`]); `None` when a
+    /// completion says the connection ended.
     ///
     /// A yield wakes the driver's own task, which puts it at the end of
     /// the run queue, behind a task it woke. But a current-thread
@@ -1404,48 +1679,53 @@ impl Driver {
     /// after a run of tasks); a task on another thread (a multi-thread
     /// runtime's worker, a [`blocking`](super::blocking) caller) that has
     /// not run by the next pass costs a turn it did not need.
-    async fn busy_poll(&mut self, wcs: &mut [WorkCompletion; POLL_BATCH]) -> io::Result<bool> {
+    async fn busy_poll(&self) -> io::Result<Option<Idle>> {
+        let shared = Arc::clone(self.shared());
         let mut polls: u32 = 0;
         // Set at the first look at the clock after the last thing done (or
         // after the time was changed).
         let mut until: Option<Instant> = None;
         let mut last_budget = None;
         let mut handoff = Handoff::default();
-        let _spinning = Spinning::start(&self.guard.0);
+        let _spinning = Spinning::start(&shared);
         loop {
-            let budget = self.shared().busy_poll.load(Ordering::Relaxed);
+            let budget = shared.busy_poll.load(Ordering::Relaxed);
             if budget == 0 {
-                return Ok(false);
+                return Ok(Some(Idle::Sleep));
+            }
+            match shared.take_half_polls() {
+                HALF_POLLS => return Ok(Some(Idle::Standby)),
+                HALF_DONE => return Ok(Some(Idle::Sleep)),
+                _ => {}
             }
             if last_budget != Some(budget) {
                 last_budget = Some(budget);
                 until = None;
             }
+            let wakes = shared.wakes.load(Ordering::Relaxed);
             // What a woken half queued since the last pass goes before the
             // polls; without a change, the pump would find nothing to do.
-            if self.shared().take_changed() && self.pump()? {
-                until = None;
-            }
-            let wakes = self.shared().wakes.load(Ordering::Relaxed);
-            let mut handled = false;
-            for _ in 0..SPIN_POLLS {
-                let got = self.cq.cq().poll(wcs).map_err(io_err)?;
-                if !got.is_empty() {
-                    if self.complete_all(&*got)? {
-                        return Ok(true);
+            let changed = shared.take_changed();
+            let (did, gone, halves_gone) = self.locked(|core, st| {
+                let mut did = changed && core.pump(&shared, st)?;
+                for _ in 0..SPIN_POLLS {
+                    if core.poll_cq(&shared, st)? {
+                        did = true;
+                        break;
                     }
-                    handled = true;
-                    until = None;
-                    break;
                 }
+                Ok((did, core.gone, core.halves_gone))
+            })?;
+            if gone {
+                return Ok(None);
             }
-            if handled && self.pump()? {
+            if did {
                 until = None;
             }
             // A CM event (the peer's disconnect, a device removal, the
             // router's end) is handled where the driver sleeps.
-            if self.halves_gone || self.id.has_pending_event() {
-                return Ok(false);
+            if halves_gone || self.has_pending_event() {
+                return Ok(Some(Idle::Sleep));
             }
             if budget != BUSY_POLL_FOREVER {
                 polls = polls.wrapping_add(1);
@@ -1453,12 +1733,11 @@ impl Driver {
                     let now = Instant::now();
                     match until {
                         None => until = Some(now + Duration::from_micros(budget)),
-                        Some(t) if now >= t => return Ok(false),
+                        Some(t) if now >= t => return Ok(Some(Idle::Sleep)),
                         Some(_) => {}
                     }
                 }
             }
-            let shared = self.shared();
             let woke = shared.wakes.load(Ordering::Relaxed) != wakes;
             if handoff.starved(shared.turns.load(Ordering::Relaxed), woke) {
                 tokio::task::yield_now().await;
@@ -1468,31 +1747,52 @@ impl Driver {
         }
     }
 
-    /// Takes the completions there are without waiting; whether the
-    /// connection ended.
-    fn drain_cq(&mut self) -> io::Result<bool> {
-        let mut wcs = [WorkCompletion::ZERO; POLL_BATCH];
-        let mut gone = false;
-        loop {
-            let got: Vec<WorkCompletion> = self.cq.cq().poll(&mut wcs).map_err(io_err)?.to_vec();
-            if got.is_empty() {
-                return Ok(gone);
+    fn has_pending_event(&self) -> bool {
+        let st = self.shared().lock();
+        st.core.as_ref().is_none_or(|c| c.id.has_pending_event())
+    }
+}
+
+impl Core {
+    fn qp(&self) -> io::Result<&QueuePair> {
+        self.id
+            .id()
+            .qp()
+            .ok_or_else(|| io::Error::other("the CM id has no QP"))
+    }
+
+    /// Polls the CQ once and handles what it took, then posts what that
+    /// made possible; whether it took any. A completion that says the
+    /// connection ended sets [`gone`](Self::gone).
+    fn poll_cq(&mut self, shared: &Shared, st: &mut State) -> io::Result<bool> {
+        let n = shared.cq.cq().poll(&mut self.wcs).map_err(io_err)?.len();
+        if n == 0 {
+            return Ok(false);
+        }
+        for i in 0..n {
+            let wc = self.wcs[i];
+            if self.complete(shared, st, &wc)? {
+                self.gone = true;
             }
-            gone |= self.complete_all(&got)?;
         }
+        self.pump(shared, st)?;
+        Ok(true)
     }
 
-    /// Handles completions; whether one says the connection ended (a
+    /// Takes the completions there are without waiting.
+    fn drain_cq(&mut self, shared: &Shared, st: &mut State) -> io::Result<()> {
+        while self.poll_cq(shared, st)? {}
+        Ok(())
+    }
+
+    /// Handles a completion; whether it says the connection ended (a
     /// flushed request: the QP is in ERROR).
-    fn complete_all(&mut self, wcs: &[WorkCompletion]) -> io::Result<bool> {
-        let mut gone = false;
-        for wc in wcs {
-            gone |= self.complete(wc)?;
-        }
-        Ok(gone)
-    }
-
-    fn complete(&mut self, wc: &WorkCompletion) -> io::Result<bool> {
+    fn complete(
+        &mut self,
+        shared: &Shared,
+        st: &mut State,
+        wc: &WorkCompletion,
+    ) -> io::Result<bool> {
         let kind = wc.wr_id() & !0xffff_ffff;
         let slot = (wc.wr_id() & 0xffff_ffff) as usize;
         match kind {
@@ -1500,10 +1800,8 @@ impl Driver {
             _ => self.posted_sends -= 1,
         }
         if kind == WR_RDMA {
-            return self.complete_one_sided(slot, wc);
+            return self.complete_one_sided(shared, slot, wc);
         }
-        let shared = &*self.guard.0;
-        let mut st = shared.lock();
         if wc.status() == WcStatus::WorkRequestFlushed {
             return Ok(true);
         }
@@ -1577,7 +1875,12 @@ impl Driver {
     /// Counts a one-sided request's completion and hands the result to its
     /// caller (if it still waits) once it is known, freeing the slot; a
     /// failed request ends the connection.
-    fn complete_one_sided(&mut self, slot: usize, wc: &WorkCompletion) -> io::Result<bool> {
+    fn complete_one_sided(
+        &mut self,
+        shared: &Shared,
+        slot: usize,
+        wc: &WorkCompletion,
+    ) -> io::Result<bool> {
         let flushed = wc.status() == WcStatus::WorkRequestFlushed;
         // The fence of a request already answered (after an error).
         let Some(p) = self.in_flight.get_mut(slot).and_then(Option::as_mut) else {
@@ -1615,7 +1918,7 @@ impl Driver {
             }
         };
         if op.done.send(result).is_ok() {
-            self.shared().wakes.fetch_add(1, Ordering::Relaxed);
+            shared.wakes.fetch_add(1, Ordering::Relaxed);
         }
         // `op.mr` drops here: the device is done with it.
         end
@@ -1624,11 +1927,9 @@ impl Driver {
     /// Posts what can be posted: emptied receive buffers, queued data as
     /// credits allow, the FIN, a credit-only message when one is due;
     /// whether it posted anything.
-    fn pump(&mut self) -> io::Result<bool> {
+    fn pump(&mut self, shared: &Shared, st: &mut State) -> io::Result<bool> {
         let before = (self.posted_recvs, self.posted_sends);
-        let shared = &*self.guard.0;
         let msg = shared.mode == Mode::Message;
-        let mut st = shared.lock();
         self.halves_gone = st.reader_gone && st.writer_gone;
         if st.reader_gone {
             while let Some(seg) = st.rx.pop_front() {
@@ -1659,45 +1960,39 @@ impl Driver {
                 .map_err(io_err)?;
             self.posted_sends += 1;
         }
-        let fin_due = st.shutdown && st.queued.is_empty() && !self.fin_posted;
-        // One-sided requests, as many as there are free slots; posted
-        // below, without the lock.
-        let mut ops = Vec::new();
+        // One-sided requests, as many as there are free slots. Checked
+        // first: even an empty queue's loop costs, on every pump of a busy
+        // poll.
         if !st.ops.is_empty() {
-            let mut free = (0..ONE_SIDED_SLOTS)
-                .rev()
-                .filter(|&i| self.in_flight[i].is_none())
-                .peekable();
-            while let Some(&slot) = free.peek() {
-                let Some(op) = st.ops.pop_front() else { break };
-                // A request whose caller went away before it was posted.
-                if op.done.is_closed() {
+            for slot in (0..ONE_SIDED_SLOTS).rev() {
+                if self.in_flight[slot].is_some() {
                     continue;
                 }
-                free.next();
-                ops.push((slot, op));
-            }
-        }
-        drop(st);
-        // Checked first: even an empty vector's iterator costs a drop, on
-        // every pump of a busy poll.
-        if !ops.is_empty() {
-            for (slot, op) in ops {
+                // Requests whose callers went away before they were posted
+                // are dropped.
+                let op = loop {
+                    match st.ops.pop_front() {
+                        Some(op) if op.done.is_closed() => continue,
+                        op => break op,
+                    }
+                };
+                let Some(op) = op else { break };
                 self.post_one_sided(slot, op)?;
             }
         }
+        let fin_due = st.shutdown && st.queued.is_empty() && !self.fin_posted;
         if fin_due && self.credits.can_send_data() && !self.ctrl_free.is_empty() {
-            self.post_ctrl(true)?;
+            self.post_ctrl(shared, true)?;
             self.fin_posted = true;
         }
         if self.credits.credit_only_due() && !self.ctrl_free.is_empty() {
-            self.post_ctrl(false)?;
+            self.post_ctrl(shared, false)?;
         }
         Ok((self.posted_recvs, self.posted_sends) != before)
     }
 
     /// Posts a header-only message: a FIN, or credits only.
-    fn post_ctrl(&mut self, fin: bool) -> io::Result<()> {
+    fn post_ctrl(&mut self, shared: &Shared, fin: bool) -> io::Result<()> {
         let slot = self.ctrl_free.pop().expect("checked by the caller");
         let h = Header {
             credits: self.credits.take(),
@@ -1705,7 +2000,6 @@ impl Driver {
             msg: false,
         };
         let at = ctrl_at(slot);
-        let shared = Arc::clone(&self.guard.0);
         shared.mr.write(at, &h.to_bytes()).map_err(io_err)?;
         let sge = [shared.mr.sge(at..at + HEADER_LEN).map_err(io_err)?];
         let kind = if fin { WR_FIN } else { WR_CTRL };
@@ -1757,14 +2051,14 @@ impl Driver {
     }
 
     /// Disconnects and waits (for up to [`FLUSH_WAIT`]) until every
-    /// posted request has completed; the caller then drops the driver.
-    async fn close(&mut self) {
+    /// posted request has completed; the caller then drops the core. The
+    /// core is out of the state by then: nothing else polls the CQ.
+    async fn close(&mut self, shared: &Shared) {
         // Moves the QP to ERROR: what is posted completes, flushed.
         let _ = self.id.id().disconnect();
         let deadline = Instant::now() + FLUSH_WAIT;
-        let mut wcs = [WorkCompletion::ZERO; POLL_BATCH];
         while self.posted_recvs + self.posted_sends > 0 {
-            let polled = tokio::time::timeout_at(deadline, self.cq.poll(&mut wcs)).await;
+            let polled = tokio::time::timeout_at(deadline, shared.cq.poll(&mut self.wcs)).await;
             let Ok(Ok(got)) = polled else { break };
             for wc in got.iter() {
                 match wc.wr_id() & !0xffff_ffff {
@@ -1773,10 +2067,6 @@ impl Driver {
                 }
             }
         }
-        let mut st = self.shared().lock();
-        st.repost.clear();
-        st.wake_writer();
-        st.wake_reader();
     }
 }
 

@@ -44,22 +44,36 @@
 //! [`SLOT_SIZE`] bytes each (2 MiB in all), plus two small control
 //! buffers.
 //!
-//! A *driver task*, spawned on the current runtime when the stream is
-//! made, owns the QP, the CQ and the CM id. It is the only one that posts
-//! work requests and polls completions. The stream (or its two halves)
-//! shares a small state with it, under one mutex: the received segments
-//! not read yet, the free send buffers, the filled ones not posted yet,
-//! and a waker for each side. A half wakes the driver through a
-//! [`tokio::sync::Notify`] (not while the driver busy-polls: it looks at
-//! the state on its next pass); the driver wakes a half through its waker.
+//! The QP, the CQ and the CM id, with the bookkeeping of what is posted
+//! (credits, buffers in flight), form the connection's *core*, which
+//! lives in a small state shared under one mutex with the received
+//! segments not read yet, the free send buffers, the filled ones not
+//! posted yet, and a waker for each side. Whoever holds the lock may
+//! drive the core: take completions, post what can be posted. A *driver
+//! task*, spawned on the current runtime when the stream is made, does so
+//! when nobody else does, handles the CM's events and closes the
+//! connection; it owns the core once the connection ends.
 //!
-//! After each thing it handles (a completion, data to post) the driver
-//! busy-polls the CQ for a while, yielding to the runtime's other tasks
-//! after each pass of a few polls, and only then arms the CQ and sleeps
-//! on the completion channel: [`DEFAULT_BUSY_POLL`] by default, set per
-//! connection with [`RdmaStream::set_busy_poll`]. `Duration::MAX` never
-//! sleeps, for the lowest latency at a CPU's cost, as rsockets' spinning
-//! callers do.
+//! A write posts its data at once when nothing written is in flight (or
+//! it filled a buffer); else the next completion's pump posts it, so
+//! that further small writes join the buffer meanwhile. A read that
+//! finds nothing polls the CQ itself, and while the connection's
+//! busy-poll time lasts it polls again (its task wakes itself) rather
+//! than sleep: a message that arrives is read in the reader's own task,
+//! with no hand-over from the driver's, as an rsockets caller polls its
+//! own CQ. Meanwhile the driver leaves the CQ to the reader and sleeps
+//! (it looks again every millisecond, in case the read was cancelled).
+//! When the time passes the reader sleeps, and the driver takes over.
+//!
+//! The driver, in turn, after each thing it handles (a completion, data
+//! to post) busy-polls the CQ for that time, yielding to the runtime's
+//! other tasks after each pass of a few polls, and only then arms the CQ
+//! and sleeps on the completion channel. A half that queued work wakes it
+//! through a [`tokio::sync::Notify`] (not while it busy-polls: it looks
+//! at the state on its next pass); it wakes a half through its waker.
+//! The time is [`DEFAULT_BUSY_POLL`] by default, set per connection with
+//! [`RdmaStream::set_busy_poll`]. `Duration::MAX` never sleeps, for the
+//! lowest latency at a CPU's cost, as rsockets' spinning callers do.
 //!
 //! Copies: a write copies the caller's bytes into a free send buffer (one
 //! copy), the device SENDs them from there into one of the peer's posted
@@ -203,7 +217,8 @@ pub const FLUSH_WAIT: Duration = Duration::from_secs(2);
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a connection's driver busy-polls its completion queue after
 /// each thing it handles (a completion, data to post) before it sleeps on
-/// the completion channel, by default: see
+/// the completion channel, and a waiting read polls it before it sleeps,
+/// by default: see
 /// [`RdmaStream::set_busy_poll`]. `RDMA_STREAM_SPIN_US` (microseconds,
 /// read once per process; 0 none) sets another default. Waking from the
 /// channel costs a reactor wait, a read and a re-arm, more than a small

@@ -1502,6 +1502,9 @@ pub fn reads_and_writes_cancelled_in_select_lose_no_byte(env: &TestEnv) -> TestR
         let writer = {
             let data = Arc::clone(&data);
             tokio::spawn(async move {
+                // Nothing comes for a while: the reader's first reads wait
+                // (and poll the CQ themselves) until their sleeps win.
+                tokio::time::sleep(Duration::from_millis(20)).await;
                 let (mut pos, mut cancelled, mut k) = (0, 0u32, 0u64);
                 while pos < LEN {
                     k += 1;
@@ -1546,6 +1549,43 @@ pub fn reads_and_writes_cancelled_in_select_lose_no_byte(env: &TestEnv) -> TestR
             "nothing was cancelled while pending: {cancelled} reads, {wcancelled} writes"
         );
         eprintln!("    {cancelled} reads and {wcancelled} writes cancelled, {LEN} bytes intact");
+        Ok(())
+    })
+}
+
+/// A read cancelled while it polls the CQ itself (a busy-poll time of
+/// `MAX`, so it never stops on its own), on one current-thread runtime
+/// with the driver: the driver takes the CQ back. With nobody reading,
+/// the shutdown's wait for its FIN's completion is the driver's to end;
+/// then the echo is read whole.
+pub fn a_read_cancelled_while_it_polls_hands_the_cq_back(env: &TestEnv) -> TestResult {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    run_on(rt, T, async {
+        let (mut l, at) = listen(env)?;
+        let (client, server) = pair(&mut l, at).await?;
+        let srv = tokio::spawn(echo(server));
+        client.set_busy_poll(Duration::MAX);
+        let (mut rd, mut wr) = client.into_split();
+        let mut buf = [0u8; 64];
+        // Nothing was written: nothing comes, and the read polls on.
+        let r = tokio::time::timeout(Duration::from_millis(20), rd.read(&mut buf)).await;
+        check!(r.is_err(), "a read with nothing sent ended: {r:?}");
+        let start = Instant::now();
+        wr.write_all(b"after a cancelled read").await?;
+        wr.shutdown().await?;
+        let took = start.elapsed();
+        check!(
+            took < Duration::from_secs(2),
+            "the shutdown took {took:?}: the CQ was left to a read that was gone"
+        );
+        let mut back = Vec::new();
+        rd.read_to_end(&mut back).await?;
+        check!(back == b"after a cancelled read", "the echo: {back:?}");
+        let n = srv.await??;
+        check!(n == 22, "the server echoed {n} bytes");
+        eprintln!("    write and shutdown after the cancelled read: {took:?}");
         Ok(())
     })
 }
@@ -1803,6 +1843,10 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "stream::reads_and_writes_cancelled_in_select_lose_no_byte",
         run: reads_and_writes_cancelled_in_select_lose_no_byte,
+    },
+    rdma_tests::Test {
+        name: "stream::a_read_cancelled_while_it_polls_hands_the_cq_back",
+        run: a_read_cancelled_while_it_polls_hands_the_cq_back,
     },
     rdma_tests::Test {
         name: "stream::a_peer_dropped_mid_stream_ends_the_survivors_read",
