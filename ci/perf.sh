@@ -160,11 +160,19 @@ cmtime_rounds() {
 # provider's address: 64-byte ping-pong (-S 64 -C 1 -I N), the same with
 # blocking waits (-T b; ours and rsockets only) and 64 KiB batches
 # (-S 65536 -C N -I 1). The short run: one round (16 runs, about 80 s
-# under TCG, most of it process start and connection set-up).
+# under TCG, most of it process start and connection set-up). Every
+# program's server runs on CPU 0 and its client on CPU 1 (taskset), where
+# there are two: two spinning processes that the scheduler puts on one of
+# the VM's two CPUs take turns by the scheduler's tick, and a ping-pong
+# then takes milliseconds (seen for rsockets: 1.5 to 3.4 ms per round trip
+# in a run where it took 29 us before and after).
 rstream_rounds() {
     local out=$1 bin=$2 short=$3 rounds lat_iters bw_count p pi=0 addr r i ti kind flags prog cm
     local port=22000 run spid crc src
-    local -a progs kprogs order cmd
+    local -a progs kprogs order cmd pin_srv=() pin_cli=()
+    if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+        pin_srv=(taskset -c 0) pin_cli=(taskset -c 1)
+    fi
     if [ "$short" = 1 ]; then
         rounds=${PERF_RSTREAM_ROUNDS:-1} lat_iters=${PERF_RSTREAM_LAT_ITERS:-300}
         bw_count=${PERF_RSTREAM_BW_COUNT:-200}
@@ -211,11 +219,11 @@ rstream_rounds() {
                     cmd+=(-p "$port" "${flags[@]}")
                     echo "== $p round $r: ${cmd[*]} (server -b $addr, client -s $addr)"
                     t_run=$EPOCHREALTIME n=$((n + 1))
-                    timeout -k 5 60 "${cmd[@]}" -b "$addr" >"$run.server" 2>&1 &
+                    timeout -k 5 60 "${pin_srv[@]}" "${cmd[@]}" -b "$addr" >"$run.server" 2>&1 &
                     spid=$!
                     wait_listen "$port" "$cm"
                     crc=0 src=0
-                    timeout -k 5 60 "${cmd[@]}" -s "$addr" >"$run.stream" 2>&1 || crc=$?
+                    timeout -k 5 60 "${pin_cli[@]}" "${cmd[@]}" -s "$addr" >"$run.stream" 2>&1 || crc=$?
                     wait "$spid" || src=$?
                     echo "$crc $src" >"$run.rc"
                     grep -E '^custom ' "$run.stream" || tail -n 5 "$run.stream"

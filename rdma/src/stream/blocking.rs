@@ -200,7 +200,8 @@ impl RdmaStream {
     }
 
     /// Sets how long the connection's driver busy-polls after each thing
-    /// it handles before it sleeps ([`RdmaStream::set_busy_poll`](super::RdmaStream::set_busy_poll)):
+    /// it handles before it sleeps, and a read that waits polls on the
+    /// caller's thread ([`RdmaStream::set_busy_poll`](super::RdmaStream::set_busy_poll)):
     /// `Duration::MAX` for the lowest latency, at a CPU's cost.
     pub fn set_busy_poll(&self, time: Duration) {
         self.shared.set_busy_poll(time);

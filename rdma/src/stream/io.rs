@@ -239,6 +239,14 @@ impl State {
         self.writer.wake_all()
     }
 
+    /// Fails the one-sided requests not posted, as the connection ended.
+    fn fail_queued(&mut self) {
+        for op in std::mem::take(&mut self.ops) {
+            let why = self.ended.as_ref().unwrap_or(&Ended::PeerGone);
+            let _ = op.done.send(Err(ended_error(why, true)));
+        }
+    }
+
     fn end(&mut self, why: Ended) {
         if self.ended.is_none() {
             self.ended = Some(why);
@@ -275,12 +283,13 @@ pub(super) struct Shared {
     /// Tasks the driver woke (readers, writers) or answered (one-sided
     /// requests whose callers still wait).
     wakes: AtomicU64,
-    /// The driver busy-polls, and pumps again before it sleeps: a half that
-    /// queued work (or freed a buffer) under the lock and then reads `true`
-    /// need not wake it ([`Shared::nudge`]).
+    /// The driver busy-polls, and pumps again when the poll ends (before
+    /// it sleeps, or leaves the CQ to a polling reader): a half that queued
+    /// work (or freed a buffer) under the lock and then reads `true` need
+    /// not wake it ([`Shared::nudge`]).
     spinning: AtomicBool,
     /// A half (or the message endpoint) changed what the driver's
-    /// [`pump`](Driver::pump) acts on (data queued, buffers freed,
+    /// [`pump`](Core::pump) acts on (data queued, buffers freed,
     /// one-sided requests, shutdown, a half gone) since the busy-polling
     /// driver last looked: it skips the pump of a pass that starts with
     /// this unset. Set after the change, which is made under the lock.
@@ -321,7 +330,7 @@ impl Shared {
     /// Tells the driver that a half changed the state under the lock (and
     /// released it), and wakes it even while it busy-polls: for a half
     /// gone, which ends the busy poll, after which the driver must look
-    /// at the state again where it sleeps (at [`closing`](Driver::closing)),
+    /// at the state again where it sleeps (and close once both are gone),
     /// and for a shutdown (rare: the permit left while the driver
     /// busy-polls costs one more pass of its loop later).
     pub(super) fn poke(&self) {
@@ -837,8 +846,9 @@ async fn accept_task(
 
 /// A connected RDMA byte stream.
 ///
-/// Reads and writes go through registered buffers that a driver task (on
-/// the runtime that made the stream) posts and completes; see the
+/// Reads and writes go through registered buffers that the stream's own
+/// calls and a driver task (on the runtime that made the stream) post and
+/// complete; see the
 /// [module docs](crate::stream) for the design and its guarantees.
 pub struct RdmaStream {
     read: OwnedReadHalf,
@@ -946,8 +956,9 @@ impl RdmaStream {
     /// The default, [`DEFAULT_BUSY_POLL`](super::DEFAULT_BUSY_POLL), catches
     /// the reply of a fast round trip without the channel's wake-up.
     /// `Duration::ZERO` sleeps at once (the least CPU, the most latency);
-    /// `Duration::MAX` never sleeps: the driver polls as long as the
-    /// connection lives, a CPU's worth of it, for the lowest latency (as
+    /// `Duration::MAX` never sleeps: the driver (or a waiting read) polls
+    /// as long as the connection lives, a CPU's worth of it, for the
+    /// lowest latency (as
     /// Linux's `SO_BUSY_POLL` does for a socket, and rsockets' non-blocking
     /// callers that spin). The polling yields to the runtime's other tasks
     /// after each pass of a few polls and looks at the clock every few
@@ -1279,12 +1290,18 @@ impl AsyncWrite for OwnedWriteHalf {
         }
         if done == 0 {
             st.writer.register(cx.waker());
+            drop(st);
+            // Someone must take the completions that free a buffer: the
+            // driver, unless it busy-polls or a reader polls (the driver
+            // may have left the CQ to a reader whose wait has ended).
+            shared.nudge();
             return Poll::Pending;
         }
         // Posted now when nothing written is in flight, or when the last
-        // buffer is full; else left for the next completion's pump, so
-        // that further small writes join the last buffer (as Nagle's
-        // algorithm holds back a segment while one is unacknowledged).
+        // buffer is full; else left to the driver's next pass (or the pump
+        // after the next completion), so that small writes meanwhile join
+        // the last buffer, as Nagle's algorithm holds back a segment while
+        // one is unacknowledged, for a shorter time.
         let in_flight = SEND_SLOTS - st.free.len() - st.queued.len();
         let full = st.queued.back().is_some_and(|&(_, len)| len == MAX_PAYLOAD);
         let posted = (in_flight == 0 || full) && shared.drive(&mut st, false);
@@ -1295,8 +1312,8 @@ impl AsyncWrite for OwnedWriteHalf {
         Poll::Ready(Ok(done))
     }
 
-    /// Ready at once: written data is in registered send buffers, and the
-    /// driver posts it as credits allow (a shutdown waits until it is
+    /// Ready at once: written data is in registered send buffers, posted
+    /// as credits allow (a shutdown waits until it is
     /// all sent). An error when the connection has ended with data written
     /// and not sent (lost): after a clean close by the peer it succeeds.
     /// Cancellation-safe.
@@ -1333,6 +1350,10 @@ impl AsyncWrite for OwnedWriteHalf {
         drop(st);
         if first {
             shared.poke();
+        } else {
+            // As a blocked write does: someone must take the FIN's
+            // completion.
+            shared.nudge();
         }
         Poll::Pending
     }
@@ -1405,6 +1426,7 @@ impl Drop for EndGuard {
             io::ErrorKind::BrokenPipe,
             "the RDMA stream's driver task stopped (its runtime shut down)".into(),
         ));
+        st.fail_queued();
         let core = st.core.take();
         drop(st);
         drop(core);
@@ -1425,14 +1447,16 @@ enum Idle {
     /// Its time passed (or a CM event waits, or both halves are gone):
     /// arm the CQ and sleep.
     Sleep,
-    /// A half polls the CQ itself ([`Shared::half_polls`]): sleep without
+    /// A half polls the CQ itself ([`Shared::half_polling`]): sleep without
     /// arming, and look again after [`STANDBY`].
     Standby,
 }
 
 /// How long a driver that left the CQ to a polling half sleeps before it
-/// looks whether the half still polls (a half that stops polling wakes it
-/// at once; one whose future was dropped mid-poll does not).
+/// looks whether the half still polls. A half whose busy-poll time passes
+/// wakes it at once, and so do a write that waits for a buffer, a
+/// shutdown, a one-sided request and a half dropped; a read whose wait
+/// ended with data, or whose future was dropped mid-poll, does not.
 const STANDBY: Duration = Duration::from_millis(1);
 
 /// The task that serves a stream: it sleeps on the CQ's completion channel
@@ -1517,7 +1541,11 @@ impl Driver {
         let mut st = self.shared().lock();
         with_core(&mut st, |core, st| match core.failed.take() {
             Some(e) => Err(e),
-            None => f(core, st),
+            None => f(core, st).inspect_err(|e| {
+                // The halves leave the core alone until the driver ends
+                // the connection with `e`.
+                core.failed = Some(io::Error::new(e.kind(), e.to_string()));
+            }),
         })
         .unwrap_or_else(|| Err(io::Error::other("the RDMA stream's core is gone")))
     }
@@ -1531,11 +1559,7 @@ impl Driver {
                 Ok(Exit::PeerGone) => st.end(Ended::PeerGone),
                 Err(e) => st.end(Ended::Failed(e.kind(), e.to_string())),
             }
-            // Requests not posted: failed as the connection did.
-            for op in std::mem::take(&mut st.ops) {
-                let why = st.ended.as_ref().unwrap_or(&Ended::PeerGone);
-                let _ = op.done.send(Err(ended_error(why, true)));
-            }
+            st.fail_queued();
             // From here on the halves leave the CQ and the QP alone.
             st.core.take()
         };
@@ -1591,13 +1615,13 @@ impl Driver {
                     Some(Idle::Sleep) => {}
                 }
             }
+            // What a half queued without waking the driver (it read
+            // `spinning` before busy_poll cleared it): see `nudge`.
+            self.locked(|core, st| core.pump(&shared, st))?;
             if !standby {
-                // Arms the CQ and looks again (a completion that came
-                // before the arm raises no event), and pumps what a half
-                // queued without waking the driver (it read `spinning`
-                // before busy_poll cleared it): see `nudge`.
+                // Arms the CQ and looks again: a completion that came
+                // before the arm raises no event.
                 let (handled, gone) = self.locked(|core, st| {
-                    core.pump(&shared, st)?;
                     let mut handled = core.poll_cq(&shared, st)?;
                     if !handled {
                         shared.cq.cq().req_notify(false).map_err(io_err)?;
@@ -1690,12 +1714,10 @@ impl Driver {
         let _spinning = Spinning::start(&shared);
         loop {
             let budget = shared.busy_poll.load(Ordering::Relaxed);
-            if budget == 0 {
-                return Ok(Some(Idle::Sleep));
-            }
             match shared.take_half_polls() {
-                HALF_POLLS => return Ok(Some(Idle::Standby)),
+                HALF_POLLS if budget != 0 => return Ok(Some(Idle::Standby)),
                 HALF_DONE => return Ok(Some(Idle::Sleep)),
+                _ if budget == 0 => return Ok(Some(Idle::Sleep)),
                 _ => {}
             }
             if last_budget != Some(budget) {
@@ -1775,7 +1797,10 @@ impl Core {
                 self.gone = true;
             }
         }
-        self.pump(shared, st)?;
+        // The QP is in ERROR once a request was flushed: nothing more goes.
+        if !self.gone {
+            self.pump(shared, st)?;
+        }
         Ok(true)
     }
 

@@ -44,19 +44,21 @@
 //! [`SLOT_SIZE`] bytes each (2 MiB in all), plus two small control
 //! buffers.
 //!
-//! The QP, the CQ and the CM id, with the bookkeeping of what is posted
-//! (credits, buffers in flight), form the connection's *core*, which
-//! lives in a small state shared under one mutex with the received
+//! The CM id (and with it the QP), with the bookkeeping of what is
+//! posted (credits, buffers in flight), forms the connection's *core*,
+//! which lives in a small state shared under one mutex with the received
 //! segments not read yet, the free send buffers, the filled ones not
-//! posted yet, and a waker for each side. Whoever holds the lock may
-//! drive the core: take completions, post what can be posted. A *driver
-//! task*, spawned on the current runtime when the stream is made, does so
-//! when nobody else does, handles the CM's events and closes the
+//! posted yet, and a waker for each side; the CQ is polled only under
+//! that lock, so completions are handled in order. Whoever holds the lock
+//! may drive the core: take completions, post what can be posted. A
+//! *driver task*, spawned on the current runtime when the stream is made,
+//! does so when nobody else does, handles the CM's events and closes the
 //! connection; it owns the core once the connection ends.
 //!
 //! A write posts its data at once when nothing written is in flight (or
-//! it filled a buffer); else the next completion's pump posts it, so
-//! that further small writes join the buffer meanwhile. A read that
+//! it filled a buffer); else the driver's next pass (or the pump after
+//! the next completion) posts it, so that small writes meanwhile join the
+//! buffer. A read that
 //! finds nothing polls the CQ itself, and while the connection's
 //! busy-poll time lasts it polls again (its task wakes itself) rather
 //! than sleep: a message that arrives is read in the reader's own task,
