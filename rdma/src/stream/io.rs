@@ -309,7 +309,10 @@ impl Shared {
 
     /// [`lock`](Self::lock) for a half's poll, counted in `turns`.
     pub(super) fn lock_half(&self) -> MutexGuard<'_, State> {
-        self.turns.fetch_add(1, Ordering::Relaxed);
+        // Not a read-modify-write: the driver only asks whether the count
+        // changed, and of two halves that race here one store lands.
+        let t = self.turns.load(Ordering::Relaxed);
+        self.turns.store(t.wrapping_add(1), Ordering::Relaxed);
         lock(&self.state)
     }
 
@@ -369,12 +372,17 @@ impl Shared {
                 return None;
             }
             // A poll that takes completions pumps after them; one that
-            // finds none has nothing new to post (a half that queued work
-            // drove the pump itself, or woke the driver).
-            let r = if poll {
-                core.poll_cq(self, st)
-            } else {
-                core.pump(self, st)
+            // finds none has nothing new to post but the buffers a read
+            // left (a half that queued work drove the pump itself, or
+            // woke the driver).
+            let r = match poll {
+                // Receive buffers a read emptied are posted by the first
+                // poll that finds nothing.
+                true => core.poll_cq(self, st).and_then(|got| match got {
+                    false if !st.repost.is_empty() => core.pump(self, st),
+                    _ => Ok(got),
+                }),
+                false => core.pump(self, st),
             };
             match r {
                 Ok(_) => Some(core.gone),
@@ -1006,17 +1014,20 @@ const HALF_POLLS: u8 = 1;
 /// [`Shared::half_polling`]: a half's busy poll ran out.
 const HALF_DONE: u8 = 2;
 
-/// CQ polls of a waiting half between two looks at the clock (each poll
-/// of its read is one; see [`Spin`]).
-const HALF_CLOCK_EVERY: u32 = 32;
+/// CQ polls of a busy-polling read per poll of its task (see [`Spin`]).
+const READ_POLLS: u32 = 8;
+
+/// Polls of a waiting read's task between two looks at the clock (see
+/// [`Spin`]).
+const HALF_CLOCK_EVERY: u32 = 4;
 
 /// A reader's own busy poll while it waits for data: each poll of its
-/// read polls the CQ once and, while the connection's busy-poll time
-/// ([`Shared::busy_poll`]) lasts, wakes its own task to poll again, so a
-/// message that arrives is read in the reader's task with no hand-over
-/// from the driver's; the driver meanwhile leaves the CQ to it
-/// ([`Shared::half_polling`]). When the time passes the reader sleeps
-/// and wakes the driver, which arms the CQ.
+/// read polls the CQ up to [`READ_POLLS`] times and, while the
+/// connection's busy-poll time ([`Shared::busy_poll`]) lasts, wakes its
+/// own task to poll again, so a message that arrives is read in the
+/// reader's task with no hand-over from the driver's; the driver
+/// meanwhile leaves the CQ to it ([`Shared::half_polling`]). When the time
+/// passes the reader sleeps and wakes the driver, which arms the CQ.
 #[derive(Debug, Default)]
 struct Spin {
     /// Polls since the wait began.
@@ -1182,9 +1193,20 @@ impl AsyncRead for OwnedReadHalf {
         // wake its task again.
         st.reader.clear();
         if st.rx.is_empty() && !st.fin_received && st.ended.is_none() && buf.remaining() > 0 {
-            shared.drive(&mut st, true);
+            // A few polls per turn while the read busy-polls: a poll of
+            // an empty CQ costs less than a turn of the runtime.
+            let polls = match shared.busy_poll.load(Ordering::Relaxed) {
+                0 => 1,
+                _ => READ_POLLS,
+            };
+            for _ in 0..polls {
+                if !shared.drive(&mut st, true) || !st.rx.is_empty() || st.fin_received {
+                    break;
+                }
+            }
         }
         if !st.rx.is_empty() {
+            let polling = this.spin.told;
             this.spin.reset();
             let mut freed = false;
             while buf.remaining() > 0 {
@@ -1204,11 +1226,15 @@ impl AsyncRead for OwnedReadHalf {
                     freed = true;
                 }
             }
-            // The emptied buffers are posted again now (the credits for
-            // them go with the next message).
-            let posted = freed && shared.drive(&mut st, false);
-            drop(st);
-            if freed && !posted {
+            if freed && polling {
+                // The emptied buffers go with the next pump, after the
+                // reply a write may post at once: the next read's polls
+                // pump them, or the driver's next pass (it busy-polls, or
+                // looks again within STANDBY, as this read polled).
+                drop(st);
+                shared.changed.store(true, Ordering::Release);
+            } else if freed && !shared.drive(&mut st, false) {
+                drop(st);
                 shared.nudge();
             }
             return Poll::Ready(Ok(()));
@@ -1953,6 +1979,19 @@ impl Core {
     /// credits allow, the FIN, a credit-only message when one is due;
     /// whether it posted anything.
     fn pump(&mut self, shared: &Shared, st: &mut State) -> io::Result<bool> {
+        // Nothing to post, as after completions that only freed a send
+        // buffer or brought data (a write half gone has shut down, so both
+        // halves are there).
+        if st.repost.is_empty()
+            && st.queued.is_empty()
+            && st.ops.is_empty()
+            && !st.shutdown
+            && !st.reader_gone
+            && !self.credits.credit_only_due()
+        {
+            self.halves_gone = false;
+            return Ok(false);
+        }
         let before = (self.posted_recvs, self.posted_sends);
         let msg = shared.mode == Mode::Message;
         self.halves_gone = st.reader_gone && st.writer_gone;
@@ -1961,13 +2000,9 @@ impl Core {
                 st.repost.push(seg.slot);
             }
         }
-        // Without allocating: the driver pumps on every poll while it
-        // busy-polls.
-        while let Some(slot) = st.repost.pop() {
-            post_recv(self.qp()?, &shared.mr, slot).map_err(io_err)?;
-            self.posted_recvs += 1;
-            self.credits.reposted();
-        }
+        // Data first: a reply goes out before the receive buffers its
+        // request freed are posted again (their credits go with the next
+        // message).
         while self.credits.can_send_data() {
             let Some((slot, len)) = st.queued.pop_front() else {
                 break;
@@ -1984,6 +2019,13 @@ impl Core {
             qp.post_send(&mut [SendWr::send(WR_SEND | slot as u64, &sge).signaled()])
                 .map_err(io_err)?;
             self.posted_sends += 1;
+        }
+        // Without allocating: the driver pumps on every poll while it
+        // busy-polls.
+        while let Some(slot) = st.repost.pop() {
+            post_recv(self.qp()?, &shared.mr, slot).map_err(io_err)?;
+            self.posted_recvs += 1;
+            self.credits.reposted();
         }
         // One-sided requests, as many as there are free slots. Checked
         // first: even an empty queue's loop costs, on every pump of a busy
