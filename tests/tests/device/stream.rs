@@ -1553,6 +1553,58 @@ pub fn reads_and_writes_cancelled_in_select_lose_no_byte(env: &TestEnv) -> TestR
     })
 }
 
+/// Both ends never sleep (a busy-poll time of `MAX`) on a two-worker
+/// runtime, with each end's read half and write half in tasks of their
+/// own: the halves poll the CQ and post from two threads at once, the
+/// driver in between. 4 MiB each way, in writes of odd sizes, echoed and
+/// checked; then both ends shut down and read EOF.
+pub fn spinning_halves_on_two_threads_keep_every_byte(env: &TestEnv) -> TestResult {
+    const LEN: u64 = 4 << 20;
+    run(async {
+        let (mut l, at) = listen(env)?;
+        let (client, server) = pair(&mut l, at).await?;
+        client.set_busy_poll(Duration::MAX);
+        server.set_busy_poll(Duration::MAX);
+        let echo = tokio::spawn(async move {
+            let (mut rd, mut wr) = server.into_split();
+            let n = tokio::io::copy(&mut rd, &mut wr).await?;
+            wr.shutdown().await?;
+            Ok::<u64, io::Error>(n)
+        });
+        let (mut rd, mut wr) = client.into_split();
+        let writer = tokio::spawn(async move {
+            let mut source = PatternReader {
+                seed: 23,
+                pos: 0,
+                len: LEN,
+            };
+            let mut k = 0u64;
+            let mut buf = vec![0u8; 70_000];
+            loop {
+                k += 1;
+                let n = (word(5, k) % 70_000) as usize + 1;
+                let got = source.read(&mut buf[..n]).await?;
+                if got == 0 {
+                    break;
+                }
+                wr.write_all(&buf[..got]).await?;
+            }
+            wr.shutdown().await?;
+            Ok::<(), io::Error>(())
+        });
+        let mut check = PatternCheck::new(23);
+        let back = tokio::io::copy(&mut rd, &mut check).await?;
+        writer.await??;
+        let echoed = echo.await??;
+        check!(
+            back == LEN && echoed == LEN && check.pos == LEN,
+            "sent {LEN}, echoed {echoed}, read back {back} ({} checked)",
+            check.pos
+        );
+        Ok(())
+    })
+}
+
 /// A read cancelled while it polls the CQ itself (a busy-poll time of
 /// `MAX`, so it never stops on its own), on one current-thread runtime
 /// with the driver: the driver takes the CQ back. With nobody reading,
@@ -1843,6 +1895,10 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "stream::reads_and_writes_cancelled_in_select_lose_no_byte",
         run: reads_and_writes_cancelled_in_select_lose_no_byte,
+    },
+    rdma_tests::Test {
+        name: "stream::spinning_halves_on_two_threads_keep_every_byte",
+        run: spinning_halves_on_two_threads_keep_every_byte,
     },
     rdma_tests::Test {
         name: "stream::a_read_cancelled_while_it_polls_hands_the_cq_back",
