@@ -35,6 +35,11 @@ const CTRL_SLOTS: usize = 2;
 const CTRL_SIZE: usize = 64;
 /// Completions taken per poll.
 const POLL_BATCH: usize = 32;
+/// The most bytes of a SEND (header and data) copied into the work
+/// request at post time rather than read from the buffer by the device
+/// (rsockets' default is 64 bytes of data): small messages then cost the
+/// device no read of the region. siw takes up to 80 (five of its SGEs).
+const INLINE: usize = HEADER_LEN + 64;
 
 /// The process's default busy-poll time ([`DEFAULT_BUSY_POLL`](super::DEFAULT_BUSY_POLL), or
 /// `RDMA_STREAM_SPIN_US` microseconds from the environment, read once; 0
@@ -557,6 +562,8 @@ pub(super) struct Resources {
     /// The device is iWARP (siw): an RDMA WRITE completes once sent, not
     /// once placed.
     iwarp: bool,
+    /// The most bytes a SEND carries inline on this QP (0: none).
+    inline: usize,
 }
 
 impl Resources {
@@ -576,10 +583,22 @@ impl Resources {
             max_recv_wr: RECV_SLOTS as u32,
             max_send_sge: 1,
             max_recv_sge: 1,
-            max_inline_data: 0,
+            max_inline_data: INLINE as u32,
         };
         let mr = MemoryRegion::new(&pd, REGION_LEN, AccessFlags::LOCAL_WRITE)?;
-        let qp = id.create_qp(&pd, QpType::Rc, &cq, &cq, caps)?;
+        // A device that takes no inline data gets a QP without (the
+        // stream then sends every message from its buffer).
+        if id.create_qp(&pd, QpType::Rc, &cq, &cq, caps).is_err() {
+            let caps = QpCaps {
+                max_inline_data: 0,
+                ..caps
+            };
+            id.create_qp(&pd, QpType::Rc, &cq, &cq, caps)?;
+        }
+        let qp = id
+            .qp()
+            .ok_or_else(|| crate::Error::invalid("RdmaStream", "the CM id has no QP"))?;
+        let inline = (qp.caps().max_inline_data as usize).min(INLINE);
         for slot in 0..RECV_SLOTS {
             post_recv(qp, &mr, slot)?;
         }
@@ -590,7 +609,13 @@ impl Resources {
                     .map(|d| d.transport_type() == crate::TransportType::Iwarp)
             })
             .unwrap_or(false);
-        Ok(Resources { cq, mr, pd, iwarp })
+        Ok(Resources {
+            cq,
+            mr,
+            pd,
+            iwarp,
+            inline,
+        })
     }
 }
 
@@ -610,7 +635,13 @@ pub(super) fn conn_param() -> ConnParam {
 
 /// Starts the driver of a connected id and returns what it shares.
 pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc<Shared>> {
-    let Resources { cq, mr, pd, iwarp } = res;
+    let Resources {
+        cq,
+        mr,
+        pd,
+        iwarp,
+        inline,
+    } = res;
     let cq = AsyncCompletionQueue::new(cq).map_err(io_err)?;
     let core = Core {
         id,
@@ -621,6 +652,7 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
         fin_posted: false,
         in_flight: (0..ONE_SIDED_SLOTS).map(|_| None).collect(),
         iwarp,
+        inline,
         halves_gone: false,
         gone: false,
         failed: None,
@@ -1511,6 +1543,8 @@ pub(super) struct Core {
     in_flight: Vec<Option<Posted>>,
     /// Fence each RDMA WRITE with a zero-length READ (iWARP).
     iwarp: bool,
+    /// The most bytes a SEND carries inline ([`Resources::inline`]).
+    inline: usize,
     /// Both halves were gone at the last [`pump`](Self::pump).
     halves_gone: bool,
     /// A completion said the connection ended (a flushed request: the QP
@@ -2015,9 +2049,11 @@ impl Core {
             let at = send_at(slot);
             shared.mr.write(at, &h.to_bytes()).map_err(io_err)?;
             let sge = [shared.mr.sge(at..at + HEADER_LEN + len).map_err(io_err)?];
-            let qp = self.qp()?;
-            qp.post_send(&mut [SendWr::send(WR_SEND | slot as u64, &sge).signaled()])
-                .map_err(io_err)?;
+            let mut wr = SendWr::send(WR_SEND | slot as u64, &sge).signaled();
+            if HEADER_LEN + len <= self.inline {
+                wr = wr.inline();
+            }
+            self.qp()?.post_send(&mut [wr]).map_err(io_err)?;
             self.posted_sends += 1;
         }
         // Without allocating: the driver pumps on every poll while it
@@ -2070,9 +2106,11 @@ impl Core {
         shared.mr.write(at, &h.to_bytes()).map_err(io_err)?;
         let sge = [shared.mr.sge(at..at + HEADER_LEN).map_err(io_err)?];
         let kind = if fin { WR_FIN } else { WR_CTRL };
-        self.qp()?
-            .post_send(&mut [SendWr::send(kind | slot as u64, &sge).signaled()])
-            .map_err(io_err)?;
+        let mut wr = SendWr::send(kind | slot as u64, &sge).signaled();
+        if HEADER_LEN <= self.inline {
+            wr = wr.inline();
+        }
+        self.qp()?.post_send(&mut [wr]).map_err(io_err)?;
         self.posted_sends += 1;
         Ok(())
     }

@@ -80,8 +80,11 @@
 //! Copies: a write copies the caller's bytes into a free send buffer (one
 //! copy), the device SENDs them from there into one of the peer's posted
 //! receive buffers (DMA, no CPU copy), and a read copies them out into the
-//! caller's buffer (one copy). Small writes are coalesced into the send
-//! buffer not posted yet, so a run of small writes costs one SEND.
+//! caller's buffer (one copy). A message of up to 64 bytes of data goes
+//! inline instead: the provider copies it into the work request at post
+//! time, which spares the device a read of the buffer (as rsockets sends
+//! small messages). Small writes are coalesced into the send buffer not
+//! posted yet, so a run of small writes costs one SEND.
 //!
 //! # Wire format and flow control
 //! Every message is a SEND of an 8-byte header and up to
