@@ -293,6 +293,10 @@ pub(super) struct Shared {
     /// work (or freed a buffer) under the lock and then reads `true` need
     /// not wake it ([`Shared::nudge`]).
     spinning: AtomicBool,
+    /// The driver left the CQ to a polling read and sleeps without arming
+    /// it ([`Idle::Standby`]); it pumps when it wakes, within
+    /// [`STANDBY`]. Set before that sleep, cleared (SeqCst) after it.
+    standby: AtomicBool,
     /// A half (or the message endpoint) changed what the driver's
     /// [`pump`](Core::pump) acts on (data queued, buffers freed,
     /// one-sided requests, shutdown, a half gone) since the busy-polling
@@ -352,6 +356,16 @@ impl Shared {
     /// flagged after the swap stays flagged for the next pass.
     fn take_changed(&self) -> bool {
         self.changed.load(Ordering::Acquire) && self.changed.swap(false, Ordering::AcqRel)
+    }
+
+    /// Whether the driver pumps soon without being woken: it busy-polls
+    /// (a pass pumps when [`changed`](Self::changed) is set, and it pumps
+    /// when the poll ends) or is in standby (it pumps when it wakes,
+    /// within [`STANDBY`]). Read after a change made under the lock and
+    /// released: either that pump comes after the change, or the flag was
+    /// cleared before this read, as in [`nudge`](Self::nudge).
+    fn pumps_soon(&self) -> bool {
+        self.spinning.load(Ordering::SeqCst) || self.standby.load(Ordering::SeqCst)
     }
 
     /// What a half told the driver since the last call (which clears it):
@@ -678,6 +692,7 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
         turns: AtomicU64::new(0),
         wakes: AtomicU64::new(0),
         spinning: AtomicBool::new(false),
+        standby: AtomicBool::new(false),
         changed: AtomicBool::new(false),
         half_polling: AtomicU8::new(0),
     });
@@ -1258,11 +1273,10 @@ impl AsyncRead for OwnedReadHalf {
                     freed = true;
                 }
             }
-            if freed && polling {
+            if freed && polling && shared.pumps_soon() {
                 // The emptied buffers go with the next pump, after the
                 // reply a write may post at once: the next read's polls
-                // pump them, or the driver's next pass (it busy-polls, or
-                // looks again within STANDBY, as this read polled).
+                // pump them, or the driver's next pass.
                 drop(st);
                 shared.changed.store(true, Ordering::Release);
             } else if freed && !shared.drive(&mut st, false) {
@@ -1574,6 +1588,23 @@ impl Drop for Spinning {
     }
 }
 
+/// Sets [`Shared::standby`] while the driver sleeps in standby; cleared
+/// (SeqCst) when the sleep ends, however it ends.
+struct Standby(Arc<Shared>);
+
+impl Standby {
+    fn start(shared: &Arc<Shared>) -> Standby {
+        shared.standby.store(true, Ordering::SeqCst);
+        Standby(Arc::clone(shared))
+    }
+}
+
+impl Drop for Standby {
+    fn drop(&mut self) {
+        self.0.standby.store(false, Ordering::SeqCst);
+    }
+}
+
 /// A one-sided request posted: its completions still to come (a fenced
 /// WRITE has two).
 struct Posted {
@@ -1599,8 +1630,9 @@ impl Driver {
     /// while driving it.
     fn locked<R>(&self, f: impl FnOnce(&mut Core, &mut State) -> io::Result<R>) -> io::Result<R> {
         let mut st = self.shared().lock();
-        with_core(&mut st, |core, st| match core.failed.take() {
-            Some(e) => Err(e),
+        with_core(&mut st, |core, st| match &core.failed {
+            // Kept: the halves leave the core alone until `run` takes it.
+            Some(e) => Err(io::Error::new(e.kind(), e.to_string())),
             None => f(core, st).inspect_err(|e| {
                 // The halves leave the core alone until the driver ends
                 // the connection with `e`.
@@ -1703,6 +1735,9 @@ impl Driver {
                     None => Poll::Pending,
                 }
             });
+            // Cleared when the wait ends, however it ends; the pump at the
+            // top of the loop follows.
+            let _standby = standby.then(|| Standby::start(&shared));
             let gone = tokio::select! {
                 biased;
                 r = shared.cq.wait_event(), if !standby => {

@@ -81,7 +81,8 @@
 //! copy), the device SENDs them from there into one of the peer's posted
 //! receive buffers (DMA, no CPU copy), and a read copies them out into the
 //! caller's buffer (one copy). A message of up to 64 bytes of data goes
-//! inline instead: the provider copies it into the work request at post
+//! inline instead, where the QP takes that much inline data (rxe and siw
+//! do): the provider copies it into the work request at post
 //! time, which spares the device a read of the buffer (as rsockets sends
 //! small messages). Small writes are coalesced into the send buffer not
 //! posted yet, so a run of small writes costs one SEND.

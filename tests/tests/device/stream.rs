@@ -1605,6 +1605,48 @@ pub fn spinning_halves_on_two_threads_keep_every_byte(env: &TestEnv) -> TestResu
     })
 }
 
+/// A read cancelled while it polls, then a busy-poll time of zero (the
+/// driver sleeps on the armed CQ): the receive buffers that the next read
+/// empties still go back to the peer at once, though this side then reads
+/// no more. The peer writes more than its credits and send buffers hold,
+/// so its last write ends only once credits come back.
+pub fn buffers_read_after_a_cancelled_poll_go_back_to_the_peer(env: &TestEnv) -> TestResult {
+    run(async {
+        let (mut l, at) = listen(env)?;
+        let (client, server) = pair(&mut l, at).await?;
+        client.set_busy_poll(Duration::MAX);
+        let (mut rd, _wr) = client.into_split();
+        let mut small = [0u8; 64];
+        let r = tokio::time::timeout(Duration::from_millis(20), rd.read(&mut small)).await;
+        check!(r.is_err(), "a read with nothing sent ended: {r:?}");
+        rd.set_busy_poll(Duration::ZERO);
+        let writer = tokio::spawn(async move {
+            let (_srd, mut swr) = server.into_split();
+            let chunk = vec![7u8; MAX_PAYLOAD];
+            for _ in 0..RECV_SLOTS + SEND_SLOTS + 1 {
+                swr.write_all(&chunk).await?;
+            }
+            Ok::<_, io::Error>(swr)
+        });
+        // What the peer's credits let it send (one is kept for a
+        // credit-only message) arrives meanwhile; one read takes it all.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut buf = vec![0u8; (RECV_SLOTS - 1) * MAX_PAYLOAD];
+        let n = rd.read(&mut buf).await?;
+        check!(
+            n == buf.len(),
+            "one read took {n} bytes, not the {} that had arrived",
+            buf.len()
+        );
+        let done = tokio::time::timeout(Duration::from_secs(5), writer).await;
+        check!(
+            matches!(done, Ok(Ok(Ok(_)))),
+            "the peer's writes did not end once this side had read: {done:?}"
+        );
+        Ok(())
+    })
+}
+
 /// A read cancelled while it polls the CQ itself (a busy-poll time of
 /// `MAX`, so it never stops on its own), on one current-thread runtime
 /// with the driver: the driver takes the CQ back. With nobody reading,
@@ -1899,6 +1941,10 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "stream::spinning_halves_on_two_threads_keep_every_byte",
         run: spinning_halves_on_two_threads_keep_every_byte,
+    },
+    rdma_tests::Test {
+        name: "stream::buffers_read_after_a_cancelled_poll_go_back_to_the_peer",
+        run: buffers_read_after_a_cancelled_poll_go_back_to_the_peer,
     },
     rdma_tests::Test {
         name: "stream::a_read_cancelled_while_it_polls_hands_the_cq_back",
