@@ -282,6 +282,12 @@ impl<'a> SendWr<'a> {
 
     /// Copies the SGEs' bytes into the request at post time (the total must
     /// not exceed the QP's `max_inline_data`).
+    ///
+    /// The provider copies them with plain CPU reads inside the post call,
+    /// where without `INLINE` the device reads them later: do not write
+    /// those bytes from another thread while the post runs, or the sent
+    /// bytes are unspecified (the copy has no atomic accesses, as
+    /// [`MemoryRegion::write`](crate::MemoryRegion::write) does).
     pub fn inline(self) -> Self {
         self.flags(SendFlags::INLINE)
     }
