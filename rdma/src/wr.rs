@@ -285,9 +285,9 @@ impl<'a> SendWr<'a> {
     ///
     /// The provider copies them with plain CPU reads inside the post call,
     /// where without `INLINE` the device reads them later: do not write
-    /// those bytes from another thread while the post runs, or the sent
-    /// bytes are unspecified (the copy has no atomic accesses, as
-    /// [`MemoryRegion::write`](crate::MemoryRegion::write) does).
+    /// those bytes from another thread while the post runs. That copy
+    /// would race with the write: it makes none of the atomic accesses
+    /// that [`MemoryRegion::write`](crate::MemoryRegion::write) makes.
     pub fn inline(self) -> Self {
         self.flags(SendFlags::INLINE)
     }
