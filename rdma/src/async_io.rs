@@ -97,15 +97,7 @@ impl AsyncCompletionQueue {
             if n > 0 {
                 break n;
             }
-            let mut guard = self
-                .fd
-                .readable()
-                .await
-                .map_err(|e| io_error("AsyncFd::readable", e))?;
-            // Drain every pending event, then clear the readiness; tokio keeps
-            // a readiness that arrived meanwhile.
-            while self.cq.get_event()? {}
-            guard.clear_ready();
+            self.wait_event().await?;
         };
         // The last poll filled the first `n` (at most `out.len()`).
         Ok(&mut out[..n])
@@ -124,6 +116,8 @@ impl AsyncCompletionQueue {
             .readable()
             .await
             .map_err(|e| io_error("AsyncFd::readable", e))?;
+        // Drain every pending event, then clear the readiness; tokio keeps
+        // a readiness that arrived meanwhile.
         while self.cq.get_event()? {}
         guard.clear_ready();
         Ok(())

@@ -361,9 +361,10 @@ impl Shared {
     /// Whether the driver pumps soon without being woken: it busy-polls
     /// (a pass pumps when [`changed`](Self::changed) is set, and it pumps
     /// when the poll ends) or is in standby (it pumps when it wakes,
-    /// within [`STANDBY`]). Read after a change made under the lock and
-    /// released: either that pump comes after the change, or the flag was
-    /// cleared before this read, as in [`nudge`](Self::nudge).
+    /// within [`STANDBY`]). Read under the lock, after a change made under
+    /// it: the driver clears the flag before the pump that ends that state
+    /// and takes the lock for it, so either this read sees the flag cleared
+    /// or that pump comes after the change (as in [`nudge`](Self::nudge)).
     fn pumps_soon(&self) -> bool {
         self.spinning.load(Ordering::SeqCst) || self.standby.load(Ordering::SeqCst)
     }
@@ -1112,16 +1113,15 @@ impl Spin {
             return true;
         }
         // A wake-up without data (a credit-only message) starts anew.
-        self.polls = 0;
-        self.until = None;
-        if self.told {
+        let told = self.told;
+        self.reset();
+        if told {
             // The driver may have left the CQ to this half: it takes it
             // back now, and arms it at once (the busy-poll time has
             // passed). The waker is registered, under the lock, before
             // this, so a completion the driver takes wakes the reader.
             shared.half_polling.store(HALF_DONE, Ordering::Relaxed);
             shared.poke();
-            self.told = false;
         }
         false
     }
@@ -1571,37 +1571,22 @@ pub(super) struct Core {
     wcs: [WorkCompletion; POLL_BATCH],
 }
 
-/// Sets [`Shared::spinning`] while the driver busy-polls; cleared (SeqCst)
-/// when the poll ends, however it ends.
-struct Spinning(Arc<Shared>);
+/// Sets one of the driver's flags ([`Shared::spinning`] while it
+/// busy-polls, [`Shared::standby`] while it sleeps in standby) for as long
+/// as it lives; cleared (SeqCst) when it drops, however the poll or the
+/// sleep ends.
+struct Raised<'a>(&'a AtomicBool);
 
-impl Spinning {
-    fn start(shared: &Arc<Shared>) -> Spinning {
-        shared.spinning.store(true, Ordering::SeqCst);
-        Spinning(Arc::clone(shared))
+impl Raised<'_> {
+    fn new(flag: &AtomicBool) -> Raised<'_> {
+        flag.store(true, Ordering::SeqCst);
+        Raised(flag)
     }
 }
 
-impl Drop for Spinning {
+impl Drop for Raised<'_> {
     fn drop(&mut self) {
-        self.0.spinning.store(false, Ordering::SeqCst);
-    }
-}
-
-/// Sets [`Shared::standby`] while the driver sleeps in standby; cleared
-/// (SeqCst) when the sleep ends, however it ends.
-struct Standby(Arc<Shared>);
-
-impl Standby {
-    fn start(shared: &Arc<Shared>) -> Standby {
-        shared.standby.store(true, Ordering::SeqCst);
-        Standby(Arc::clone(shared))
-    }
-}
-
-impl Drop for Standby {
-    fn drop(&mut self) {
-        self.0.standby.store(false, Ordering::SeqCst);
+        self.0.store(false, Ordering::SeqCst);
     }
 }
 
@@ -1632,11 +1617,11 @@ impl Driver {
         let mut st = self.shared().lock();
         with_core(&mut st, |core, st| match &core.failed {
             // Kept: the halves leave the core alone until `run` takes it.
-            Some(e) => Err(io::Error::new(e.kind(), e.to_string())),
+            Some(e) => Err(copy_err(e)),
             None => f(core, st).inspect_err(|e| {
                 // The halves leave the core alone until the driver ends
                 // the connection with `e`.
-                core.failed = Some(io::Error::new(e.kind(), e.to_string()));
+                core.failed = Some(copy_err(e));
             }),
         })
         .unwrap_or_else(|| Err(io::Error::other("the RDMA stream's core is gone")))
@@ -1737,7 +1722,7 @@ impl Driver {
             });
             // Cleared when the wait ends, however it ends; the pump at the
             // top of the loop follows.
-            let _standby = standby.then(|| Standby::start(&shared));
+            let _standby = standby.then(|| Raised::new(&shared.standby));
             let gone = tokio::select! {
                 biased;
                 r = shared.cq.wait_event(), if !standby => {
@@ -1806,7 +1791,7 @@ impl Driver {
         let mut until: Option<Instant> = None;
         let mut last_budget = None;
         let mut handoff = Handoff::default();
-        let _spinning = Spinning::start(&shared);
+        let _spinning = Raised::new(&shared.spinning);
         loop {
             let budget = shared.busy_poll.load(Ordering::Relaxed);
             match shared.take_half_polls() {
@@ -2083,12 +2068,7 @@ impl Core {
             };
             let at = send_at(slot);
             shared.mr.write(at, &h.to_bytes()).map_err(io_err)?;
-            let sge = [shared.mr.sge(at..at + HEADER_LEN + len).map_err(io_err)?];
-            let mut wr = SendWr::send(WR_SEND | slot as u64, &sge).signaled();
-            if HEADER_LEN + len <= self.inline {
-                wr = wr.inline();
-            }
-            self.qp()?.post_send(&mut [wr]).map_err(io_err)?;
+            self.post_send(shared, WR_SEND | slot as u64, at..at + HEADER_LEN + len)?;
             self.posted_sends += 1;
         }
         // Without allocating: the driver pumps on every poll while it
@@ -2129,6 +2109,18 @@ impl Core {
         Ok((self.posted_recvs, self.posted_sends) != before)
     }
 
+    /// Posts a signalled SEND of `range` of the connection's region, inline
+    /// when it fits ([`inline`](Self::inline)).
+    fn post_send(&self, shared: &Shared, wr_id: u64, range: Range<usize>) -> io::Result<()> {
+        let len = range.len();
+        let sge = [shared.mr.sge(range).map_err(io_err)?];
+        let mut wr = SendWr::send(wr_id, &sge).signaled();
+        if len <= self.inline {
+            wr = wr.inline();
+        }
+        self.qp()?.post_send(&mut [wr]).map_err(io_err)
+    }
+
     /// Posts a header-only message: a FIN, or credits only.
     fn post_ctrl(&mut self, shared: &Shared, fin: bool) -> io::Result<()> {
         let slot = self.ctrl_free.pop().expect("checked by the caller");
@@ -2139,13 +2131,8 @@ impl Core {
         };
         let at = ctrl_at(slot);
         shared.mr.write(at, &h.to_bytes()).map_err(io_err)?;
-        let sge = [shared.mr.sge(at..at + HEADER_LEN).map_err(io_err)?];
         let kind = if fin { WR_FIN } else { WR_CTRL };
-        let mut wr = SendWr::send(kind | slot as u64, &sge).signaled();
-        if HEADER_LEN <= self.inline {
-            wr = wr.inline();
-        }
-        self.qp()?.post_send(&mut [wr]).map_err(io_err)?;
+        self.post_send(shared, kind | slot as u64, at..at + HEADER_LEN)?;
         self.posted_sends += 1;
         Ok(())
     }
@@ -2184,7 +2171,7 @@ impl Core {
                 Ok(())
             }
             Err(e) => {
-                let _ = op.done.send(Err(io::Error::new(e.kind(), e.to_string())));
+                let _ = op.done.send(Err(copy_err(&e)));
                 Err(e)
             }
         }
@@ -2225,6 +2212,11 @@ fn aborted(read: bool, iwarp: bool) -> io::Error {
             format!("{what}: the connection ended before the request was done")
         },
     )
+}
+
+/// An error of the same kind and text (`io::Error` is not `Clone`).
+fn copy_err(e: &io::Error) -> io::Error {
+    io::Error::new(e.kind(), e.to_string())
 }
 
 fn protocol(what: &str) -> io::Error {

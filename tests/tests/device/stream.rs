@@ -37,6 +37,13 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// One thread for the test and the streams' drivers.
+fn current_thread_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
 /// A listener on the device's address, on a port the system picks.
 fn listen(env: &TestEnv) -> R<(RdmaListener, SocketAddr)> {
     let l = RdmaListener::bind(SocketAddr::new(IpAddr::V4(env.ipv4), 0))?;
@@ -769,9 +776,7 @@ pub fn a_peer_whose_runtime_dies_ends_the_survivors_read(env: &TestEnv) -> TestR
         // The peer on a runtime of its own, which shuts down under a live
         // stream: its driver task is dropped without a FIN or a disconnect.
         let peer = std::thread::spawn(move || -> R<()> {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
+            let rt = current_thread_runtime()?;
             let s = rt.block_on(async {
                 let mut s = RdmaStream::connect(at).await?;
                 s.write_all(&pattern(6, 100_000)).await?;
@@ -1653,9 +1658,7 @@ pub fn buffers_read_after_a_cancelled_poll_go_back_to_the_peer(env: &TestEnv) ->
 /// the shutdown's wait for its FIN's completion is the driver's to end;
 /// then the echo is read whole.
 pub fn a_read_cancelled_while_it_polls_hands_the_cq_back(env: &TestEnv) -> TestResult {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = current_thread_runtime()?;
     run_on(rt, T, async {
         let (mut l, at) = listen(env)?;
         let (client, server) = pair(&mut l, at).await?;
@@ -1712,9 +1715,7 @@ async fn cpu_over(wait: Duration) -> R<Duration> {
 /// dropped.
 pub fn busy_poll_never_starves_the_runtime_and_stops_with_the_stream(env: &TestEnv) -> TestResult {
     let before = rdma_tests::resource_counts(&env.device)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = current_thread_runtime()?;
     run_on(rt, T, async {
         let (mut l, at) = listen(env)?;
         let (client, server) = pair(&mut l, at).await?;
