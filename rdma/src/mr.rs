@@ -323,6 +323,25 @@ impl MemoryRegion {
         Ok(())
     }
 
+    /// The 8 bytes at `offset` as a native-endian word: what
+    /// [`read`](Self::read) into an 8-byte array and `u64::from_ne_bytes`
+    /// give, in one load where the bytes are an aligned word.
+    #[inline]
+    pub(crate) fn read_word(&self, offset: usize) -> Result<u64> {
+        let (off, _) = self.bounds(offset..offset.saturating_add(8), "MemoryRegion::read")?;
+        Ok(self.shared().load_word(off))
+    }
+
+    /// Writes `v` as the 8 bytes at `offset` (native-endian): what
+    /// [`write`](Self::write) of `v.to_ne_bytes()` does, in one store where
+    /// the bytes are an aligned word.
+    #[inline]
+    pub(crate) fn write_word(&self, offset: usize, v: u64) -> Result<()> {
+        let (off, _) = self.bounds(offset..offset.saturating_add(8), "MemoryRegion::write")?;
+        self.shared().store_word(off, v);
+        Ok(())
+    }
+
     /// Copies `range` of the region into a new vector.
     pub fn to_vec(&self, range: impl RangeBounds<usize>) -> Result<Vec<u8>> {
         let (off, n) = self.bounds(range, "MemoryRegion::to_vec")?;

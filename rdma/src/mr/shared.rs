@@ -134,6 +134,38 @@ impl SharedBytes {
         }
     }
 
+    /// The 8 shared bytes at `offset` as one word (native byte order, as
+    /// [`load`](Self::load) would copy them), in one atomic load when they
+    /// are one of the range's aligned words, else byte by byte.
+    ///
+    /// # Panics
+    /// If the range is outside the shared bytes.
+    #[inline]
+    pub(crate) fn load_word(&self, offset: usize) -> u64 {
+        match self.on_words(offset, WORD) {
+            Some(w) => w[0].load(Relaxed),
+            None => {
+                let mut b = [0; WORD];
+                self.load_split(offset, &mut b);
+                u64::from_ne_bytes(b)
+            }
+        }
+    }
+
+    /// Stores `v` as the 8 shared bytes at `offset` (native byte order, as
+    /// [`store`](Self::store) of its bytes would), in one atomic store when
+    /// they are one of the range's aligned words.
+    ///
+    /// # Panics
+    /// If the range is outside the shared bytes.
+    #[inline]
+    pub(crate) fn store_word(&self, offset: usize, v: u64) {
+        match self.on_words(offset, WORD) {
+            Some(w) => w[0].store(v, Relaxed),
+            None => self.store_split(offset, &v.to_ne_bytes()),
+        }
+    }
+
     /// The words of `offset..offset + n` when it is whole words (the common
     /// case, which needs no [`split`](Self::split)); `None` otherwise, and
     /// for a range past the end (which the split path refuses).
@@ -321,6 +353,31 @@ mod tests {
     fn a_copy_past_the_end_panics_before_touching_memory() {
         let buf = buffer(2);
         shared(&buf, 3, 10).store(8, &[1, 2, 3]);
+    }
+
+    #[test]
+    fn word_copies_match_byte_copies_aligned_or_not() {
+        let skips: &[usize] = if cfg!(miri) { &[0, 3] } else { &[0, 1, 3, 7] };
+        for &skip in skips {
+            let buf = buffer(4);
+            let s = shared(&buf, skip, 24);
+            for at in [0, 1, 8, 16] {
+                let v = 0x0102_0304_0506_0708u64.wrapping_mul(at as u64 + 1);
+                s.store_word(at, v);
+                let mut b = [0; WORD];
+                s.load(at, &mut b);
+                assert_eq!(b, v.to_ne_bytes(), "skip {skip} at {at}");
+                s.store(at, &(!v).to_ne_bytes());
+                assert_eq!(s.load_word(at), !v, "skip {skip} at {at}");
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "inside its range")]
+    fn a_word_past_the_end_panics() {
+        let buf = buffer(2);
+        shared(&buf, 0, 12).load_word(8);
     }
 
     #[test]

@@ -1924,12 +1924,11 @@ impl Core {
         match kind {
             WR_RECV => {
                 let len = wc.byte_len() as usize;
-                let mut h = [0; HEADER_LEN];
                 if len < HEADER_LEN {
                     return Err(protocol("a message shorter than its header"));
                 }
-                shared.mr.read(recv_at(slot), &mut h).map_err(io_err)?;
-                let h = Header::from_bytes(h).map_err(|e| protocol(&e))?;
+                let h = shared.mr.read_word(recv_at(slot)).map_err(io_err)?;
+                let h = Header::from_bytes(h.to_ne_bytes()).map_err(|e| protocol(&e))?;
                 let message = shared.mode == Mode::Message;
                 if h.msg != message && (h.msg || len > HEADER_LEN) {
                     return Err(protocol(if message {
@@ -2067,7 +2066,10 @@ impl Core {
                 msg,
             };
             let at = send_at(slot);
-            shared.mr.write(at, &h.to_bytes()).map_err(io_err)?;
+            shared
+                .mr
+                .write_word(at, u64::from_ne_bytes(h.to_bytes()))
+                .map_err(io_err)?;
             self.post_send(shared, WR_SEND | slot as u64, at..at + HEADER_LEN + len)?;
             self.posted_sends += 1;
         }
@@ -2130,7 +2132,10 @@ impl Core {
             msg: false,
         };
         let at = ctrl_at(slot);
-        shared.mr.write(at, &h.to_bytes()).map_err(io_err)?;
+        shared
+            .mr
+            .write_word(at, u64::from_ne_bytes(h.to_bytes()))
+            .map_err(io_err)?;
         let kind = if fin { WR_FIN } else { WR_CTRL };
         self.post_send(shared, kind | slot as u64, at..at + HEADER_LEN)?;
         self.posted_sends += 1;
