@@ -295,7 +295,7 @@ pub(super) struct Shared {
     spinning: AtomicBool,
     /// The driver left the CQ to a polling read and sleeps without arming
     /// it ([`Idle::Standby`]); it pumps when it wakes, within
-    /// [`STANDBY`]. Set before that sleep, cleared (SeqCst) after it.
+    /// [`STANDBY_MAX`]. Set before that sleep, cleared (SeqCst) after it.
     standby: AtomicBool,
     /// A half (or the message endpoint) changed what the driver's
     /// [`pump`](Core::pump) acts on (data queued, buffers freed,
@@ -361,7 +361,7 @@ impl Shared {
     /// Whether the driver pumps soon without being woken: it busy-polls
     /// (a pass pumps when [`changed`](Self::changed) is set, and it pumps
     /// when the poll ends) or is in standby (it pumps when it wakes,
-    /// within [`STANDBY`]). Read under the lock, after a change made under
+    /// within [`STANDBY_MAX`]). Read under the lock, after a change made under
     /// it: the driver clears the flag before the pump that ends that state
     /// and takes the lock for it, so either this read sees the flag cleared
     /// or that pump comes after the change (as in [`nudge`](Self::nudge)).
@@ -1062,12 +1062,13 @@ const HALF_POLLS: u8 = 1;
 /// [`Shared::half_polling`]: a half's busy poll ran out.
 const HALF_DONE: u8 = 2;
 
-/// CQ polls of a busy-polling read per poll of its task (see [`Spin`]).
-const READ_POLLS: u32 = 8;
+/// CQ polls of a busy-polling read per poll of its task (see [`Spin`]):
+/// a few microseconds of empty polls.
+const READ_POLLS: u32 = 64;
 
 /// Polls of a waiting read's task between two looks at the clock (see
 /// [`Spin`]).
-const HALF_CLOCK_EVERY: u32 = 4;
+const HALF_CLOCK_EVERY: u32 = 2;
 
 /// A reader's own busy poll while it waits for data: each poll of its
 /// read polls the CQ up to [`READ_POLLS`] times and, while the
@@ -1240,8 +1241,11 @@ impl AsyncRead for OwnedReadHalf {
         // wake its task again.
         st.reader.clear();
         if st.rx.is_empty() && !st.fin_received && st.ended.is_none() && buf.remaining() > 0 {
-            // A few polls per turn while the read busy-polls: a poll of
-            // an empty CQ costs less than a turn of the runtime.
+            // Many polls per turn while the read busy-polls: a poll of an
+            // empty CQ costs far less than a turn of the runtime, which
+            // also turns its I/O and timer drivers (a system call, a clock
+            // read) every so many polls of tasks (61 by default). A writer
+            // on another thread waits for the lock for one turn at most.
             let polls = match shared.busy_poll.load(Ordering::Relaxed) {
                 0 => 1,
                 _ => READ_POLLS,
@@ -1520,16 +1524,68 @@ enum Idle {
     /// arm the CQ and sleep.
     Sleep,
     /// A half polls the CQ itself ([`Shared::half_polling`]): sleep without
-    /// arming, and look again after [`STANDBY`].
+    /// arming, and look again after a standby ([`STANDBY`] to
+    /// [`STANDBY_MAX`]).
     Standby,
 }
 
-/// How long a driver that left the CQ to a polling half sleeps before it
-/// looks whether the half still polls. A half whose busy-poll time passes
-/// wakes it at once, and so do a write that waits for a buffer, a
-/// shutdown, a one-sided request and a half dropped; a read whose wait
-/// ended with data, or whose future was dropped mid-poll, does not.
+/// How long a driver that left the CQ to a polling half first sleeps
+/// before it looks whether the half still polls (and pumps what a read
+/// left). A half whose busy-poll time passes wakes it at once, and so do a
+/// write that waits for a buffer, a shutdown, a one-sided
+/// request and a half dropped; a read whose wait ended with data, or whose
+/// future was dropped mid-poll, does not. Each standby that passes with
+/// nothing for the driver to post, and is followed by another, doubles
+/// the next, up to [`STANDBY_MAX`]: a reader that keeps polling then
+/// costs the runtime a wake-up of the driver (a timer, a turn of the
+/// runtime's drivers, a poll of its task) about every 8 ms rather than
+/// every millisecond, each of which delays a message that comes meanwhile.
 const STANDBY: Duration = Duration::from_millis(1);
+
+/// The longest standby: a dropped read leaves the CQ to no one for at
+/// most this long (completions wait, none is lost).
+const STANDBY_MAX: Duration = Duration::from_millis(8);
+
+/// The length of the driver's standbys (see [`STANDBY`]).
+#[derive(Debug)]
+struct Backoff {
+    /// The last standby's length.
+    last: Duration,
+    /// It passed, and nothing was posted or woke the driver since.
+    passed: bool,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff {
+            last: STANDBY,
+            passed: false,
+        }
+    }
+}
+
+impl Backoff {
+    /// The length of a standby that starts now: twice the last (up to
+    /// [`STANDBY_MAX`]) right after one that passed, else [`STANDBY`].
+    fn start(&mut self) -> Duration {
+        self.last = match self.passed {
+            true => (self.last * 2).min(STANDBY_MAX),
+            false => STANDBY,
+        };
+        self.passed = false;
+        self.last
+    }
+
+    /// A standby passed (its timer fired).
+    fn passed(&mut self) {
+        self.passed = true;
+    }
+
+    /// The driver posted something, or was woken.
+    fn reset(&mut self) {
+        self.passed = false;
+    }
+}
 
 /// The task that serves a stream: it sleeps on the CQ's completion channel
 /// and the CM id's events, busy-polls for a while after each thing it
@@ -1666,9 +1722,13 @@ impl Driver {
         let mut linger: Option<Instant> = None;
         // The linger branch's deadline while it is disabled (never used).
         let never = Instant::now();
+        let mut backoff = Backoff::default();
+        let mut standby_for = STANDBY;
         loop {
             let (closing, gone) = self.locked(|core, st| {
-                core.pump(&shared, st)?;
+                if core.pump(&shared, st)? {
+                    backoff.reset();
+                }
                 Ok((st.reader_gone && st.writer_gone, core.gone))
             })?;
             if gone {
@@ -1688,7 +1748,10 @@ impl Driver {
             } else {
                 match self.busy_poll().await? {
                     None => return Ok(Exit::PeerGone),
-                    Some(Idle::Standby) => standby = true,
+                    Some(Idle::Standby) => {
+                        standby = true;
+                        standby_for = backoff.start();
+                    }
                     Some(Idle::Sleep) => {}
                 }
             }
@@ -1723,6 +1786,7 @@ impl Driver {
             // Cleared when the wait ends, however it ends; the pump at the
             // top of the loop follows.
             let _standby = standby.then(|| Raised::new(&shared.standby));
+            backoff.reset();
             let gone = tokio::select! {
                 biased;
                 r = shared.cq.wait_event(), if !standby => {
@@ -1741,7 +1805,10 @@ impl Driver {
                     }
                 }
                 _ = shared.notify.notified() => false,
-                _ = tokio::time::sleep(STANDBY), if standby => false,
+                _ = tokio::time::sleep(standby_for), if standby => {
+                    backoff.passed();
+                    false
+                }
                 _ = tokio::time::sleep_until(linger.unwrap_or(never)), if linger.is_some() => false,
             };
             if gone {
@@ -2271,6 +2338,24 @@ mod tests {
         assert!(!h.starved(5, true));
         assert!(h.starved(5, true));
         assert!(!h.starved(6, false));
+    }
+
+    #[test]
+    fn standbys_double_while_they_pass_and_start_over_otherwise() {
+        let mut b = Backoff::default();
+        assert_eq!(b.start(), STANDBY);
+        let mut seen = vec![];
+        for _ in 0..6 {
+            b.passed();
+            seen.push(b.start().as_millis());
+        }
+        assert_eq!(seen, [2, 4, 8, 8, 8, 8]);
+        // A wake-up or a post in between starts over.
+        b.passed();
+        b.reset();
+        assert_eq!(b.start(), STANDBY);
+        // A standby that did not pass (the driver was woken) as well.
+        assert_eq!(b.start(), STANDBY);
     }
 
     #[test]
