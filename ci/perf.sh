@@ -45,7 +45,7 @@
 # (default 9 with --short, else 15), PERF_CMTIME_RXE / PERF_CMTIME_SIW
 # (connections, default 100 / 40), PERF_RSTREAM_ROUNDS (default 1 with
 # --short, else 5; 0: no stream runs), PERF_RSTREAM_LAT_ITERS (round trips,
-# default 300 / 1000), PERF_RSTREAM_BW_COUNT (64 KiB transfers each way,
+# default 2000 / 5000), PERF_RSTREAM_BW_COUNT (64 KiB transfers each way,
 # default 200 / 1000), PERF_RSTREAM_RUNTIME (current or multi: our
 # rstream's tokio runtime), PERF_RSTREAM_TOKIO_TCP=1 (also our rstream
 # over tokio's TCP; default with the full run), and those of
@@ -165,7 +165,12 @@ cmtime_rounds() {
 # there are two: two spinning processes that the scheduler puts on one of
 # the VM's two CPUs take turns by the scheduler's tick, and a ping-pong
 # then takes milliseconds (seen for rsockets: 1.5 to 3.4 ms per round trip
-# in a run where it took 29 us before and after).
+# in a run where it took 29 us before and after). The ping-pongs run 2000
+# round trips (5000 in the full run): a connection's first round trip
+# costs milliseconds under TCG (code translated at its first run, symbols
+# bound at their first call; ours runs more code, tokio's among it: 1 to
+# 4.5 ms against 0.2 to 0.6 ms for rsockets in one run), which over the
+# 300 round trips used before added several us to each transfer's mean.
 rstream_rounds() {
     local out=$1 bin=$2 short=$3 rounds lat_iters bw_count p pi=0 addr r i ti kind flags prog cm
     local port=22000 run spid crc src
@@ -174,10 +179,10 @@ rstream_rounds() {
         pin_srv=(taskset -c 0) pin_cli=(taskset -c 1)
     fi
     if [ "$short" = 1 ]; then
-        rounds=${PERF_RSTREAM_ROUNDS:-1} lat_iters=${PERF_RSTREAM_LAT_ITERS:-300}
+        rounds=${PERF_RSTREAM_ROUNDS:-1} lat_iters=${PERF_RSTREAM_LAT_ITERS:-2000}
         bw_count=${PERF_RSTREAM_BW_COUNT:-200}
     else
-        rounds=${PERF_RSTREAM_ROUNDS:-5} lat_iters=${PERF_RSTREAM_LAT_ITERS:-1000}
+        rounds=${PERF_RSTREAM_ROUNDS:-5} lat_iters=${PERF_RSTREAM_LAT_ITERS:-5000}
         bw_count=${PERF_RSTREAM_BW_COUNT:-1000}
     fi
     local t_all=$EPOCHREALTIME t_run n=0
