@@ -294,7 +294,7 @@ pub(super) struct Shared {
     /// not wake it ([`Shared::nudge`]).
     spinning: AtomicBool,
     /// The driver left the CQ to a polling read and sleeps without arming
-    /// it ([`Idle::Standby`]); it pumps when it wakes, within
+    /// it ([`Idle::Standby`]); it pumps when it wakes, within about
     /// [`STANDBY_MAX`]. Set before that sleep, cleared (SeqCst) after it.
     standby: AtomicBool,
     /// A half (or the message endpoint) changed what the driver's
@@ -309,6 +309,10 @@ pub(super) struct Shared {
     /// [`HALF_DONE`] (its busy-poll time passed with nothing: the driver
     /// arms the CQ and sleeps at once), or nothing (0).
     half_polling: AtomicU8,
+    /// The write half waits for the lock ([`Shared::lock_writer`]): a
+    /// busy-polling read ends its turn's polls early, so that the lock
+    /// goes to the writer.
+    writer_waits: AtomicBool,
 }
 
 impl Shared {
@@ -323,6 +327,16 @@ impl Shared {
         let t = self.turns.load(Ordering::Relaxed);
         self.turns.store(t.wrapping_add(1), Ordering::Relaxed);
         lock(&self.state)
+    }
+
+    /// [`lock_half`](Self::lock_half) for the write half, which says that it
+    /// waits ([`writer_waits`](Self::writer_waits)). The write half's
+    /// calls take it mutably, so one waits at a time.
+    pub(super) fn lock_writer(&self) -> MutexGuard<'_, State> {
+        self.writer_waits.store(true, Ordering::Relaxed);
+        let st = self.lock_half();
+        self.writer_waits.store(false, Ordering::Relaxed);
+        st
     }
 
     /// Tells the driver that a half changed the state under the lock (and
@@ -361,7 +375,7 @@ impl Shared {
     /// Whether the driver pumps soon without being woken: it busy-polls
     /// (a pass pumps when [`changed`](Self::changed) is set, and it pumps
     /// when the poll ends) or is in standby (it pumps when it wakes,
-    /// within [`STANDBY_MAX`]). Read under the lock, after a change made under
+    /// within about [`STANDBY_MAX`]). Read under the lock, after a change made under
     /// it: the driver clears the flag before the pump that ends that state
     /// and takes the lock for it, so either this read sees the flag cleared
     /// or that pump comes after the change (as in [`nudge`](Self::nudge)).
@@ -696,6 +710,7 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
         standby: AtomicBool::new(false),
         changed: AtomicBool::new(false),
         half_polling: AtomicU8::new(0),
+        writer_waits: AtomicBool::new(false),
     });
     let driver = Driver {
         guard: EndGuard(Arc::clone(&shared)),
@@ -1244,14 +1259,20 @@ impl AsyncRead for OwnedReadHalf {
             // Many polls per turn while the read busy-polls: a poll of an
             // empty CQ costs far less than a turn of the runtime, which
             // also turns its I/O and timer drivers (a system call, a clock
-            // read) every so many polls of tasks (61 by default). A writer
-            // on another thread waits for the lock for one turn at most.
+            // read) every so many polls of tasks (61 by default). The
+            // turn ends early when the write half waits for the lock (on
+            // another thread): the mutex is not fair, and the read would
+            // take it back first, turn after turn.
             let polls = match shared.busy_poll.load(Ordering::Relaxed) {
                 0 => 1,
                 _ => READ_POLLS,
             };
             for _ in 0..polls {
-                if !shared.drive(&mut st, true) || !st.rx.is_empty() || st.fin_received {
+                if !shared.drive(&mut st, true)
+                    || !st.rx.is_empty()
+                    || st.fin_received
+                    || shared.writer_waits.load(Ordering::Relaxed)
+                {
                     break;
                 }
             }
@@ -1316,7 +1337,7 @@ impl AsyncWrite for OwnedWriteHalf {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let shared = &*self.shared;
-        let mut st = shared.lock_half();
+        let mut st = shared.lock_writer();
         // This half is the stream's only writer: as in `poll_read`.
         st.writer.clear();
         if let Some(why) = &st.ended {
@@ -1394,7 +1415,7 @@ impl AsyncWrite for OwnedWriteHalf {
     /// and not sent (lost): after a clean close by the peer it succeeds.
     /// Cancellation-safe.
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
-        let st = self.shared.lock_half();
+        let st = self.shared.lock_writer();
         match &st.ended {
             Some(why) if !st.fin_done && !st.all_sent() => Poll::Ready(Err(ended_error(why, true))),
             _ => Poll::Ready(Ok(())),
@@ -1407,7 +1428,7 @@ impl AsyncWrite for OwnedWriteHalf {
     /// is dropped; calling it again waits again.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
         let shared = &*self.shared;
-        let mut st = shared.lock_half();
+        let mut st = shared.lock_writer();
         if st.fin_done {
             return Poll::Ready(Ok(()));
         }
@@ -1542,8 +1563,10 @@ enum Idle {
 /// every millisecond, each of which delays a message that comes meanwhile.
 const STANDBY: Duration = Duration::from_millis(1);
 
-/// The longest standby: a dropped read leaves the CQ to no one for at
-/// most this long (completions wait, none is lost).
+/// The longest standby: a read dropped mid-poll leaves the CQ to no one
+/// for about this long at most (the timer's tick of a millisecond
+/// added); its completions wait, none is lost. The wake-up after a standby
+/// that passed checks that a read still polls ([`Driver::busy_poll`]).
 const STANDBY_MAX: Duration = Duration::from_millis(8);
 
 /// The length of the driver's standbys (see [`STANDBY`]).
@@ -1581,7 +1604,8 @@ impl Backoff {
         self.passed = true;
     }
 
-    /// The driver posted something, or was woken.
+    /// The driver did something, or was woken, or a standby did not
+    /// follow at once.
     fn reset(&mut self) {
         self.passed = false;
     }
@@ -1746,7 +1770,7 @@ impl Driver {
                     return Ok(Exit::Closed);
                 }
             } else {
-                match self.busy_poll().await? {
+                match self.busy_poll(&mut backoff).await? {
                     None => return Ok(Exit::PeerGone),
                     Some(Idle::Standby) => {
                         standby = true;
@@ -1757,7 +1781,9 @@ impl Driver {
             }
             // What a half queued without waking the driver (it read
             // `spinning` before busy_poll cleared it): see `nudge`.
-            self.locked(|core, st| core.pump(&shared, st))?;
+            if self.locked(|core, st| core.pump(&shared, st))? {
+                backoff.reset();
+            }
             if !standby {
                 // Arms the CQ and looks again: a completion that came
                 // before the arm raises no event.
@@ -1773,6 +1799,7 @@ impl Driver {
                     return Ok(Exit::PeerGone);
                 }
                 if handled {
+                    backoff.reset();
                     continue;
                 }
             }
@@ -1850,8 +1877,25 @@ impl Driver {
     /// after a run of tasks); a task on another thread (a multi-thread
     /// runtime's worker, a [`blocking`](super::blocking) caller) that has
     /// not run by the next pass costs a turn it did not need.
-    async fn busy_poll(&self) -> io::Result<Option<Idle>> {
+    ///
+    /// After a standby that passed ([`Backoff`]), a `HALF_POLLS` left from
+    /// before may be stale (the read's future dropped since): it is
+    /// cleared and the driver yields once, so a read that still polls
+    /// (its task woke itself, and runs first) says so again. The standby
+    /// that follows is longer only when the first look finds it so, with
+    /// nothing done; anything else starts the back-off over.
+    async fn busy_poll(&self, backoff: &mut Backoff) -> io::Result<Option<Idle>> {
         let shared = Arc::clone(self.shared());
+        if backoff.passed {
+            let _ = shared.half_polling.compare_exchange(
+                HALF_POLLS,
+                0,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            YieldOnce(false).await;
+        }
+        let mut first = true;
         let mut polls: u32 = 0;
         // Set at the first look at the clock after the last thing done (or
         // after the time was changed).
@@ -1861,7 +1905,12 @@ impl Driver {
         let _spinning = Raised::new(&shared.spinning);
         loop {
             let budget = shared.busy_poll.load(Ordering::Relaxed);
-            match shared.take_half_polls() {
+            let half = shared.take_half_polls();
+            if !(first && half == HALF_POLLS) {
+                backoff.reset();
+            }
+            first = false;
+            match half {
                 HALF_POLLS if budget != 0 => return Ok(Some(Idle::Standby)),
                 HALF_DONE => return Ok(Some(Idle::Sleep)),
                 _ if budget == 0 => return Ok(Some(Idle::Sleep)),

@@ -64,8 +64,10 @@
 //! than sleep: a message that arrives is read in the reader's own task,
 //! with no hand-over from the driver's, as an rsockets caller polls its
 //! own CQ. Meanwhile the driver leaves the CQ to the reader and sleeps
-//! (it looks again every millisecond, in case the read was cancelled).
-//! When the time passes the reader sleeps, and the driver takes over.
+//! (it looks again after 1 ms, then after 2, 4 and 8 ms while the read
+//! still polls, in case the read was cancelled: a read dropped mid-poll
+//! leaves completions waiting for up to about 8 ms). When the time passes
+//! the reader sleeps, and the driver takes over.
 //!
 //! The driver, in turn, after each thing it handles (a completion, data
 //! to post) busy-polls the CQ for that time, yielding to the runtime's
