@@ -1880,12 +1880,17 @@ impl Driver {
     ///
     /// After a standby that passed ([`Backoff`]), a `HALF_POLLS` left from
     /// before may be stale (the read's future dropped since): it is
-    /// cleared and the driver yields once, so a read that still polls
-    /// (its task woke itself, and runs first) says so again. The standby
-    /// that follows is longer only when the first look finds it so, with
-    /// nothing done; anything else starts the back-off over.
+    /// cleared, and the driver yields once, so that a read that still
+    /// polls says so again (a task spawned on the same current-thread
+    /// runtime woke itself and runs first; a read elsewhere, or a
+    /// `block_on` future, says so at a later look). A `HALF_POLLS` seen
+    /// after that is fresh: the standby that follows is longer unless a
+    /// pass did something meanwhile, which starts the back-off over.
     async fn busy_poll(&self, backoff: &mut Backoff) -> io::Result<Option<Idle>> {
         let shared = Arc::clone(self.shared());
+        // Raised before the yield below: a half's change meanwhile is
+        // pumped when the busy poll ends, without a wake-up.
+        let _spinning = Raised::new(&shared.spinning);
         if backoff.passed {
             let _ = shared.half_polling.compare_exchange(
                 HALF_POLLS,
@@ -1895,22 +1900,15 @@ impl Driver {
             );
             YieldOnce(false).await;
         }
-        let mut first = true;
         let mut polls: u32 = 0;
         // Set at the first look at the clock after the last thing done (or
         // after the time was changed).
         let mut until: Option<Instant> = None;
         let mut last_budget = None;
         let mut handoff = Handoff::default();
-        let _spinning = Raised::new(&shared.spinning);
         loop {
             let budget = shared.busy_poll.load(Ordering::Relaxed);
-            let half = shared.take_half_polls();
-            if !(first && half == HALF_POLLS) {
-                backoff.reset();
-            }
-            first = false;
-            match half {
+            match shared.take_half_polls() {
                 HALF_POLLS if budget != 0 => return Ok(Some(Idle::Standby)),
                 HALF_DONE => return Ok(Some(Idle::Sleep)),
                 _ if budget == 0 => return Ok(Some(Idle::Sleep)),
@@ -1939,6 +1937,7 @@ impl Driver {
             }
             if did {
                 until = None;
+                backoff.reset();
             }
             // A CM event (the peer's disconnect, a device removal, the
             // router's end) is handled where the driver sleeps.
