@@ -602,6 +602,15 @@ FAIL=()
 [ ! -f "$RUN_DIR/setup-failed" ] || FAIL+=("device setup in the VM failed")
 [ -f "$OUT/guest-done" ] || FAIL+=("the benchmarks did not finish (see $RUN_DIR/console.log)")
 # A failed run of ours fails; one of perftest is only reported (it has no sample).
+# So is a cmtime run of ours on siw whose only failed connections were
+# refused with EADDRINUSE: on iWARP the source port that the RDMA CM picks
+# is bound by a kernel TCP socket, which finds it now and then held by
+# another socket (one in TIME_WAIT from the runs before); rdma-core's
+# cmtime meets the same and only reports it. Either run is left out.
+only_addr_in_use() {
+    grep -q "Address already in use" "$1" &&
+        ! grep -iE "fail|error" "$1" | grep -vE "Address already in use|^cmtime: [0-9]+ of [0-9]+ connections failed$" | grep -q .
+}
 for rc in "$OUT"/*.rc; do
     [ -e "$rc" ] || continue
     read -r c s <"$rc"
@@ -609,6 +618,13 @@ for rc in "$OUT"/*.rc; do
         msg="$(basename "$rc" .rc): client exit $c, server exit $s (see ${rc%.rc}.*)"
         case $rc in
             *.perftest.*.rc | *.rdmacore.*.rc | *.rsocket.*.rc | *.tcp.*.rc) echo "perf.sh: the C reference failed: $msg" ;;
+            siw.cmtime.*.ours.*.rc)
+                if [ "$c" = 1 ] && [ "$s" = 0 ] && only_addr_in_use "${rc%.rc}.cm"; then
+                    echo "perf.sh: left out: $msg: connections refused with EADDRINUSE only (an iWARP source port held by another TCP socket)"
+                else
+                    FAIL+=("$msg")
+                fi
+                ;;
             *) FAIL+=("$msg") ;;
         esac
     fi
