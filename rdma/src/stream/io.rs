@@ -2043,7 +2043,7 @@ impl Core {
                     return Err(protocol("a message shorter than its header"));
                 }
                 let h = shared.mr.read_word(recv_at(slot)).map_err(io_err)?;
-                let h = Header::from_bytes(h.to_ne_bytes()).map_err(|e| protocol(&e))?;
+                let h = Header::from_word(h).map_err(|e| protocol(&e))?;
                 let message = shared.mode == Mode::Message;
                 if h.msg != message && (h.msg || len > HEADER_LEN) {
                     return Err(protocol(if message {
@@ -2181,10 +2181,7 @@ impl Core {
                 msg,
             };
             let at = send_at(slot);
-            shared
-                .mr
-                .write_word(at, u64::from_ne_bytes(h.to_bytes()))
-                .map_err(io_err)?;
+            shared.mr.write_word(at, h.to_word()).map_err(io_err)?;
             self.post_send(shared, WR_SEND | slot as u64, at..at + HEADER_LEN + len)?;
             self.posted_sends += 1;
         }
@@ -2247,10 +2244,7 @@ impl Core {
             msg: false,
         };
         let at = ctrl_at(slot);
-        shared
-            .mr
-            .write_word(at, u64::from_ne_bytes(h.to_bytes()))
-            .map_err(io_err)?;
+        shared.mr.write_word(at, h.to_word()).map_err(io_err)?;
         let kind = if fin { WR_FIN } else { WR_CTRL };
         self.post_send(shared, kind | slot as u64, at..at + HEADER_LEN)?;
         self.posted_sends += 1;

@@ -297,6 +297,18 @@ impl Header {
         u64::from(self.encode()).to_le_bytes()
     }
 
+    /// The header's 8 wire bytes as the word a native-endian load of them
+    /// gives (what `MemoryRegion::write_word` stores back as those bytes).
+    fn to_word(self) -> u64 {
+        u64::from_ne_bytes(self.to_bytes())
+    }
+
+    /// The header of `word`, a native-endian load of its 8 wire bytes: as
+    /// [`from_bytes`](Self::from_bytes).
+    fn from_word(word: u64) -> Result<Header, String> {
+        Header::from_bytes(word.to_ne_bytes())
+    }
+
     /// The header of `b`; an error as [`decode`](Self::decode)'s (of the
     /// low 32 bits, which hold the version), or when a bit of the high 32
     /// (reserved) is set.
@@ -383,6 +395,8 @@ mod tests {
                     let h = Header { credits, fin, msg };
                     assert_eq!(Header::decode(h.encode()), Ok(h));
                     assert_eq!(Header::from_bytes(h.to_bytes()), Ok(h));
+                    assert_eq!(Header::from_word(h.to_word()), Ok(h));
+                    assert_eq!(h.to_word().to_ne_bytes(), h.to_bytes());
                 }
             }
         }
