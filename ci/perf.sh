@@ -166,11 +166,11 @@ cmtime_rounds() {
 # the VM's two CPUs take turns by the scheduler's tick, and a ping-pong
 # then takes milliseconds (seen for rsockets: 1.5 to 3.4 ms per round trip
 # in a run where it took 29 us before and after). The ping-pongs run 2000
-# round trips (5000 in the full run): a connection's first round trip
-# costs milliseconds under TCG (code translated at its first run, symbols
-# bound at their first call; ours runs more code, tokio's among it: 1 to
-# 4.5 ms against 0.2 to 0.6 ms for rsockets in one run), which over the
-# 300 round trips used before added several us to each transfer's mean.
+# round trips (5000 in the full run): the first few timed round trips
+# cost far more than the rest under TCG (ours: the first 0.5 to 3.4 ms,
+# rsockets about 0.4 ms; part of ours is code translated at its first
+# run), which over the 300 round trips used before added several us to
+# each transfer's mean.
 rstream_rounds() {
     local out=$1 bin=$2 short=$3 rounds lat_iters bw_count p pi=0 addr r i ti kind flags prog cm
     local port=22000 run spid crc src
