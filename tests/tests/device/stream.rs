@@ -15,6 +15,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::SinkExt;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
@@ -23,6 +24,8 @@ use hyper_util::rt::TokioIo;
 use rdma::stream::{RdmaListener, RdmaStream, MAX_PAYLOAD, RECV_SLOTS, SEND_SLOTS, SLOT_SIZE};
 use rdma_tests::{check, Outcome, Provider, TestEnv, TestResult};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio_stream::StreamExt;
+use tokio_util::codec::{Framed, FramedRead, FramedWrite, LengthDelimitedCodec};
 
 type R<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 /// The most any step of these tests may take.
@@ -1898,6 +1901,137 @@ pub fn a_peer_of_another_wire_format_is_refused_with_an_error(env: &TestEnv) -> 
     })
 }
 
+/// Frame sizes for the codec test: empty, around a word, around the data
+/// of one buffer (the codec's 4-byte length prefix moves each frame's
+/// bytes across buffer boundaries), several buffers.
+fn frame_sizes() -> Vec<usize> {
+    let mut v = vec![0, 1, 7, 8, 9, 60, 64, 65];
+    for n in [MAX_PAYLOAD, SLOT_SIZE, 3 * SLOT_SIZE] {
+        v.extend([n - 5, n - 4, n - 3, n + 1]);
+    }
+    v.push(3 << 20);
+    // Many small frames, which a writer coalesces into one buffer.
+    v.extend((0..500).map(|i| i % 97));
+    v
+}
+
+/// The most a codec frame may be here: the hostile-length check below
+/// announces more.
+const MAX_FRAME: usize = 4 << 20;
+
+fn codec() -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder()
+        .max_frame_length(MAX_FRAME)
+        .new_codec()
+}
+
+/// tokio-util's length-delimited codec runs unchanged over a stream: the
+/// server echoes each frame through one `Framed`; the client writes every
+/// frame through a `FramedWrite` on its write half while a `FramedRead` on
+/// the read half checks each echo, then shuts down and sees the end. Then
+/// a frame that announces more than the codec allows: the server's codec
+/// fails with `InvalidData` and the server drops its stream with the
+/// frame's bytes unread, and the client's read ends (EOF or an error)
+/// within the test's time, never hangs.
+pub fn codec_frames_over_a_stream(env: &TestEnv) -> TestResult {
+    run(async {
+        let (mut l, at) = listen(env)?;
+        let server = tokio::spawn(async move {
+            let (s, _) = l.accept().await?;
+            let mut framed = Framed::new(s, codec());
+            let mut frames = 0usize;
+            while let Some(frame) = framed.next().await {
+                framed.send(frame?.freeze()).await?;
+                frames += 1;
+            }
+            framed.get_mut().shutdown().await?;
+            // A second connection announces a frame longer than allowed.
+            let (s, _) = l.accept().await?;
+            let mut framed = Framed::new(s, codec());
+            let refused = match framed.next().await {
+                Some(Err(e)) => e.kind() == io::ErrorKind::InvalidData,
+                _ => false,
+            };
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((frames, refused))
+        });
+        let sizes = frame_sizes();
+        let (rd, wr) = RdmaStream::connect(at).await?.into_split();
+        let mut reader = FramedRead::new(rd, codec());
+        let mut writer = FramedWrite::new(wr, codec());
+        let send = async {
+            for (i, &n) in sizes.iter().enumerate() {
+                writer.send(Bytes::from(pattern(i as u64, n))).await?;
+            }
+            writer.get_mut().shutdown().await?;
+            R::Ok(())
+        };
+        let recv = async {
+            for (i, &n) in sizes.iter().enumerate() {
+                let frame = match reader.next().await {
+                    Some(f) => f.map_err(|e| format!("frame {i}: {e}"))?,
+                    None => {
+                        let all = sizes.len();
+                        return Err(format!("the stream ended after {i} of {all} frames").into());
+                    }
+                };
+                if frame.len() != n || frame[..] != pattern(i as u64, n)[..] {
+                    let got = frame.len();
+                    return Err(format!(
+                        "echo {i} ({got} bytes) differs from frame {i} ({n} bytes)"
+                    )
+                    .into());
+                }
+            }
+            match reader.next().await {
+                None => R::Ok(()),
+                Some(f) => Err(format!("more after the last echo: {f:?}").into()),
+            }
+        };
+        // The first error ends both: a reader that stopped would leave the
+        // writer waiting for credits.
+        tokio::try_join!(send, recv)?;
+
+        // The frame's bytes go after its length as far as credits let them:
+        // the write ends, with an error or not, once the server has dropped
+        // its stream; the read ends with EOF or an error.
+        let (rd, mut wr) = RdmaStream::connect(at).await?.into_split();
+        let announced = u32::try_from(MAX_FRAME + 1)?;
+        let write = async {
+            wr.write_all(&announced.to_be_bytes()).await?;
+            wr.write_all(&pattern(7, 1 << 20)).await
+        };
+        let mut rd = rd;
+        let read = async {
+            let mut buf = vec![0; 1 << 16];
+            let mut n = 0;
+            loop {
+                match rd.read(&mut buf).await {
+                    Ok(0) | Err(_) => return n,
+                    Ok(k) => n += k,
+                }
+            }
+        };
+        let (_, ended) =
+            tokio::time::timeout(Duration::from_secs(20), async { tokio::join!(write, read) })
+                .await
+                .map_err(|_| {
+                    "the client's write or read did not end after the server dropped its stream"
+                })?;
+        let (frames, refused) = server.await??;
+        check!(
+            frames == sizes.len(),
+            "the server echoed {frames} of {} frames",
+            sizes.len()
+        );
+        check!(
+            refused,
+            "the oversized frame was not refused with InvalidData"
+        );
+        check!(ended == 0, "{ended} bytes came back for the refused frame");
+        Ok(())
+    })
+}
+
 pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "stream::a_peer_of_another_wire_format_is_refused_with_an_error",
@@ -1914,6 +2048,10 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "stream::sixty_four_concurrent_streams_on_one_listener",
         run: sixty_four_concurrent_streams_on_one_listener,
+    },
+    rdma_tests::Test {
+        name: "stream::codec_frames_over_a_stream",
+        run: codec_frames_over_a_stream,
     },
     rdma_tests::Test {
         name: "stream::http1_over_rdma_streams",
