@@ -1079,11 +1079,11 @@ const HALF_DONE: u8 = 2;
 
 /// CQ polls of a busy-polling read per poll of its task (see [`Spin`]):
 /// some microseconds of empty polls. Each 61 polls of tasks (tokio's
-/// default event interval) the runtime turns its drivers: an `epoll_wait`
-/// and three or four clock reads, system calls where the clock source is
-/// not the TSC (about 1.5 us each in the TCG guest). With 64 polls per
-/// turn a 64-byte ping-pong on rxe made 0.8 of these calls per round trip
-/// on each side; with 256, 0.1.
+/// default event interval) the runtime turns its I/O and timer drivers:
+/// an `epoll_wait` and three or four clock reads, system calls where the
+/// clock source is not the TSC (1.2 to 1.8 us each in the TCG guest).
+/// With 64 polls per turn a 64-byte ping-pong on rxe made 0.8 to 0.9 of
+/// these calls per round trip on each side; with 256, 0.1.
 const READ_POLLS: u32 = 256;
 
 /// Polls of a waiting read's task between two looks at the clock (see
@@ -1262,12 +1262,10 @@ impl AsyncRead for OwnedReadHalf {
         st.reader.clear();
         if st.rx.is_empty() && !st.fin_received && st.ended.is_none() && buf.remaining() > 0 {
             // Many polls per turn while the read busy-polls: a poll of an
-            // empty CQ costs far less than a turn of the runtime, which
-            // also turns its I/O and timer drivers (a system call, a clock
-            // read) every so many polls of tasks (61 by default). The
-            // turn ends early when the write half waits for the lock (on
-            // another thread): the mutex is not fair, and the read would
-            // take it back first, turn after turn.
+            // empty CQ costs far less than a turn of the runtime (see
+            // READ_POLLS). The turn ends early when the write half waits
+            // for the lock (on another thread): the mutex is not fair, and
+            // the read would take it back first, turn after turn.
             let polls = match shared.busy_poll.load(Ordering::Relaxed) {
                 0 => 1,
                 _ => READ_POLLS,
