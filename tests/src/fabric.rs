@@ -261,11 +261,18 @@ pub fn run(tests: &[FabricTest]) -> ExitCode {
         fabric.attached().name
     );
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let sm_log = fabric.dir.join("osm.log");
     for t in &selected {
+        let logged = std::fs::metadata(&sm_log).map_or(0, |m| m.len());
         match crate::run_one(t.name, || (t.run)(&fabric)) {
             crate::Ran::Passed => passed += 1,
             crate::Ran::Skipped(_) => skipped += 1,
-            crate::Ran::Failed => failed += 1,
+            crate::Ran::Failed => {
+                failed += 1;
+                for line in sm_errors_since(&sm_log, logged) {
+                    println!("  OpenSM during the test: {line}");
+                }
+            }
         }
     }
     println!(
@@ -277,6 +284,26 @@ pub fn run(tests: &[FabricTest]) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The error lines (`ERR xxxx`) that OpenSM wrote to its log past byte
+/// `from`: why its SA refused a request or dropped a MAD, printed under a
+/// failed test. None when the log is not there (our SM).
+fn sm_errors_since(log: &std::path::Path, from: u64) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut text = Vec::new();
+    let read = std::fs::File::open(log).and_then(|mut f| {
+        f.seek(SeekFrom::Start(from))?;
+        f.read_to_end(&mut text)
+    });
+    if read.is_err() {
+        return Vec::new();
+    }
+    String::from_utf8_lossy(&text)
+        .lines()
+        .filter(|l| l.contains(" ERR "))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The output of a command run to its end within `limit`, or a failure
@@ -328,6 +355,25 @@ pub fn output_within(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn opensm_errors_are_those_logged_past_the_offset() {
+        let dir = std::env::temp_dir().join(format!("sm-errors-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("osm.log");
+        let before = "Dec 03 10:26:01 199240 [9493] 0x01 -> f: ERR 1B12: earlier\n";
+        let after = "Dec 03 10:26:02 1 [9493] 0x02 -> SUBNET UP\n\
+                     Dec 03 10:26:02 2 [9493] 0x01 -> ERR 4307: Failed to UnSubscribe\n";
+        std::fs::write(&log, format!("{before}{after}")).unwrap();
+        let got = sm_errors_since(&log, before.len() as u64);
+        assert_eq!(
+            got,
+            ["Dec 03 10:26:02 2 [9493] 0x01 -> ERR 4307: Failed to UnSubscribe"]
+        );
+        assert_eq!(sm_errors_since(&log, 0).len(), 2);
+        assert!(sm_errors_since(&dir.join("none.log"), 0).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn net_files_parse_into_their_nodes() {
