@@ -316,12 +316,18 @@ fn subscribe_and_unsubscribe(_f: &Fabric) -> TestResult {
             producer_type: 0xff_ffff,
             ..InformInfo::default()
         };
-        let on = sa.subscribe(&inform).await?;
+        let on = match sa.subscribe(&inform).await {
+            Ok(on) => on,
+            Err(e) => fail!("the subscription: {e}"),
+        };
         if !on.subscribe || on.trap_number != 64 || !on.is_generic {
             fail!("the subscription answered {on:?}");
         }
         inform.subscribe = false;
-        let off = sa.subscribe(&inform).await?;
+        let off = match sa.subscribe(&inform).await {
+            Ok(off) => off,
+            Err(e) => fail!("the unsubscription (after {on:?} was answered): {e}"),
+        };
         if off.subscribe || off.trap_number != 64 {
             fail!("the unsubscription answered {off:?}");
         }
