@@ -79,6 +79,9 @@ bitflags! {
 /// A memory region (`ibv_mr`) and the memory it covers.
 pub struct MemoryRegion {
     raw: NonNull<sys::ibv_mr>,
+    /// The registered bytes for the atomic copies, made once (see
+    /// [`shared`](Self::shared)).
+    bytes: SharedBytes,
     memory: Memory,
     access: AccessFlags,
     pd: ProtectionDomain,
@@ -117,6 +120,17 @@ pub(crate) fn page_size() -> usize {
 
 /// The layout of the whole pages that hold `len` bytes (at least one page),
 /// aligned to a page; `None` when that is too large to allocate.
+/// The error of a range outside a region (kept out of line: the copies
+/// that check their bounds stay small enough to inline).
+#[cold]
+#[inline(never)]
+fn outside(verb: &'static str, start: usize, end: usize, len: usize) -> Error {
+    Error::invalid(
+        verb,
+        format!("range {start}..{end} is outside the {len}-byte memory region"),
+    )
+}
+
 fn whole_pages(len: usize, page: usize) -> Option<Layout> {
     let size = len.max(1).checked_next_multiple_of(page)?;
     Layout::from_size_align(size, page).ok()
@@ -139,12 +153,12 @@ impl MemoryRegion {
         // will own and free only after deregistration (`Drop`); no Rust
         // reference to them exists.
         match unsafe { Self::register(pd, ptr.as_ptr(), len, access) } {
-            Ok(raw) => Ok(MemoryRegion {
+            Ok(raw) => Ok(Self::assemble(
                 raw,
-                memory: Memory::Owned { ptr, layout },
+                Memory::Owned { ptr, layout },
                 access,
-                pd: pd.clone(),
-            }),
+                pd,
+            )),
             Err(e) => {
                 // SAFETY: allocated above with `layout`, never registered.
                 unsafe { dealloc(ptr.as_ptr(), layout) };
@@ -175,12 +189,36 @@ impl MemoryRegion {
         // SAFETY: the caller guarantees the memory for the region's life
         // (contract above).
         let raw = unsafe { Self::register(pd, addr, len, access)? };
-        Ok(MemoryRegion {
+        Ok(Self::assemble(raw, Memory::Borrowed, access, pd))
+    }
+
+    /// The region of a registration just made over `memory`.
+    fn assemble(
+        raw: NonNull<sys::ibv_mr>,
+        memory: Memory,
+        access: AccessFlags,
+        pd: &ProtectionDomain,
+    ) -> MemoryRegion {
+        // SAFETY: `raw` is the live registration ibv_reg_mr just returned;
+        // its `addr` and `length` are written once, by that call.
+        let mr = unsafe { raw.as_ref() };
+        // SAFETY: `addr..addr + length` is the registered memory, valid
+        // while the region lives (owned: freed only after deregistration in
+        // `Drop`; borrowed: `from_raw_parts`' contract), and the
+        // `SharedBytes` lives in the region and is used only through `&self`
+        // methods, so never after. Rust code reaches the memory only through
+        // its copies, always with these same bounds, or through the views,
+        // which take `&mut self` and so exclude the copies; other accesses
+        // and other regions over the same memory are excluded by
+        // `from_raw_parts`' contract.
+        let bytes = unsafe { SharedBytes::new(mr.addr.cast(), mr.length) };
+        MemoryRegion {
             raw,
-            memory: Memory::Borrowed,
+            bytes,
+            memory,
             access,
             pd: pd.clone(),
-        })
+        }
     }
 
     /// # Safety
@@ -260,8 +298,9 @@ impl MemoryRegion {
     }
 
     /// Checks `range` against the region; returns (offset, length).
+    #[inline]
     fn bounds(&self, range: impl RangeBounds<usize>, verb: &'static str) -> Result<(usize, usize)> {
-        let len = self.len();
+        let len = self.bytes.len();
         let start = match range.start_bound() {
             Bound::Included(&s) => s,
             Bound::Excluded(&s) => s.saturating_add(1),
@@ -273,24 +312,16 @@ impl MemoryRegion {
             Bound::Unbounded => len,
         };
         if start > end || end > len {
-            return Err(Error::invalid(
-                verb,
-                format!("range {start}..{end} is outside the {len}-byte memory region"),
-            ));
+            return Err(outside(verb, start, end, len));
         }
         Ok((start, end - start))
     }
 
-    /// The region's memory, for the atomic copies.
-    fn shared(&self) -> SharedBytes {
-        // SAFETY: `addr..addr + len` is the registered memory, valid while
-        // `self` lives (owned: freed only after deregistration in `Drop`;
-        // borrowed: `from_raw_parts`' contract). Rust code reaches it only
-        // through these copies, always with the region's own bounds, or
-        // through the views, which take `&mut self` and so exclude the
-        // copies; other accesses and other regions over the same memory are
-        // excluded by `from_raw_parts`' contract.
-        unsafe { SharedBytes::new(self.addr(), self.len()) }
+    /// The region's memory, for the atomic copies (made once, in
+    /// [`assemble`](Self::assemble), whose proof covers every use).
+    #[inline]
+    fn shared(&self) -> &SharedBytes {
+        &self.bytes
     }
 
     /// Copies `data` into the region at `offset`.

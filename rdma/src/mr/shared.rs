@@ -52,6 +52,12 @@ impl SharedBytes {
         }
     }
 
+    /// The number of bytes.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// Copies `src` into the shared bytes at `offset`.
     ///
     /// # Panics
