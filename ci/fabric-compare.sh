@@ -190,6 +190,28 @@ link_tail() {
         { print }' "$1" >"$1.norm" && mv "$1.norm" "$1"
 }
 
+# net_nodes KINDS: the names of the net file's nodes whose kind matches the
+# regex KINDS (Switch, Ca, Hca), in file order.
+net_nodes() {
+    sed -nE "s/^($1)[ \t]+[0-9]+[ \t]+\"([^\"]+)\".*/\2/p" "$RDMA_FABRIC_NET"
+}
+
+# ca_node N: the name of the Nth CA of the net file (-1: the last).
+ca_node() {
+    if [ "$1" = -1 ]; then net_nodes 'Ca|Hca' | tail -n 1; else net_nodes 'Ca|Hca' | sed -n "$1p"; fi
+}
+
+# first_node: the name of the net file's first node (where fabric.sh runs the SM).
+first_node() {
+    net_nodes 'Switch|Ca|Hca' | head -n 1
+}
+
+# node_lid NODE: the LID of NODE's port, as a tool attached there reads it.
+node_lid() {
+    [ -n "$1" ] || return 0
+    (cd "$SCRATCH" && SIM_HOST=$1 smpquery -D portinfo 0 2>/dev/null) | sed -nE 's/^Lid:\.*([0-9]+)$/\1/p'
+}
+
 # Round-trip times of ibping.
 PINGTIME='s/time [0-9]+\.[0-9]{3} ms/time T ms/; s/time [0-9]+ ms$/time T ms/; s|^rtt min/avg/max = .*|rtt min/avg/max = T|'
 
@@ -199,24 +221,6 @@ PINGTIME='s/time [0-9]+\.[0-9]{3} ms/time T ms/; s/time [0-9]+ ms$/time T ms/; s
 # file, and the C client and ours ping it; the C client must get its pongs. (The C
 # server cannot be used: made the node's SM with SIM_SET_ISSM=1, umad2sim crashes it
 # on the first SMP that OpenSM sends it, for which it has no agent.)
-# ca_node N: the name of the Nth CA of the net file (-1: the last).
-ca_node() {
-    local all
-    all=$(sed -nE 's/^(Ca|Hca)[ \t]+[0-9]+[ \t]+"([^"]+)".*/\2/p' "$RDMA_FABRIC_NET")
-    if [ "$1" = -1 ]; then tail -n 1 <<<"$all"; else sed -n "$1p" <<<"$all"; fi
-}
-
-# first_node: the name of the net file's first node (where fabric.sh runs the SM).
-first_node() {
-    sed -nE 's/^(Switch|Ca|Hca)[ \t]+[0-9]+[ \t]+"([^"]+)".*/\2/p' "$RDMA_FABRIC_NET" | head -n 1
-}
-
-# node_lid NODE: the LID of NODE's port, as a tool attached there reads it.
-node_lid() {
-    [ -n "$1" ] || return 0
-    (cd "$SCRATCH" && SIM_HOST=$1 smpquery -D portinfo 0 2>/dev/null) | sed -nE 's/^Lid:\.*([0-9]+)$/\1/p'
-}
-
 ping_comparisons() {
     local node lid srv
     if [ -n "$ONLY" ] && ! [[ ibping =~ $ONLY ]]; then return 0; fi

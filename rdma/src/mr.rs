@@ -118,8 +118,6 @@ pub(crate) fn page_size() -> usize {
     })
 }
 
-/// The layout of the whole pages that hold `len` bytes (at least one page),
-/// aligned to a page; `None` when that is too large to allocate.
 /// The error of a range outside a region (kept out of line: the copies
 /// that check their bounds stay small enough to inline).
 #[cold]
@@ -131,6 +129,8 @@ fn outside(verb: &'static str, start: usize, end: usize, len: usize) -> Error {
     )
 }
 
+/// The layout of the whole pages that hold `len` bytes (at least one page),
+/// aligned to a page; `None` when that is too large to allocate.
 fn whole_pages(len: usize, page: usize) -> Option<Layout> {
     let size = len.max(1).checked_next_multiple_of(page)?;
     Layout::from_size_align(size, page).ok()
