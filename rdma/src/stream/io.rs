@@ -217,6 +217,21 @@ pub(super) struct State {
     pub(super) writer: Wakers,
     /// The write half is gone.
     pub(super) writer_gone: bool,
+    /// Unsignalled SENDs (see [`Core::post_data`]) no later signalled
+    /// SEND's completion has shown complete.
+    unsignalled: usize,
+    /// SENDs posted (data, FIN and credit-only): each takes one of the
+    /// peer's receive buffers.
+    sent: u64,
+    /// The number, counting every SEND from 1, of the last unsignalled
+    /// one.
+    unsignalled_last: u64,
+    /// Credits the peer returned in all: each says that it took one more
+    /// of our SENDs out of its receive queue (it takes them in order) and
+    /// posted that buffer again.
+    returned: u64,
+    /// An unsignalled SEND was flushed: its data is lost.
+    unsignalled_lost: bool,
 
     /// One-sided requests not posted yet.
     ops: VecDeque<OneSided>,
@@ -231,9 +246,14 @@ pub(super) struct State {
 impl State {
     /// Everything written was sent and its SEND completed (a completed
     /// SEND returns its buffer to `free`; one flushed at the end never
-    /// does): nothing written is lost.
+    /// does), or, for an unsignalled SEND (whose buffer went back when it
+    /// was posted), a later SEND completed or the peer returned the credit
+    /// of this one or a later one: nothing written is lost.
     fn all_sent(&self) -> bool {
-        self.queued.is_empty() && self.free.len() == SEND_SLOTS
+        self.queued.is_empty()
+            && self.free.len() == SEND_SLOTS
+            && !self.unsignalled_lost
+            && (self.unsignalled == 0 || self.returned >= self.unsignalled_last)
     }
 
     fn wake_reader(&mut self) -> u64 {
@@ -555,12 +575,66 @@ fn ctrl_at(slot: usize) -> usize {
 
 const REGION_LEN: usize = (RECV_SLOTS + SEND_SLOTS) * SLOT_SIZE + CTRL_SLOTS * CTRL_SIZE;
 
-/// Work request ids: the kind in the high half, the slot in the low one.
+/// Work request ids: the kind in the high half, the slot in the low 16
+/// bits, and for a data SEND the unsignalled ones it retires in bits 16
+/// to 31 (see [`Core::post_data`]).
 const WR_RECV: u64 = 1 << 32;
+/// A data SEND from its buffer, which its completion frees.
 const WR_SEND: u64 = 2 << 32;
 const WR_CTRL: u64 = 3 << 32;
 const WR_FIN: u64 = 4 << 32;
 const WR_RDMA: u64 = 5 << 32;
+/// A signalled data SEND whose data went inline: its buffer was freed at
+/// the post.
+const WR_SEND_INLINE: u64 = 6 << 32;
+/// An unsignalled data SEND (inline): only a flushed one completes.
+const WR_UNSIGNALLED: u64 = 7 << 32;
+const WR_SLOT: u64 = 0xffff;
+const WR_RETIRES_SHIFT: u32 = 16;
+
+/// At most this many data SENDs in a row go unsignalled (each inline, so
+/// that its buffer is free at once); the next is signalled, and its
+/// completion shows theirs. Less than [`SEND_SLOTS`], which bounds the
+/// data SENDs in the send queue not known complete: one of them is
+/// signalled.
+const UNSIGNALLED_RUN: usize = SEND_SLOTS / 2 - 1;
+
+/// Which data SENDs are signalled, and the send queue's room for them
+/// (see [`Core::post_data`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Signalling {
+    /// Data SENDs posted, signalled or not, that no completion has shown
+    /// complete: at most [`SEND_SLOTS`].
+    out: usize,
+    /// Unsignalled data SENDs posted since the last signalled one.
+    run: usize,
+}
+
+impl Signalling {
+    /// Whether another data SEND may be posted.
+    fn room(&self) -> bool {
+        self.out < SEND_SLOTS
+    }
+
+    /// A data SEND is posted (`inline`: its data goes inline, so it may go
+    /// unsignalled): `Some` with the unsignalled SENDs before it that it
+    /// retires when it is signalled, `None` when it is not.
+    fn post(&mut self, inline: bool) -> Option<usize> {
+        debug_assert!(self.room());
+        self.out += 1;
+        if inline && self.run < UNSIGNALLED_RUN {
+            self.run += 1;
+            return None;
+        }
+        Some(std::mem::take(&mut self.run))
+    }
+
+    /// A signalled data SEND completed, retiring `retires` unsignalled
+    /// ones before it.
+    fn completed(&mut self, retires: usize) {
+        self.out -= 1 + retires;
+    }
+}
 
 pub(super) fn io_err(e: crate::Error) -> io::Error {
     let kind = io::Error::from_raw_os_error(e.errno()).kind();
@@ -677,6 +751,7 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
         credits: Credits::new(RECV_SLOTS as u32),
         posted_recvs: RECV_SLOTS,
         posted_sends: 0,
+        signalling: Signalling::default(),
         ctrl_free: (0..CTRL_SLOTS).collect(),
         fin_posted: false,
         in_flight: (0..ONE_SIDED_SLOTS).map(|_| None).collect(),
@@ -1401,10 +1476,15 @@ impl AsyncWrite for OwnedWriteHalf {
         // buffer is full; else left to the driver's next pass (or the pump
         // after the next completion), so that small writes meanwhile join
         // the last buffer, as Nagle's algorithm holds back a segment while
-        // one is unacknowledged, for a shorter time.
-        let in_flight = SEND_SLOTS - st.free.len() - st.queued.len();
+        // one is unacknowledged, for a shorter time. In flight: a buffer
+        // not free or queued (its SEND not complete), or more than one
+        // SEND whose credit the peer has not returned (a SEND that went
+        // inline freed its buffer at once; the peer returns the credit of
+        // the request it answers with its next message, in a ping-pong).
+        let in_flight = SEND_SLOTS - st.free.len() - st.queued.len() > 0
+            || st.sent.saturating_sub(st.returned) > 1;
         let full = st.queued.back().is_some_and(|&(_, len)| len == MAX_PAYLOAD);
-        let posted = (in_flight == 0 || full) && shared.drive(&mut st, false);
+        let posted = (!in_flight || full) && shared.drive(&mut st, false);
         drop(st);
         if !posted {
             shared.nudge();
@@ -1633,7 +1713,11 @@ pub(super) struct Core {
     id: AsyncCmId,
     credits: Credits,
     posted_recvs: usize,
+    /// Signalled send-queue requests posted and not completed (an
+    /// unsignalled one completes only when flushed).
     posted_sends: usize,
+    /// Which data SENDs are signalled; the send queue's room for them.
+    signalling: Signalling,
     ctrl_free: Vec<usize>,
     fin_posted: bool,
     /// One-sided requests posted, by the low half of their wr id.
@@ -1974,11 +2058,12 @@ impl Driver {
 }
 
 impl Core {
+    #[inline]
     fn qp(&self) -> io::Result<&QueuePair> {
-        self.id
-            .id()
-            .qp()
-            .ok_or_else(|| io::Error::other("the CM id has no QP"))
+        match self.id.id().qp() {
+            Some(qp) => Ok(qp),
+            None => Err(no_qp()),
+        }
     }
 
     /// Polls the CQ once and handles what it took, then posts what that
@@ -2017,13 +2102,19 @@ impl Core {
         wc: &WorkCompletion,
     ) -> io::Result<bool> {
         let kind = wc.wr_id() & !0xffff_ffff;
-        let slot = (wc.wr_id() & 0xffff_ffff) as usize;
+        let slot = (wc.wr_id() & WR_SLOT) as usize;
         match kind {
             WR_RECV => self.posted_recvs -= 1,
+            WR_UNSIGNALLED => {}
             _ => self.posted_sends -= 1,
         }
         if kind == WR_RDMA {
             return self.complete_one_sided(shared, slot, wc);
+        }
+        if kind == WR_UNSIGNALLED {
+            // Only a failed one completes (flushed, or in error): its data
+            // is lost.
+            st.unsignalled_lost = true;
         }
         if wc.status() == WcStatus::WorkRequestFlushed {
             return Ok(true);
@@ -2058,6 +2149,7 @@ impl Core {
                 self.credits
                     .returned(h.credits)
                     .map_err(|()| protocol("more credits returned than owed"))?;
+                st.returned += u64::from(h.credits);
                 let data = len - HEADER_LEN;
                 if st.fin_received && (data > 0 || h.fin || h.msg) {
                     return Err(protocol("data after FIN"));
@@ -2077,15 +2169,23 @@ impl Core {
                 }
                 woke = st.wake_reader();
             }
-            WR_SEND => {
-                st.free.push(slot);
-                woke = st.wake_writer();
+            WR_SEND | WR_SEND_INLINE => {
+                // This SEND and the unsignalled ones before it are done.
+                let retires = ((wc.wr_id() & 0xffff_ffff) >> WR_RETIRES_SHIFT) as usize;
+                self.signalling.completed(retires);
+                st.unsignalled -= retires;
+                if kind == WR_SEND {
+                    st.free.push(slot);
+                    woke = st.wake_writer();
+                }
             }
             WR_FIN => {
                 self.ctrl_free.push(slot);
                 st.fin_done = true;
                 woke = st.wake_writer();
             }
+            // Never a success (the QP signals only what asks for it).
+            WR_UNSIGNALLED => {}
             _ => self.ctrl_free.push(slot),
         }
         if woke > 0 {
@@ -2149,10 +2249,11 @@ impl Core {
     /// Posts what can be posted: emptied receive buffers, queued data as
     /// credits allow, the FIN, a credit-only message when one is due;
     /// whether it posted anything.
+    #[inline]
     fn pump(&mut self, shared: &Shared, st: &mut State) -> io::Result<bool> {
         // Nothing to post, as after completions that only freed a send
         // buffer or brought data (a write half gone has shut down, so both
-        // halves are there).
+        // halves are there): decided inline, without a call.
         if st.repost.is_empty()
             && st.queued.is_empty()
             && st.ops.is_empty()
@@ -2163,7 +2264,12 @@ impl Core {
             self.halves_gone = false;
             return Ok(false);
         }
-        let before = (self.posted_recvs, self.posted_sends);
+        self.pump_some(shared, st)
+    }
+
+    /// [`pump`](Self::pump) with something to post.
+    fn pump_some(&mut self, shared: &Shared, st: &mut State) -> io::Result<bool> {
+        let before = (self.posted_recvs, self.posted_sends, st.sent);
         let msg = shared.mode == Mode::Message;
         self.halves_gone = st.reader_gone && st.writer_gone;
         if st.reader_gone {
@@ -2174,19 +2280,11 @@ impl Core {
         // Data first: a reply goes out before the receive buffers its
         // request freed are posted again (their credits go with the next
         // message).
-        while self.credits.can_send_data() {
+        while self.credits.can_send_data() && self.signalling.room() {
             let Some((slot, len)) = st.queued.pop_front() else {
                 break;
             };
-            let h = Header {
-                credits: self.credits.take(),
-                fin: false,
-                msg,
-            };
-            let at = send_at(slot);
-            shared.mr.write_word(at, h.to_word()).map_err(io_err)?;
-            self.post_send(shared, WR_SEND | slot as u64, at..at + HEADER_LEN + len)?;
-            self.posted_sends += 1;
+            self.post_data(shared, st, slot, len, msg)?;
         }
         // Without allocating: the driver pumps on every poll while it
         // busy-polls.
@@ -2217,21 +2315,83 @@ impl Core {
         }
         let fin_due = st.shutdown && st.queued.is_empty() && !self.fin_posted;
         if fin_due && self.credits.can_send_data() && !self.ctrl_free.is_empty() {
-            self.post_ctrl(shared, true)?;
+            self.post_ctrl(shared, st, true)?;
             self.fin_posted = true;
         }
         if self.credits.credit_only_due() && !self.ctrl_free.is_empty() {
-            self.post_ctrl(shared, false)?;
+            self.post_ctrl(shared, st, false)?;
         }
-        Ok((self.posted_recvs, self.posted_sends) != before)
+        Ok((self.posted_recvs, self.posted_sends, st.sent) != before)
     }
 
-    /// Posts a signalled SEND of `range` of the connection's region, inline
-    /// when it fits ([`inline`](Self::inline)).
-    fn post_send(&self, shared: &Shared, wr_id: u64, range: Range<usize>) -> io::Result<()> {
+    /// Posts the data SEND of send buffer `slot` holding `len` bytes, with
+    /// a header that takes a credit. One whose data goes inline frees its
+    /// buffer at once (the provider has copied it), and goes unsignalled
+    /// unless [`UNSIGNALLED_RUN`] did before it: a completion less to take
+    /// per small message. The signalled one after them says how many it
+    /// retires (its completion shows theirs: a send queue completes in
+    /// order), so the send queue never holds more than [`SEND_SLOTS`] data
+    /// SENDs not known complete. A flushed unsignalled SEND still
+    /// completes, and says its data is lost ([`State::all_sent`]).
+    fn post_data(
+        &mut self,
+        shared: &Shared,
+        st: &mut State,
+        slot: usize,
+        len: usize,
+        msg: bool,
+    ) -> io::Result<()> {
+        let h = Header {
+            credits: self.credits.take(),
+            fin: false,
+            msg,
+        };
+        let at = send_at(slot);
+        shared.mr.write_word(at, h.to_word()).map_err(io_err)?;
+        let range = at..at + HEADER_LEN + len;
+        let inline = range.len() <= self.inline;
+        // Counted before the post: a failed post ends the connection.
+        let signalled = self.signalling.post(inline);
+        let wr_id = match signalled {
+            None => WR_UNSIGNALLED,
+            Some(retires) => {
+                let kind = if inline { WR_SEND_INLINE } else { WR_SEND };
+                kind | (retires as u64) << WR_RETIRES_SHIFT
+            }
+        } | slot as u64;
+        self.post_send(shared, wr_id, range, signalled.is_some())?;
+        st.sent += 1;
+        if signalled.is_some() {
+            self.posted_sends += 1;
+        } else {
+            st.unsignalled += 1;
+            st.unsignalled_last = st.sent;
+        }
+        if inline {
+            st.free.push(slot);
+            let woke = st.wake_writer();
+            if woke > 0 {
+                shared.wakes.fetch_add(woke, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Posts a SEND of `range` of the connection's region, signalled or
+    /// not, inline when it fits ([`inline`](Self::inline)).
+    fn post_send(
+        &self,
+        shared: &Shared,
+        wr_id: u64,
+        range: Range<usize>,
+        signaled: bool,
+    ) -> io::Result<()> {
         let len = range.len();
         let sge = [shared.mr.sge(range).map_err(io_err)?];
-        let mut wr = SendWr::send(wr_id, &sge).signaled();
+        let mut wr = SendWr::send(wr_id, &sge);
+        if signaled {
+            wr = wr.signaled();
+        }
         if len <= self.inline {
             wr = wr.inline();
         }
@@ -2239,7 +2399,7 @@ impl Core {
     }
 
     /// Posts a header-only message: a FIN, or credits only.
-    fn post_ctrl(&mut self, shared: &Shared, fin: bool) -> io::Result<()> {
+    fn post_ctrl(&mut self, shared: &Shared, st: &mut State, fin: bool) -> io::Result<()> {
         let slot = self.ctrl_free.pop().expect("checked by the caller");
         let h = Header {
             credits: self.credits.take(),
@@ -2249,8 +2409,9 @@ impl Core {
         let at = ctrl_at(slot);
         shared.mr.write_word(at, h.to_word()).map_err(io_err)?;
         let kind = if fin { WR_FIN } else { WR_CTRL };
-        self.post_send(shared, kind | slot as u64, at..at + HEADER_LEN)?;
+        self.post_send(shared, kind | slot as u64, at..at + HEADER_LEN, true)?;
         self.posted_sends += 1;
+        st.sent += 1;
         Ok(())
     }
 
@@ -2307,11 +2468,20 @@ impl Core {
             for wc in got.iter() {
                 match wc.wr_id() & !0xffff_ffff {
                     WR_RECV => self.posted_recvs -= 1,
+                    WR_UNSIGNALLED => {}
                     _ => self.posted_sends -= 1,
                 }
             }
         }
     }
+}
+
+/// [`Core::qp`]'s error (the core is made with a QP, which the id holds
+/// until it goes).
+#[cold]
+#[inline(never)]
+fn no_qp() -> io::Error {
+    io::Error::other("the CM id has no QP")
 }
 
 /// The error of a one-sided request that the connection's end cut short.
@@ -2363,6 +2533,64 @@ mod tests {
             busy_poll_micros(Duration::from_micros(u64::MAX - 1)),
             u64::MAX - 1
         );
+    }
+
+    #[test]
+    fn signalling_retires_every_send_and_never_fills_the_queue_with_unsignalled_ones() {
+        // Posts (inline or not, by a fixed pseudo-random pattern) as the
+        // room allows, and completes the signalled SENDs in order, some
+        // turns none: the send queue then holds at most SEND_SLOTS data
+        // SENDs, one of them signalled when it is full (else nothing would
+        // ever complete), and the completions account for every SEND.
+        let mut sig = Signalling::default();
+        // The send queue: per SEND, the retires of a signalled one.
+        let mut queue: VecDeque<Option<usize>> = VecDeque::new();
+        let (mut posted, mut retired, mut x) = (0usize, 0usize, 0x2545_f491u32);
+        for turn in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            while sig.room() && x % 3 != 0 {
+                let inline = x % 5 != 0;
+                let s = sig.post(inline);
+                assert!(
+                    inline || s.is_some(),
+                    "a SEND from its buffer went unsignalled"
+                );
+                queue.push_back(s);
+                posted += 1;
+                x = x.rotate_left(7);
+            }
+            assert!(sig.out <= SEND_SLOTS);
+            assert!(sig.run <= UNSIGNALLED_RUN);
+            assert_eq!(sig.out, queue.len());
+            if !sig.room() {
+                assert!(
+                    queue.iter().any(Option::is_some),
+                    "a full queue with nothing signalled"
+                );
+            }
+            // The device completes the queue up to its first signalled SEND
+            // (or nothing, some turns), and the completion is taken.
+            // (Unsignalled SENDs that complete after the last signalled
+            // one complete unseen.)
+            if turn % 4 != 3 {
+                if let Some(i) = queue.iter().position(Option::is_some) {
+                    let retires = queue[i].unwrap();
+                    assert_eq!(
+                        retires, i,
+                        "a signalled SEND retires the unsignalled ones before it"
+                    );
+                    queue.drain(..=i);
+                    sig.completed(retires);
+                    retired += 1 + retires;
+                }
+                // The signalled SEND retired the unsignalled ones before it.
+                assert_eq!(sig.out, queue.len());
+            }
+        }
+        assert_eq!(posted - retired, sig.out);
+        assert!(posted > 10_000, "only {posted} SENDs posted");
     }
 
     #[test]

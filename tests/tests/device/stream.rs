@@ -1474,27 +1474,32 @@ pub fn reads_and_writes_after_shutdown_and_after_the_peer_left(env: &TestEnv) ->
 /// disconnect): nothing written is lost, so a flush afterwards succeeds,
 /// as it does on a TCP stream (hyper's server flushes after the client's
 /// last response and reports a failure of the connection otherwise).
+/// Both for data sent from its buffer (1000 bytes, a signalled SEND) and
+/// for data small enough to go inline (10 bytes: an unsignalled SEND,
+/// which the credit that the peer's FIN returns shows delivered).
 pub fn flush_succeeds_once_the_peer_read_everything_and_closed(env: &TestEnv) -> TestResult {
     run(async {
         let (mut l, at) = listen(env)?;
-        let (mut c, mut s) = pair(&mut l, at).await?;
-        c.write_all(&pattern(12, 1000)).await?;
-        c.flush().await?;
-        let mut got = vec![0; 1000];
-        s.read_exact(&mut got).await?;
-        check!(got == pattern(12, 1000), "the peer read other bytes");
-        drop(s);
-        let n = tokio::time::timeout(Duration::from_secs(10), c.read(&mut [0; 8]))
-            .await
-            .map_err(|_| "no EOF 10 s after the peer closed")??;
-        check!(n == 0, "{n} bytes after the peer's FIN");
-        // The peer's disconnect follows its FIN.
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let f = c.flush().await;
-        check!(
-            f.is_ok(),
-            "flush with everything written delivered and read, after the peer closed: {f:?}"
-        );
+        for len in [1000, 10] {
+            let (mut c, mut s) = pair(&mut l, at).await?;
+            c.write_all(&pattern(12, len)).await?;
+            c.flush().await?;
+            let mut got = vec![0; len];
+            s.read_exact(&mut got).await?;
+            check!(got == pattern(12, len), "the peer read other bytes");
+            drop(s);
+            let n = tokio::time::timeout(Duration::from_secs(10), c.read(&mut [0; 8]))
+                .await
+                .map_err(|_| "no EOF 10 s after the peer closed")??;
+            check!(n == 0, "{n} bytes after the peer's FIN");
+            // The peer's disconnect follows its FIN.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let f = c.flush().await;
+            check!(
+                f.is_ok(),
+                "flush with {len} bytes written, delivered and read, after the peer closed: {f:?}"
+            );
+        }
         Ok(())
     })
 }
