@@ -217,21 +217,19 @@ pub(super) struct State {
     pub(super) writer: Wakers,
     /// The write half is gone.
     pub(super) writer_gone: bool,
-    /// Unsignalled SENDs (see [`Core::post_data`]) no later signalled
-    /// SEND's completion has shown complete.
-    unsignalled: usize,
+    /// Data SENDs that went inline (see [`Core::post_data`]), signalled
+    /// or not, that no successful completion has shown complete.
+    inline_pending: usize,
     /// SENDs posted (data, FIN and credit-only): each takes one of the
     /// peer's receive buffers.
     sent: u64,
-    /// The number, counting every SEND from 1, of the last unsignalled
-    /// one.
-    unsignalled_last: u64,
+    /// The number, counting every SEND from 1, of the last data SEND that
+    /// went inline.
+    inline_last: u64,
     /// Credits the peer returned in all: each says that it took one more
     /// of our SENDs out of its receive queue (it takes them in order) and
     /// posted that buffer again.
     returned: u64,
-    /// An unsignalled SEND was flushed: its data is lost.
-    unsignalled_lost: bool,
 
     /// One-sided requests not posted yet.
     ops: VecDeque<OneSided>,
@@ -246,14 +244,15 @@ pub(super) struct State {
 impl State {
     /// Everything written was sent and its SEND completed (a completed
     /// SEND returns its buffer to `free`; one flushed at the end never
-    /// does), or, for an unsignalled SEND (whose buffer went back when it
-    /// was posted), a later SEND completed or the peer returned the credit
-    /// of this one or a later one: nothing written is lost.
+    /// does), or, for a SEND that went inline (whose buffer went back when
+    /// it was posted), a successful completion of it or of a later data
+    /// SEND showed it done, or the peer returned the credit of its message
+    /// or of a later one (which it can only once it took that message: a
+    /// failed SEND's never comes back): nothing written is lost.
     fn all_sent(&self) -> bool {
         self.queued.is_empty()
             && self.free.len() == SEND_SLOTS
-            && !self.unsignalled_lost
-            && (self.unsignalled == 0 || self.returned >= self.unsignalled_last)
+            && (self.inline_pending == 0 || self.returned >= self.inline_last)
     }
 
     fn wake_reader(&mut self) -> u64 {
@@ -587,7 +586,8 @@ const WR_RDMA: u64 = 5 << 32;
 /// A signalled data SEND whose data went inline: its buffer was freed at
 /// the post.
 const WR_SEND_INLINE: u64 = 6 << 32;
-/// An unsignalled data SEND (inline): only a flushed one completes.
+/// An unsignalled data SEND (inline): only a failed one (flushed, or in
+/// error) completes.
 const WR_UNSIGNALLED: u64 = 7 << 32;
 const WR_SLOT: u64 = 0xffff;
 const WR_RETIRES_SHIFT: u32 = 16;
@@ -1847,8 +1847,9 @@ impl Driver {
             }
             let mut standby = false;
             if closing {
-                let done =
-                    self.locked(|_, st| Ok(st.queued.is_empty() && (st.fin_done || !st.shutdown)))?;
+                let done = self.locked(|core, st| {
+                    Ok(st.queued.is_empty() && (st.fin_done || !st.shutdown) && core.settled())
+                })?;
                 if done {
                     return Ok(Exit::Closed);
                 }
@@ -2111,11 +2112,6 @@ impl Core {
         if kind == WR_RDMA {
             return self.complete_one_sided(shared, slot, wc);
         }
-        if kind == WR_UNSIGNALLED {
-            // Only a failed one completes (flushed, or in error): its data
-            // is lost.
-            st.unsignalled_lost = true;
-        }
         if wc.status() == WcStatus::WorkRequestFlushed {
             return Ok(true);
         }
@@ -2173,7 +2169,7 @@ impl Core {
                 // This SEND and the unsignalled ones before it are done.
                 let retires = ((wc.wr_id() & 0xffff_ffff) >> WR_RETIRES_SHIFT) as usize;
                 self.signalling.completed(retires);
-                st.unsignalled -= retires;
+                st.inline_pending -= retires + usize::from(kind == WR_SEND_INLINE);
                 if kind == WR_SEND {
                     st.free.push(slot);
                     woke = st.wake_writer();
@@ -2318,10 +2314,23 @@ impl Core {
             self.post_ctrl(shared, st, true)?;
             self.fin_posted = true;
         }
-        if self.credits.credit_only_due() && !self.ctrl_free.is_empty() {
+        // Once both halves are gone and the FIN went, the credits still
+        // owed go back at once (see `settled`).
+        let last_credits = self.halves_gone && self.fin_posted && self.credits.owes_any();
+        if (last_credits || self.credits.credit_only_due()) && !self.ctrl_free.is_empty() {
             self.post_ctrl(shared, st, false)?;
         }
         Ok((self.posted_recvs, self.posted_sends, st.sent) != before)
+    }
+
+    /// Whether a closing core has nothing left to tell the peer: no credit
+    /// owed that could go back, and no credit-only message in flight.
+    /// After a half-close the FIN went before the peer's last messages
+    /// were read; their credits, sent back before the disconnect, are how
+    /// the peer knows that what it sent inline arrived
+    /// ([`State::all_sent`]).
+    fn settled(&self) -> bool {
+        !self.credits.owes_any() && self.ctrl_free.len() == CTRL_SLOTS
     }
 
     /// Posts the data SEND of send buffer `slot` holding `len` bytes, with
@@ -2331,8 +2340,9 @@ impl Core {
     /// per small message. The signalled one after them says how many it
     /// retires (its completion shows theirs: a send queue completes in
     /// order), so the send queue never holds more than [`SEND_SLOTS`] data
-    /// SENDs not known complete. A flushed unsignalled SEND still
-    /// completes, and says its data is lost ([`State::all_sent`]).
+    /// SENDs not known complete. Data that went inline counts as not sent
+    /// ([`State::all_sent`]) until a successful completion (its own, or a
+    /// later data SEND's) or a credit the peer returned shows it arrived.
     fn post_data(
         &mut self,
         shared: &Shared,
@@ -2363,11 +2373,10 @@ impl Core {
         st.sent += 1;
         if signalled.is_some() {
             self.posted_sends += 1;
-        } else {
-            st.unsignalled += 1;
-            st.unsignalled_last = st.sent;
         }
         if inline {
+            st.inline_pending += 1;
+            st.inline_last = st.sent;
             st.free.push(slot);
             let woke = st.wake_writer();
             if woke > 0 {

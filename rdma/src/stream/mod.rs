@@ -91,9 +91,13 @@
 //! unsignalled, up to seven in a row, the eighth signalled: its
 //! completion shows theirs (a send queue completes in order), so a small
 //! message's round trip takes one completion on each side, not two. Data
-//! written is known delivered once a later SEND completed or the peer
-//! returned the credit of its message (a flushed unsignalled SEND still
-//! completes, and the flush reports the data lost). Small writes are
+//! that went inline is known delivered once a successful completion (its
+//! own, or a later data SEND's) or a credit the peer returned for its
+//! message or a later one shows it; until then a flush or shutdown after
+//! the connection ended reports it lost. At the close a side whose FIN
+//! went earlier (a half-close) returns the credits it still owes in a
+//! last credit-only message, so that the peer learns its data arrived.
+//! Small writes are
 //! coalesced into the send buffer not posted yet while others are in
 //! flight, so a run of small writes costs fewer SENDs.
 //!
@@ -386,6 +390,11 @@ impl Credits {
     /// credit (the last one, possibly) is there to carry it.
     fn credit_only_due(&self) -> bool {
         self.owed >= self.due && self.send >= 1
+    }
+
+    /// Whether credits are owed and a credit is there to carry them.
+    fn owes_any(&self) -> bool {
+        self.owed > 0 && self.send >= 1
     }
 
     /// Takes a credit for a message and the credits it returns.

@@ -1476,7 +1476,9 @@ pub fn reads_and_writes_after_shutdown_and_after_the_peer_left(env: &TestEnv) ->
 /// last response and reports a failure of the connection otherwise).
 /// Both for data sent from its buffer (1000 bytes, a signalled SEND) and
 /// for data small enough to go inline (10 bytes: an unsignalled SEND,
-/// which the credit that the peer's FIN returns shows delivered).
+/// which the credit that the peer's FIN returns shows delivered), and
+/// after a peer's half-close (its last credits then come in a credit-only
+/// message before it disconnects).
 pub fn flush_succeeds_once_the_peer_read_everything_and_closed(env: &TestEnv) -> TestResult {
     run(async {
         let (mut l, at) = listen(env)?;
@@ -1499,6 +1501,30 @@ pub fn flush_succeeds_once_the_peer_read_everything_and_closed(env: &TestEnv) ->
                 f.is_ok(),
                 "flush with {len} bytes written, delivered and read, after the peer closed: {f:?}"
             );
+        }
+        // The peer half-closes first (its FIN goes before our data), reads
+        // what we then write (small: inline, unsignalled), and closes: its
+        // last credits still tell us that the data arrived.
+        for len in [10, 1000] {
+            let (mut c, mut s) = pair(&mut l, at).await?;
+            s.shutdown().await?;
+            check!(
+                c.read(&mut [0; 8]).await? == 0,
+                "no EOF after the peer's FIN"
+            );
+            c.write_all(&pattern(13, len)).await?;
+            let mut got = vec![0; len];
+            s.read_exact(&mut got).await?;
+            check!(got == pattern(13, len), "the peer read other bytes");
+            drop(s);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let f = c.flush().await;
+            check!(
+                f.is_ok(),
+                "flush with {len} bytes written after the peer's FIN, read, and the peer closed: {f:?}"
+            );
+            let sd = c.shutdown().await;
+            check!(sd.is_ok(), "shutdown after that: {sd:?}");
         }
         Ok(())
     })
