@@ -754,6 +754,8 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
         signalling: Signalling::default(),
         ctrl_free: (0..CTRL_SLOTS).collect(),
         fin_posted: false,
+        data_after_fin: false,
+        last_credits_sent: false,
         in_flight: (0..ONE_SIDED_SLOTS).map(|_| None).collect(),
         iwarp,
         inline,
@@ -1720,6 +1722,12 @@ pub(super) struct Core {
     signalling: Signalling,
     ctrl_free: Vec<usize>,
     fin_posted: bool,
+    /// Data (or a message) came after our FIN was posted: the peer learns
+    /// that it arrived from the credits we return for it (see
+    /// [`last_credits_due`](Self::last_credits_due)).
+    data_after_fin: bool,
+    /// The last credit-only message of a close went.
+    last_credits_sent: bool,
     /// One-sided requests posted, by the low half of their wr id.
     in_flight: Vec<Option<Posted>>,
     /// Fence each RDMA WRITE with a zero-length READ (iWARP).
@@ -2147,6 +2155,9 @@ impl Core {
                     .map_err(|()| protocol("more credits returned than owed"))?;
                 st.returned += u64::from(h.credits);
                 let data = len - HEADER_LEN;
+                if (data > 0 || h.msg) && self.fin_posted {
+                    self.data_after_fin = true;
+                }
                 if st.fin_received && (data > 0 || h.fin || h.msg) {
                     return Err(protocol("data after FIN"));
                 }
@@ -2314,23 +2325,35 @@ impl Core {
             self.post_ctrl(shared, st, true)?;
             self.fin_posted = true;
         }
-        // Once both halves are gone and the FIN went, the credits still
-        // owed go back at once (see `settled`).
-        let last_credits = self.halves_gone && self.fin_posted && self.credits.owes_any();
-        if (last_credits || self.credits.credit_only_due()) && !self.ctrl_free.is_empty() {
+        let last = self.last_credits_due();
+        if (last || self.credits.credit_only_due()) && !self.ctrl_free.is_empty() {
             self.post_ctrl(shared, st, false)?;
+            self.last_credits_sent |= last;
         }
         Ok((self.posted_recvs, self.posted_sends, st.sent) != before)
     }
 
-    /// Whether a closing core has nothing left to tell the peer: no credit
-    /// owed that could go back, and no credit-only message in flight.
-    /// After a half-close the FIN went before the peer's last messages
-    /// were read; their credits, sent back before the disconnect, are how
-    /// the peer knows that what it sent inline arrived
-    /// ([`State::all_sent`]).
+    /// Whether the close's last credit-only message is due: both halves
+    /// are gone, data came after our FIN (a half-close, or a peer that
+    /// still sends), and credits are owed. Those credits are how the
+    /// peer learns that data it sent inline arrived ([`State::all_sent`]):
+    /// the FIN returned what was owed before it. Once per connection, so
+    /// that two closing sides do not answer each other's credits, and a
+    /// peer that keeps sending is not kept going.
+    fn last_credits_due(&self) -> bool {
+        self.halves_gone
+            && self.fin_posted
+            && self.data_after_fin
+            && !self.last_credits_sent
+            && self.credits.owes_any()
+    }
+
+    /// Whether a closing core has nothing left to tell the peer: the
+    /// close's last credit-only message is not due, and no control
+    /// message (FIN, credits) is in flight, which the disconnect would
+    /// flush.
     fn settled(&self) -> bool {
-        !self.credits.owes_any() && self.ctrl_free.len() == CTRL_SLOTS
+        !self.last_credits_due() && self.ctrl_free.len() == CTRL_SLOTS
     }
 
     /// Posts the data SEND of send buffer `slot` holding `len` bytes, with

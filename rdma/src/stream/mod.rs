@@ -94,9 +94,11 @@
 //! that went inline is known delivered once a successful completion (its
 //! own, or a later data SEND's) or a credit the peer returned for its
 //! message or a later one shows it; until then a flush or shutdown after
-//! the connection ended reports it lost. At the close a side whose FIN
-//! went earlier (a half-close) returns the credits it still owes in a
-//! last credit-only message, so that the peer learns its data arrived.
+//! the connection ended reports it lost. At the close a side that got
+//! data after its FIN went (a half-close) returns the credits it still
+//! owes in one last credit-only message, and waits for it (up to
+//! [`LINGER`]) before it disconnects, so that the peer learns its data
+//! arrived.
 //! Small writes are
 //! coalesced into the send buffer not posted yet while others are in
 //! flight, so a run of small writes costs fewer SENDs.
@@ -138,7 +140,8 @@
 //! half) queues a FIN after the data; the peer reads EOF (`Ok(0)`) once it
 //! has read everything before it. Reading stays possible (a half-close).
 //! When the stream, or both of its halves, is dropped, the driver sends
-//! what was written and the FIN (for up to [`LINGER`]), then disconnects
+//! what was written and the FIN (and, if data came after an earlier FIN,
+//! the credits for it: see above) (for up to [`LINGER`]), then disconnects
 //! (`rdma_disconnect`), waits (for up to [`FLUSH_WAIT`]) until every
 //! posted request has completed (flushed, usually) and destroys the QP,
 //! the CM id and the CQ; the region goes with the last handle.
