@@ -19,7 +19,7 @@
 # Knobs (environment):
 #   RDMA_MEMCHECK_ALL=1         every device test, the slow ones too (longer limits)
 #   RDMA_MEMCHECK_FILTER=F      the device binary's filter instead of the subset
-#   RDMA_MEMCHECK_TIMEOUT=S     per-provider limit inside the VM (default 420; 2400 with ALL)
+#   RDMA_MEMCHECK_TIMEOUT=S     per-provider limit inside the VM (default 600; 2400 with ALL)
 #   RDMA_MEMCHECK_ORIGINS=1     --track-origins=yes (where an uninitialised value came from)
 #   RDMA_TEST_DEVICE_BIN=P      use this device test binary instead of building it
 #   RDMA_TEST_PROVIDERS         providers, in order (default "rxe siw")
@@ -66,7 +66,7 @@ fi
 if [ "${RDMA_MEMCHECK_ALL:-0}" = 1 ]; then
     PROVIDER_TIMEOUT=${RDMA_MEMCHECK_TIMEOUT:-2400}
 else
-    PROVIDER_TIMEOUT=${RDMA_MEMCHECK_TIMEOUT:-420}
+    PROVIDER_TIMEOUT=${RDMA_MEMCHECK_TIMEOUT:-600}
 fi
 export RDMA_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-$((PROVIDER_TIMEOUT * ${#PROVIDERS[@]} + 120))}
 
