@@ -194,6 +194,42 @@ guest_prelude() {
     printf 'cd %q || exit 1\n' "$PWD"
 }
 
+# guest_provider_runs RUNDIR LABEL PARALLEL TIMEOUT PROVIDER... -- CMD ARG...: the guest
+# lines that run CMD once per provider, after `rdma_use_provider P` (ci/guest-setup.sh),
+# under `timeout TIMEOUT`: its output into RUNDIR/P.log (and the console), its exit
+# status into RUNDIR/P.status, its seconds into RUNDIR/P.seconds. PARALLEL=1: the
+# providers at the same time (each in the background, then `wait`; on the console each
+# line starts with `[P]`); else one after the other. Each provider has its own device,
+# netdev and addresses, and a test's ports are its own (ephemeral, or one per provider).
+guest_provider_runs() {
+    local rundir=$1 label=$2 parallel=$3 tmo=$4 p
+    shift 4
+    local provs=()
+    while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
+        provs+=("$1")
+        shift
+    done
+    [ "${1:-}" = -- ] || die "guest_provider_runs: no -- before the command"
+    shift
+    for p in "${provs[@]}"; do
+        printf 'echo; echo "== guest: %s on %s"\n' "$label" "$p"
+        if [ "$parallel" = 1 ]; then echo '{'; fi
+        printf 't0_%s=$(date +%%s.%%N)\n' "$p"
+        # A subshell per provider: its RDMA_TEST_* env does not leak into the next one.
+        printf '( rdma_use_provider %s && exec timeout -k 10 %q' "$p" "$tmo"
+        printf ' %q' "$@"
+        if [ "$parallel" = 1 ]; then
+            printf ' ) 2>&1 | tee %q | sed -u %q\n' "$rundir/$p.log" "s/^/[$p] /"
+        else
+            printf ' ) 2>&1 | tee %q\n' "$rundir/$p.log"
+        fi
+        printf 'echo "${PIPESTATUS[0]}" > %q\n' "$rundir/$p.status"
+        printf 'echo "$(date +%%s.%%N) $t0_%s" | awk %q > %q\n' "$p" '{ printf "%.1f\n", $1 - $2 }' "$rundir/$p.seconds"
+        if [ "$parallel" = 1 ]; then echo '} &'; fi
+    done
+    if [ "$parallel" = 1 ]; then echo 'wait'; fi
+}
+
 _vm_interrupted() {
     local pid
     trap - INT TERM HUP

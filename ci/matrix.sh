@@ -25,7 +25,7 @@
 # Knobs: RDMA_MATRIX_REFRESH=1 (fetch again), RDMA_MATRIX_PREPARE_ONLY=1 (stop
 # after fetching, extracting and building siw.ko), RDMA_MATRIX_SKIP_HOST_TESTS=1,
 # RDMA_MATRIX_TRYBUILD=1 (also run the compile-fail tests, skipped by default),
-# RDMA_TEST_FILTER, RDMA_TEST_PROVIDERS, RDMA_PROVIDER_TIMEOUT, RDMA_VM_TIMEOUT
+# RDMA_TEST_FILTER, RDMA_TEST_PROVIDERS, RDMA_TEST_PARALLEL, RDMA_PROVIDER_TIMEOUT, RDMA_VM_TIMEOUT
 # (as in ci/test.sh), RDMA_DEBIAN_MIRROR (default: the host's Debian mirror).
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -299,6 +299,8 @@ step "device tests in the VM: kernel $KVER, rdma-core $RELEASE_RDMA (${PROVIDERS
 RUN_DIR=$(new_run_dir "matrix-$NAME")
 ARGS=()
 if [ -n "${RDMA_TEST_FILTER:-}" ]; then ARGS=("$RDMA_TEST_FILTER"); fi
+# rxe and siw at the same time (RDMA_TEST_PARALLEL=0: one after the other), as in ci/test.sh.
+PARALLEL=${RDMA_TEST_PARALLEL:-1}
 export RDMA_SIW_KO="$SIW_KO"
 if [ -n "$GUEST_ROOT" ]; then export RDMA_GUEST_ROOT="$GUEST_ROOT"; else unset RDMA_GUEST_ROOT; fi
 {
@@ -337,17 +339,16 @@ if [ -n "$RELEASE_ROOT" ]; then
 fi
 echo "$bad" > "$(dirname "$OUT")/userspace.status"
 EOF
-    for p in "${PROVIDERS[@]}"; do
-        printf 'echo; echo "== guest: device tests on %s"\n' "$p"
-        printf '( rdma_use_provider %s && exec timeout -k 10 %q %q' "$p" "${RDMA_PROVIDER_TIMEOUT:-900}" "$DEVICE_BIN"
-        [ "${#ARGS[@]}" -eq 0 ] || printf ' %q' "${ARGS[@]}"
-        printf ' ) 2>&1 | tee %q\n' "$RUN_DIR/$p.log"
-        printf 'echo "${PIPESTATUS[0]}" > %q\n' "$RUN_DIR/$p.status"
-    done
+    guest_provider_runs "$RUN_DIR" "device tests" "$PARALLEL" "${RDMA_PROVIDER_TIMEOUT:-900}" "${PROVIDERS[@]}" \
+        -- "$DEVICE_BIN" "${ARGS[@]}"
     printf 'echo 0 > %q\n' "$RUN_DIR/status"
 } >"$RUN_DIR/guest.sh"
-# Both providers' limits and the boot.
-DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-2100}
+# The providers' limits (both, one after the other) and the boot.
+if [ "$PARALLEL" = 1 ]; then
+    DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-1200}
+else
+    DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-2100}
+fi
 RDMA_VM_TIMEOUT=$DEVICE_VM_TIMEOUT RDMA_VM_KERNEL=$KIMG vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
 TIMINGS+=("vm ${VM_SECONDS}s")
 

@@ -5,7 +5,7 @@
 # the fabric tests (ci/fabric.sh --suite: rdma::umad and umad_info on a simulated InfiniBand
 # fabric, ibsim and OpenSM on the host, three topologies); build the device test binary
 # (package rdma-tests, test `device`); one VM boot that sets up rxe0 and siw0 and runs the
-# device binary once per provider (rxe, then siw);
+# device binary once per provider (rxe and siw at the same time);
 # the cross-host suite (ci/twohost.sh --suite: two VMs over one link); ci/perf.sh --short;
 # ci/memcheck.sh (device tests under valgrind memcheck, own VM boot); the version matrix
 # (ci/matrix.sh trixie: the workspace built against Debian 13's rdma-core 56 and its device
@@ -26,8 +26,11 @@
 #   RDMA_TEST_FILTER=NAME    first argument of the device binary (run one test)
 #   RDMA_TEST_DEVICE_BIN=P   use this device test binary instead of building it
 #   RDMA_TEST_PROVIDERS      providers to run, in order (default "rxe siw")
+#   RDMA_TEST_PARALLEL=0     the providers one after the other in the VM (default 1: rxe
+#                            and siw at the same time, each its own device, addresses and
+#                            ports; also in the matrix releases' VM)
 #   RDMA_PROVIDER_TIMEOUT=S  per-provider limit inside the VM (default 900)
-#   RDMA_VM_TIMEOUT=S        limit for the whole VM run (default 900)
+#   RDMA_VM_TIMEOUT=S        limit for the whole VM run (default 1200; 2100 one after the other)
 #   RDMA_CI_SKIP_TWOHOST=1   skip ci/twohost.sh --suite (two VMs over one link; also skipped
 #                            with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
 #   RDMA_CI_SKIP_PERF=1      skip ci/perf.sh --short (ours vs perftest, after the device tests;
@@ -156,22 +159,21 @@ step "device tests in the VM (${PROVIDERS[*]})"
 RUN_DIR=$(new_run_dir test)
 ARGS=()
 if [ -n "${RDMA_TEST_FILTER:-}" ]; then ARGS=("$RDMA_TEST_FILTER"); fi
+PARALLEL=${RDMA_TEST_PARALLEL:-1}
 {
     guest_prelude "$RUN_DIR"
     printf 'if ! source %q; then touch %q; echo 125 > %q; exit 125; fi\n' \
         "$CI_DIR/guest-setup.sh" "$RUN_DIR/setup-failed" "$RUN_DIR/status"
-    for p in "${PROVIDERS[@]}"; do
-        printf 'echo; echo "== guest: device tests on %s"\n' "$p"
-        # A subshell per provider: its RDMA_TEST_* env does not leak into the next one.
-        printf '( rdma_use_provider %s && exec timeout -k 10 %q %q' "$p" "${RDMA_PROVIDER_TIMEOUT:-900}" "$DEVICE_BIN"
-        [ "${#ARGS[@]}" -eq 0 ] || printf ' %q' "${ARGS[@]}"
-        printf ' ) 2>&1 | tee %q\n' "$RUN_DIR/$p.log"
-        printf 'echo "${PIPESTATUS[0]}" > %q\n' "$RUN_DIR/$p.status"
-    done
+    guest_provider_runs "$RUN_DIR" "device tests" "$PARALLEL" "${RDMA_PROVIDER_TIMEOUT:-900}" "${PROVIDERS[@]}" \
+        -- "$DEVICE_BIN" "${ARGS[@]}"
     printf 'echo 0 > %q\n' "$RUN_DIR/status"
 } >"$RUN_DIR/guest.sh"
-# Both providers' limits and the boot.
-DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-2100}
+# The providers' limits (both, one after the other) and the boot.
+if [ "$PARALLEL" = 1 ]; then
+    DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-1200}
+else
+    DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-2100}
+fi
 RDMA_VM_TIMEOUT=$DEVICE_VM_TIMEOUT vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
 TIMINGS+=("vm ${VM_SECONDS}s")
 
