@@ -16,7 +16,7 @@
 # release's dynamic loader and libraries (a cargo runner), build the device test
 # binary and the examples, and run them in ONE VM boot of that release's kernel,
 # with root/'s libraries, providers and tools mounted over the guest's
-# (RDMA_GUEST_ROOT in ci/guest-setup.sh), on rxe then siw. Checks in the guest
+# (RDMA_GUEST_ROOT in ci/guest-setup.sh), on rxe and siw at the same time. Checks in the guest
 # that the loaded libibverbs, librdmacm, libibumad, providers and glibc are the
 # release's. Prints `rxe: N passed, N failed, N skipped`, `siw: ...` and
 # `matrix NAME: ...` (also into target/ci/matrix-NAME.summary); exits non-zero
