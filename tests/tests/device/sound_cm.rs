@@ -239,8 +239,13 @@ pub fn cm_context_outlives_its_ids_and_its_device(env: &TestEnv) -> TestResult {
             "adds and removes a device of its own: only in the test VM".into(),
         ));
     }
-    let ip = Ipv4Addr::new(10, 77, 0, 1);
-    let dev = ScratchDevice::new(env.provider, "sound_cm0", "rdsound0", ip)?;
+    // A name, netdev and subnet per provider: the two providers' suites may
+    // run at the same time in one VM (ci/test.sh).
+    let (name, netdev, ip) = match env.provider {
+        Provider::Rxe => ("sound_cm0", "rdsound0", Ipv4Addr::new(10, 77, 0, 1)),
+        Provider::Siw => ("sound_cm1", "rdsound1", Ipv4Addr::new(10, 77, 1, 1)),
+    };
+    let dev = ScratchDevice::new(env.provider, name, netdev, ip)?;
     let ch = EventChannel::new()?;
     let id = CmId::new(&ch, PortSpace::Tcp)?;
     // The device gets the address's GID a moment after it is added.
