@@ -390,35 +390,44 @@ pub fn resource_counts(
     for (kind, _) in RESOURCE_KINDS {
         batch += &format!("resource show {kind}\n");
     }
-    let mut child = std::process::Command::new("rdma")
-        .args(["-b", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    child
-        .stdin
-        .take()
-        .ok_or("no stdin for rdma")?
-        .write_all(batch.as_bytes())?;
-    let out = child.wait_with_output()?;
-    if !out.status.success() {
-        return Err(Box::new(Failure(format!(
-            "`rdma -b -` ({}) failed: {}",
-            batch.trim().replace('\n', "; "),
-            String::from_utf8_lossy(&out.stderr)
-        ))));
+    // A summary that disagrees with the listing (objects gone between the
+    // two dumps) is read again, twice at most.
+    let mut attempt = 0;
+    loop {
+        let mut child = std::process::Command::new("rdma")
+            .args(["-b", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        child
+            .stdin
+            .take()
+            .ok_or("no stdin for rdma")?
+            .write_all(batch.as_bytes())?;
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            return Err(Box::new(Failure(format!(
+                "`rdma -b -` ({}) failed: {}",
+                batch.trim().replace('\n', "; "),
+                String::from_utf8_lossy(&out.stderr)
+            ))));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut memo: HashMap<u32, bool> = HashMap::new();
+        match count_resources(&text, device, |pid| {
+            *memo.entry(pid).or_insert_with(|| foreign(pid))
+        }) {
+            Ok(counts) => return Ok(counts),
+            Err(e) if attempt == 2 => {
+                return Err(Box::new(Failure(format!(
+                    "`rdma resource show`: {e}: {text}"
+                ))))
+            }
+            Err(_) => attempt += 1,
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut memo: HashMap<u32, bool> = HashMap::new();
-    count_resources(&text, device, |pid| {
-        *memo.entry(pid).or_insert_with(|| foreign(pid))
-    })
-    .ok_or_else(|| {
-        Box::new(Failure(format!(
-            "`rdma resource show` has no line for {device}: {text}"
-        ))) as Box<dyn Error>
-    })
 }
 
 /// The object kinds of `rdma resource show KIND` and the key that follows
@@ -435,14 +444,20 @@ const RESOURCE_KINDS: [(&str, &str); 7] = [
 
 /// Counts the objects of `device` in the output of `rdma resource show`
 /// followed by `rdma resource show KIND` for each kind, leaving out those
-/// made by a thread that `foreign` says is another process's. None when the
-/// summary has no line for the device.
+/// made by a thread that `foreign` says is another process's. An error when
+/// the summary has no line for the device, or when it counts objects of a
+/// kind of which no line was read (the listing's form is not the one parsed
+/// here, or the objects went between the two dumps): the counts would then
+/// be too low, and a leak could go unseen.
 fn count_resources(
     text: &str,
     device: &str,
     mut foreign: impl FnMut(u32) -> bool,
-) -> Option<std::collections::BTreeMap<String, u64>> {
-    let mut counts: Option<std::collections::BTreeMap<String, u64>> = None;
+) -> Result<std::collections::BTreeMap<String, u64>, String> {
+    use std::collections::BTreeMap;
+    let mut summary: Option<BTreeMap<String, u64>> = None;
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut listed: BTreeMap<&str, u64> = BTreeMap::new();
     for line in text.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
         let (Some(first), Some(name)) = (words.first(), words.get(1)) else {
@@ -451,10 +466,10 @@ fn count_resources(
         if first.ends_with(':') {
             // Summary: `0: rxe0: pd 1 cq 2 qp 2 cm_id 0 mr 1 ctx 1 srq 0`.
             if name.trim_end_matches(':') == device {
-                counts = Some(
+                summary = Some(
                     words[2..]
                         .chunks(2)
-                        .map(|kv| (kv[0].to_string(), 0))
+                        .filter_map(|kv| Some((kv[0].to_string(), kv.get(1)?.parse().ok()?)))
                         .collect(),
                 );
             }
@@ -471,17 +486,31 @@ fn count_resources(
         else {
             continue;
         };
+        *listed.entry(kind).or_insert(0) += 1;
         let pid = words
             .windows(2)
             .find(|w| w[0] == "pid")
             .and_then(|w| w[1].parse::<u32>().ok());
         if !pid.is_some_and(&mut foreign) {
-            if let Some(c) = counts.as_mut() {
-                *c.entry(kind.to_string()).or_insert(0) += 1;
-            }
+            *counts.entry(kind).or_insert(0) += 1;
         }
     }
-    counts
+    let summary = summary.ok_or_else(|| format!("no summary line for {device}"))?;
+    for (kind, n) in &summary {
+        if *n > 0 && !listed.contains_key(kind.as_str()) {
+            return Err(format!(
+                "the summary counts {n} {kind} on {device}, and no line of them was read"
+            ));
+        }
+    }
+    // Every kind of the summary, 0 where none counted.
+    Ok(summary
+        .into_keys()
+        .map(|k| {
+            let n = counts.get(k.as_str()).copied().unwrap_or(0);
+            (k, n)
+        })
+        .collect())
 }
 
 /// Whether thread `tid` is alive in a process that is neither this one nor
@@ -765,7 +794,12 @@ dev rxe0 ctxn 0 pid 300 comm ibv_devinfo
         // Nothing foreign: the summary's counts.
         let all = count_resources(text, "rxe0", |_| false).expect("rxe0");
         assert_eq!((all["cm_id"], all["ctx"], all["pd"]), (3, 1, 2));
-        assert_eq!(count_resources(text, "mlx5_0", |_| false), None);
+        assert!(count_resources(text, "mlx5_0", |_| false).is_err());
+        // Objects the summary counts and the listing lacks (another form of
+        // listing): an error, not counts too low.
+        let drifted = text.replace("cm-idn", "cm_idn");
+        let e = count_resources(&drifted, "rxe0", |_| false).unwrap_err();
+        assert!(e.contains("3 cm_id"), "{e}");
         // This process, and a live thread of it, are not foreign; a pid that
         // does not exist is not either; this process's parent is.
         assert!(!foreign(std::process::id()));
