@@ -230,6 +230,13 @@ guest_provider_runs() {
     if [ "$parallel" = 1 ]; then echo 'wait'; fi
 }
 
+# vm_limit PARALLEL PROVIDER_TIMEOUT NPROVIDERS MARGIN: the default limit of a VM that runs
+# NPROVIDERS providers' runs of at most PROVIDER_TIMEOUT s each, at the same time
+# (PARALLEL=1) or one after the other, and boots and sets up within MARGIN s.
+vm_limit() {
+    if [ "$1" = 1 ]; then echo $(($2 + $4)); else echo $(($2 * $3 + $4)); fi
+}
+
 _vm_interrupted() {
     local pid
     trap - INT TERM HUP

@@ -343,12 +343,8 @@ EOF
         -- "$DEVICE_BIN" "${ARGS[@]}"
     printf 'echo 0 > %q\n' "$RUN_DIR/status"
 } >"$RUN_DIR/guest.sh"
-# The providers' limits (both, one after the other) and the boot.
-if [ "$PARALLEL" = 1 ]; then
-    DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-1200}
-else
-    DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-2100}
-fi
+# The providers' limits (at the same time, or one after the other) and the boot.
+DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-$(vm_limit "$PARALLEL" "${RDMA_PROVIDER_TIMEOUT:-900}" "${#PROVIDERS[@]}" 300)}
 RDMA_VM_TIMEOUT=$DEVICE_VM_TIMEOUT RDMA_VM_KERNEL=$KIMG vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
 TIMINGS+=("vm ${VM_SECONDS}s")
 

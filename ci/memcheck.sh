@@ -79,11 +79,7 @@ elif [ "$PARALLEL" = 1 ]; then
 else
     PROVIDER_TIMEOUT=${RDMA_MEMCHECK_TIMEOUT:-600}
 fi
-if [ "$PARALLEL" = 1 ]; then
-    export RDMA_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-$((PROVIDER_TIMEOUT + 120))}
-else
-    export RDMA_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-$((PROVIDER_TIMEOUT * ${#PROVIDERS[@]} + 120))}
-fi
+export RDMA_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-$(vm_limit "$PARALLEL" "$PROVIDER_TIMEOUT" "${#PROVIDERS[@]}" 120)}
 
 if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
     step "setup (ci/setup.sh)"

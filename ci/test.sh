@@ -30,7 +30,8 @@
 #                            and siw at the same time, each its own device, addresses and
 #                            ports; also in the matrix releases' VM)
 #   RDMA_PROVIDER_TIMEOUT=S  per-provider limit inside the VM (default 900)
-#   RDMA_VM_TIMEOUT=S        limit for the whole VM run (default 1200; 2100 one after the other)
+#   RDMA_VM_TIMEOUT=S        limit for the whole VM run (default: the providers' limit + 300,
+#                            1200; one after the other, both limits + 300, 2100)
 #   RDMA_CI_SKIP_TWOHOST=1   skip ci/twohost.sh --suite (two VMs over one link; also skipped
 #                            with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
 #   RDMA_CI_SKIP_PERF=1      skip ci/perf.sh --short (ours vs perftest, after the device tests;
@@ -168,12 +169,8 @@ PARALLEL=${RDMA_TEST_PARALLEL:-1}
         -- "$DEVICE_BIN" "${ARGS[@]}"
     printf 'echo 0 > %q\n' "$RUN_DIR/status"
 } >"$RUN_DIR/guest.sh"
-# The providers' limits (both, one after the other) and the boot.
-if [ "$PARALLEL" = 1 ]; then
-    DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-1200}
-else
-    DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-2100}
-fi
+# The providers' limits (at the same time, or one after the other) and the boot.
+DEVICE_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-$(vm_limit "$PARALLEL" "${RDMA_PROVIDER_TIMEOUT:-900}" "${#PROVIDERS[@]}" 300)}
 RDMA_VM_TIMEOUT=$DEVICE_VM_TIMEOUT vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
 TIMINGS+=("vm ${VM_SECONDS}s")
 
