@@ -454,10 +454,11 @@ fn count_resources(
     device: &str,
     mut foreign: impl FnMut(u32) -> bool,
 ) -> Result<std::collections::BTreeMap<String, u64>, String> {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
     let mut summary: Option<BTreeMap<String, u64>> = None;
     let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut listed: BTreeMap<&str, u64> = BTreeMap::new();
+    // The kinds of which a line was read, whoever made the object.
+    let mut listed: BTreeSet<&str> = BTreeSet::new();
     for line in text.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
         let (Some(first), Some(name)) = (words.first(), words.get(1)) else {
@@ -486,7 +487,7 @@ fn count_resources(
         else {
             continue;
         };
-        *listed.entry(kind).or_insert(0) += 1;
+        listed.insert(kind);
         let pid = words
             .windows(2)
             .find(|w| w[0] == "pid")
@@ -497,7 +498,7 @@ fn count_resources(
     }
     let summary = summary.ok_or_else(|| format!("no summary line for {device}"))?;
     for (kind, n) in &summary {
-        if *n > 0 && !listed.contains_key(kind.as_str()) {
+        if *n > 0 && !listed.contains(kind.as_str()) {
             return Err(format!(
                 "the summary counts {n} {kind} on {device}, and no line of them was read"
             ));
