@@ -363,6 +363,7 @@ suite() {
         read -r n_p n_f n_s < <(sed -E 's/^fabric [^:]+: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\1 \2 \3/' <<<"$line")
         tp=$((tp + n_p)) tf=$((tf + n_f)) ts=$((ts + n_s))
         [ "$n_f" = 0 ] || fail+=("fabric $name: $n_f test(s) failed")
+        while IFS= read -r f; do fail+=("$f"); done < <(grep -E "^failed on fabric $name: " "$RUN_DIR/tests.log" || true)
         [ "$rc" = 0 ] || [ "$n_f" != 0 ] || fail+=("fabric $name: test binary exited with status $rc")
     done
     done

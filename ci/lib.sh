@@ -341,6 +341,8 @@ provider_results() {
         read -r n_p n_f n_s < <(echo "$line" | sed -E 's/^[a-z]+: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\1 \2 \3/')
         tp=$((tp + n_p)) tf=$((tf + n_f)) ts=$((ts + n_s))
         [ "$n_f" = 0 ] || FAIL+=("$p: $n_f test(s) failed")
+        # The harness repeats each failed test as `failed on <p>: NAME: first line`.
+        while IFS= read -r f; do FAIL+=("$f"); done < <(tr -d '\r' <"$dir/$p.log" | grep -E "^failed on $p: " || true)
         if [ "$st" = 124 ] || [ "$st" = 137 ]; then
             FAIL+=("$p: timed out after ${RDMA_PROVIDER_TIMEOUT:-900} s (RDMA_PROVIDER_TIMEOUT)")
         elif [ "$st" != 0 ]; then

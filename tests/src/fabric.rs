@@ -262,18 +262,24 @@ pub fn run(tests: &[FabricTest]) -> ExitCode {
     );
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     let sm_log = fabric.dir.join("osm.log");
+    let mut failures = Vec::new();
     for t in &selected {
         let logged = std::fs::metadata(&sm_log).map_or(0, |m| m.len());
         match crate::run_one(t.name, || (t.run)(&fabric)) {
             crate::Ran::Passed => passed += 1,
             crate::Ran::Skipped(_) => skipped += 1,
-            crate::Ran::Failed => {
+            crate::Ran::Failed(why) => {
                 failed += 1;
+                failures.push((t.name, why));
                 for line in sm_errors_since(&sm_log, logged) {
                     println!("  OpenSM during the test: {line}");
                 }
             }
         }
+    }
+    for (name, why) in &failures {
+        let first = why.lines().next().unwrap_or("");
+        println!("failed on fabric {}: {name}: {first}", fabric.name);
     }
     println!(
         "fabric {}: {passed} passed, {failed} failed, {skipped} skipped",

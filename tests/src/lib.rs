@@ -154,8 +154,8 @@ pub enum Ran {
     Passed,
     /// It was skipped, for this reason.
     Skipped(String),
-    /// It failed or panicked.
-    Failed,
+    /// It failed or panicked, with this message.
+    Failed(String),
 }
 
 /// Runs one test body and prints its line: `test NAME ... ok (N ms)`,
@@ -178,7 +178,7 @@ pub fn run_one(name: &str, body: impl FnOnce() -> TestResult) -> Ran {
         }
         Ok(Err(e)) => {
             println!("FAILED ({ms} ms): {e}");
-            Ran::Failed
+            Ran::Failed(e.to_string())
         }
         Err(panic) => {
             let msg = panic
@@ -187,7 +187,7 @@ pub fn run_one(name: &str, body: impl FnOnce() -> TestResult) -> Ran {
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "panic".into());
             println!("FAILED ({ms} ms): panicked: {msg}");
-            Ran::Failed
+            Ran::Failed(format!("panicked: {msg}"))
         }
     }
 }
@@ -245,6 +245,7 @@ pub fn run(tests: &[Test]) -> ExitCode {
     );
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     let mut skips = Vec::new();
+    let mut failures = Vec::new();
     // The kernel's resource counts before any test, to prove afterwards that
     // the whole suite released everything it created. librdmacm opens one
     // context per device on first use and keeps it for the process's life;
@@ -263,7 +264,10 @@ pub fn run(tests: &[Test]) -> ExitCode {
                 skipped += 1;
                 skips.push((t.name, why));
             }
-            Ran::Failed => failed += 1,
+            Ran::Failed(why) => {
+                failed += 1;
+                failures.push((t.name, why));
+            }
         }
     }
     match (baseline, resource_counts(&env.device)) {
@@ -292,6 +296,12 @@ pub fn run(tests: &[Test]) -> ExitCode {
     }
     for (name, why) in &skips {
         println!("skipped on {}: {name}: {why}", env.provider.name());
+    }
+    // Repeated at the end, one line each, so that a run's tail names every
+    // failed test even when the providers' output is interleaved.
+    for (name, why) in &failures {
+        let first = why.lines().next().unwrap_or("");
+        println!("failed on {}: {name}: {first}", env.provider.name());
     }
     println!(
         "{}: {passed} passed, {failed} failed, {skipped} skipped",
