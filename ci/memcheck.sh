@@ -183,6 +183,7 @@ for p in "${PROVIDERS[@]}"; do
         SUMMARIES+=("memcheck $line, ${errs:-?} valgrind errors")
         n_f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
         [ "$n_f" = 0 ] || FAIL+=("memcheck $p: $n_f test(s) failed")
+        while IFS= read -r f; do FAIL+=("memcheck $f"); done < <(tr -d '\r' <"$log" | grep -E "^failed on $p: " || true)
     fi
     if [ -z "$errs" ]; then
         FAIL+=("memcheck $p: no valgrind ERROR SUMMARY (valgrind did not finish)")
