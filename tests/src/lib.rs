@@ -21,7 +21,7 @@ pub mod scratch;
 pub mod sys;
 
 pub use defer::Defer;
-pub use scratch::ScratchDevice;
+pub use scratch::{DeviceSet, ScratchDevice};
 
 /// What a test that did not fail reports.
 #[derive(Debug, Clone, PartialEq, Eq)]

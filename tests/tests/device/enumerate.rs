@@ -48,6 +48,9 @@ pub fn device_list_has_the_test_device(env: &TestEnv) -> TestResult {
 }
 
 pub fn every_device_opens_and_answers_queries(_env: &TestEnv) -> TestResult {
+    // No scratch device of the other suite comes or goes while each listed
+    // device is opened and its ports are required ACTIVE.
+    let _set = rdma_tests::DeviceSet::lock(false)?;
     let devs = devices()?;
     check!(!devs.is_empty(), "no devices");
     for (name, _, _) in &devs {

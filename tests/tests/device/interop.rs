@@ -119,6 +119,9 @@ fn srq_c_server(env: &TestEnv) -> TestResult {
 /// and so do the other forms (`-i 1`, plain, `-l`).
 fn devinfo_matches(env: &TestEnv) -> TestResult {
     let ours = rdma_tests::example("devinfo")?;
+    // `-l` lists every device: no scratch device of the other suite may come
+    // or go between the two listings.
+    let _set = rdma_tests::DeviceSet::lock(false)?;
     for args in [
         vec!["-v", "-d", env.device.as_str()],
         vec!["-d", env.device.as_str(), "-i", "1"],
