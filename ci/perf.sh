@@ -42,7 +42,7 @@
 # (repetitions of that count, default 3: the median is reported; a
 # busy-polling client's count varies with how often its poll finds
 # nothing), PERF_CMTIME_ROUNDS
-# (default 9 with --short, else 15), PERF_CMTIME_RXE / PERF_CMTIME_SIW
+# (default 5 with --short, else 15), PERF_CMTIME_RXE / PERF_CMTIME_SIW
 # (connections, default 100 / 40), PERF_RSTREAM_ROUNDS (default 1 with
 # --short, else 5; 0: no stream runs), PERF_RSTREAM_LAT_ITERS (round trips,
 # default 2000 / 5000), PERF_RSTREAM_BW_COUNT (64 KiB transfers each way,
@@ -122,7 +122,7 @@ guest() {
 # cmtime included).
 cmtime_rounds() {
     local out=$1 bin=$2 short=$3 rounds p addr n r order prog port=21000 cmd run spid crc died
-    rounds=${PERF_CMTIME_ROUNDS:-$([ "$short" = 1 ] && echo 9 || echo 15)}
+    rounds=${PERF_CMTIME_ROUNDS:-$([ "$short" = 1 ] && echo 5 || echo 15)}
     for p in ${PERF_PROVIDERS:-rxe siw}; do
         if [ "$p" = rxe ]; then
             addr=$RDMA_RXE_IPV4 n=${PERF_CMTIME_RXE:-100}

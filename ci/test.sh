@@ -22,7 +22,7 @@
 #   RDMA_CI_SKIP_MIRI=1      skip ci/miri.sh (pure-Rust tests under Miri; a host step, after fuzz)
 #   RDMA_CI_MATRIX=LIST      the version matrix after memcheck (ci/matrix.sh): "trixie" (default),
 #                            "all" (bookworm trixie sid), "none", or releases by name
-#   RDMA_CI_SKIP_MSRV=1      skip ci/msrv.sh (the workspace built with exactly the rust-version toolchain)
+#   RDMA_CI_SKIP_MSRV=1      skip ci/msrv.sh (the workspace checked with exactly the rust-version toolchain)
 #   RDMA_TEST_FILTER=NAME    first argument of the device binary (run one test)
 #   RDMA_TEST_DEVICE_BIN=P   use this device test binary instead of building it
 #   RDMA_TEST_PROVIDERS      providers to run, in order (default "rxe siw")
