@@ -6,7 +6,9 @@ use std::error::Error;
 use std::fs::File;
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::Provider;
 
@@ -27,9 +29,14 @@ pub struct ScratchDevice {
 
 /// A lock on the set of RDMA devices, shared between the processes of one
 /// machine (`flock(2)` on a file in /tmp): taken shared by a test that lists
-/// or opens every device and compares listings, exclusively by a
-/// [`ScratchDevice`] for its whole life. Released when dropped (or when the
-/// process dies: the kernel drops a dead process's locks).
+/// or opens devices other than its own, exclusively by a [`ScratchDevice`]
+/// for its whole life. Released when dropped (or when the process dies: the
+/// kernel drops a dead process's locks).
+///
+/// Locks belong to each open of the file: a test that holds it must not
+/// wait for a process of its own that takes it exclusively (a scratch
+/// device's test in its own process), or it waits for itself until
+/// [`DEVICE_SET_WAIT`] ends the wait.
 pub struct DeviceSet {
     // Held for its descriptor: closing it releases the lock.
     _file: File,
@@ -38,29 +45,60 @@ pub struct DeviceSet {
 /// The lock's file; the same path for every suite of the machine.
 const DEVICE_SET_LOCK: &str = "/tmp/rdma-tests-device-set.lock";
 
+/// How long [`DeviceSet::lock`] waits: far longer than a scratch device's
+/// test holds it (seconds), far shorter than a provider's run may take.
+pub const DEVICE_SET_WAIT: Duration = Duration::from_secs(120);
+
 impl DeviceSet {
-    /// Waits for the lock, shared or exclusive.
+    /// Waits for the lock, shared or exclusive, [`DEVICE_SET_WAIT`] at most:
+    /// a holder that never lets go (a device removal that hangs) fails the
+    /// waiting test with an error that names the lock, rather than hanging
+    /// the suite.
     pub fn lock(exclusive: bool) -> std::io::Result<DeviceSet> {
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(DEVICE_SET_LOCK)?;
-        let op = if exclusive {
-            libc::LOCK_EX
-        } else {
-            libc::LOCK_SH
-        };
-        loop {
-            // SAFETY: `file` is open for the duration of the call, so its
-            // descriptor is valid; flock(2) takes no pointers.
-            if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-                return Ok(DeviceSet { _file: file });
+        lock_at(Path::new(DEVICE_SET_LOCK), exclusive, DEVICE_SET_WAIT)
+    }
+}
+
+/// [`DeviceSet::lock`] on the file at `path`, waiting `wait` at most.
+fn lock_at(path: &Path, exclusive: bool, wait: Duration) -> std::io::Result<DeviceSet> {
+    // Opened for writing if it can be (to create it); a file of another
+    // user that may not be written to is locked through a read-only open
+    // (flock needs no write access).
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .or_else(|_| File::open(path))?;
+    let op = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    } | libc::LOCK_NB;
+    let start = Instant::now();
+    loop {
+        // SAFETY: `file` is open for the duration of the call, so its
+        // descriptor is valid; flock(2) takes no pointers.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(DeviceSet { _file: file });
+        }
+        let e = std::io::Error::last_os_error();
+        match e.kind() {
+            std::io::ErrorKind::Interrupted => continue,
+            std::io::ErrorKind::WouldBlock if start.elapsed() < wait => {
+                std::thread::sleep(Duration::from_millis(20));
             }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(e);
+            std::io::ErrorKind::WouldBlock => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "the device-set lock {} was not free in {wait:?} (a scratch device \
+                         of another test not removed?)",
+                        path.display()
+                    ),
+                ));
             }
+            _ => return Err(e),
         }
     }
 }
@@ -145,29 +183,35 @@ impl Drop for ScratchDevice {
 mod tests {
     use super::*;
 
-    /// Whether an exclusive lock can be had at once, through a descriptor
-    /// of its own (flock locks belong to the open file description).
-    fn exclusive_free() -> bool {
-        let f = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(DEVICE_SET_LOCK)
-            .expect("lock file");
-        // SAFETY: `f` is open for the call; flock(2) takes no pointers.
-        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        r == 0
+    /// A lock file of this test's own.
+    fn path() -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("rdma-tests-lock-unit-{}", std::process::id()))
+    }
+
+    /// Whether an exclusive lock can be had at once, through an open of
+    /// its own (flock locks belong to the open file description).
+    fn exclusive_free(path: &Path) -> bool {
+        lock_at(path, true, Duration::ZERO).is_ok()
     }
 
     #[test]
     fn device_set_excludes_while_held_and_frees_when_dropped() {
-        let shared = DeviceSet::lock(false).expect("shared");
-        let again = DeviceSet::lock(false).expect("a second shared lock at once");
-        assert!(!exclusive_free(), "exclusive granted under shared locks");
+        let p = path();
+        let wait = Duration::from_millis(100);
+        let shared = lock_at(&p, false, wait).expect("shared");
+        let again = lock_at(&p, false, wait).expect("a second shared lock at once");
+        assert!(!exclusive_free(&p), "exclusive granted under shared locks");
         drop((shared, again));
-        let held = DeviceSet::lock(true).expect("exclusive");
-        assert!(!exclusive_free(), "exclusive granted twice");
+        let held = lock_at(&p, true, wait).expect("exclusive");
+        assert!(!exclusive_free(&p), "exclusive granted twice");
+        let start = Instant::now();
+        let e = lock_at(&p, false, wait)
+            .err()
+            .expect("shared granted under exclusive");
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+        assert!(start.elapsed() >= wait, "gave up before its wait");
         drop(held);
-        assert!(exclusive_free(), "the lock outlived its DeviceSet");
+        assert!(exclusive_free(&p), "the lock outlived its DeviceSet");
+        let _ = std::fs::remove_file(&p);
     }
 }

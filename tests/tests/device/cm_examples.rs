@@ -92,7 +92,8 @@ const PINGS: usize = 3;
 type R<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// A port of this test's own: `base` on rxe, `base + 1` on siw (the two
-/// providers run one after the other, but a port may linger in TIME_WAIT).
+/// providers' suites may run at the same time, and a port may linger in
+/// TIME_WAIT); the bases are odd, so the two sets never meet.
 fn port(env: &TestEnv, base: u16) -> u16 {
     match env.provider {
         Provider::Rxe => base,

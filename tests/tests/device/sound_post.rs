@@ -199,12 +199,16 @@ pub fn ud_qp_refuses_all_but_addressed_sends(env: &TestEnv) -> TestResult {
 }
 
 /// The other soft-RDMA device of the VM (siw0 beside rxe0 and the other way
-/// round), opened; None if there is none.
-fn other_device(env: &TestEnv) -> R<Option<Context>> {
+/// round), opened; None if there is none. With the device-set lock, held
+/// as long as the context: no scratch device of the other suite comes or
+/// goes meanwhile, so the one found is not one about to be removed, and its
+/// removal never waits for this context.
+fn other_device(env: &TestEnv) -> R<Option<(rdma_tests::DeviceSet, Context)>> {
+    let set = rdma_tests::DeviceSet::lock(false)?;
     let list = DeviceList::new()?;
     let other = list.iter().find(|d| d.name() != env.device);
     Ok(match other {
-        Some(d) => Some(d.open()?),
+        Some(d) => Some((set, d.open()?)),
         None => None,
     })
 }
@@ -338,7 +342,7 @@ pub fn objects_of_two_contexts_are_not_mixed(env: &TestEnv) -> TestResult {
         )?;
         check!(e.errno() == libc::EINVAL, "{e}");
     }
-    let Some(other) = other_device(env)? else {
+    let Some((_set, other)) = other_device(env)? else {
         return Ok(Outcome::Skipped(format!(
             "only {} exists: objects of two devices cannot be mixed here (two contexts of it were refused)",
             env.device
