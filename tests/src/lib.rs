@@ -280,25 +280,26 @@ pub fn run(tests: &[Test]) -> ExitCode {
         }
         (Ok(before), Ok(after)) => {
             failed += 1;
-            println!(
-                "FAILED: resources of {} leaked by the suite: before {before:?}, after {after:?}",
+            let why = format!(
+                "resources of {} leaked by the suite: before {before:?}, after {after:?}",
                 env.device
             );
+            println!("FAILED: {why}");
+            failures.push(("(the whole suite)", why));
         }
         (b, a) => {
             failed += 1;
-            println!(
-                "FAILED: resource counts unavailable: {:?} / {:?}",
-                b.err(),
-                a.err()
-            );
+            let why = format!("resource counts unavailable: {:?} / {:?}", b.err(), a.err());
+            println!("FAILED: {why}");
+            failures.push(("(the whole suite)", why));
         }
     }
     for (name, why) in &skips {
         println!("skipped on {}: {name}: {why}", env.provider.name());
     }
-    // Repeated at the end, one line each, so that a run's tail names every
-    // failed test even when the providers' output is interleaved.
+    // Repeated at the end, one line each (the suite's own resource check
+    // too), so that a run's tail names every failure even when the
+    // providers' output is interleaved.
     for (name, why) in &failures {
         let first = why.lines().next().unwrap_or("");
         println!("failed on {}: {name}: {first}", env.provider.name());

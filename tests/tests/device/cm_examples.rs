@@ -754,7 +754,7 @@ fn doc_pair(env: &TestEnv, name: &str, base: u16) -> R<(String, String)> {
 }
 
 fn doc_hello_rc(env: &TestEnv) -> TestResult {
-    let (so, co) = doc_pair(env, "hello_rc", 19_341)?;
+    let (so, co) = doc_pair(env, "hello_rc", 19_347)?;
     if !so.lines().any(|l| l == "hello over RDMA WRITE") {
         fail!("the server did not print the greeting the client wrote\n{so}\n{co}");
     }
