@@ -277,10 +277,7 @@ pub fn run(tests: &[FabricTest]) -> ExitCode {
             }
         }
     }
-    for (name, why) in &failures {
-        let first = why.lines().next().unwrap_or("");
-        println!("failed on fabric {}: {name}: {first}", fabric.name);
-    }
+    crate::report_failures(&format!("fabric {}", fabric.name), &failures);
     println!(
         "fabric {}: {passed} passed, {failed} failed, {skipped} skipped",
         fabric.name

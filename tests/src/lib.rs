@@ -192,6 +192,17 @@ pub fn run_one(name: &str, body: impl FnOnce() -> TestResult) -> Ran {
     }
 }
 
+/// Repeats each failure at the end of a run, one line each, as `failed on
+/// WHO: NAME: first line of the error`, so that a run's tail names every
+/// failure even when two suites' output interleaves (ci/lib.sh,
+/// ci/fabric.sh and ci/memcheck.sh pick these lines up).
+pub fn report_failures(who: &str, failures: &[(&str, String)]) {
+    for (name, why) in failures {
+        let first = why.lines().next().unwrap_or("");
+        println!("failed on {who}: {name}: {first}");
+    }
+}
+
 /// One device test.
 #[derive(Clone, Copy)]
 pub struct Test {
@@ -297,13 +308,8 @@ pub fn run(tests: &[Test]) -> ExitCode {
     for (name, why) in &skips {
         println!("skipped on {}: {name}: {why}", env.provider.name());
     }
-    // Repeated at the end, one line each (the suite's own resource check
-    // too), so that a run's tail names every failure even when the
-    // providers' output is interleaved.
-    for (name, why) in &failures {
-        let first = why.lines().next().unwrap_or("");
-        println!("failed on {}: {name}: {first}", env.provider.name());
-    }
+    // The suite's own resource check among them.
+    report_failures(env.provider.name(), &failures);
     println!(
         "{}: {passed} passed, {failed} failed, {skipped} skipped",
         env.provider.name()
@@ -402,29 +408,10 @@ pub fn resource_counts(
         batch += &format!("resource show {kind}\n");
     }
     // A summary that disagrees with the listing (objects gone between the
-    // two dumps), or a run that failed, is read again, twice at most.
+    // two dumps) is read again, twice at most.
     let mut attempt = 0;
     loop {
-        let mut child = std::process::Command::new("rdma")
-            .args(["-b", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()?;
-        child
-            .stdin
-            .take()
-            .ok_or("no stdin for rdma")?
-            .write_all(batch.as_bytes())?;
-        let out = child.wait_with_output()?;
-        // `rdma` lists the devices once, then stops at the first query that
-        // fails: a device of another test removed in between (the other
-        // provider's suite runs at the same time). Asked again, as below.
-        if !out.status.success() && attempt < 2 {
-            attempt += 1;
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            continue;
-        }
+        let out = run_rdma(&["-b", "-"], Some(&batch))?;
         if !out.status.success() {
             return Err(Box::new(Failure(format!(
                 "`rdma -b -` ({}) failed: {}",
@@ -698,23 +685,42 @@ impl Running {
     }
 }
 
-/// The CM ids of the system, as `rdma resource show cm_id` lists them.
-/// A run that failed (its listing may stop short: a device of another
-/// test removed while it ran) is run again, twice at most.
-pub fn cm_ids() -> Result<String, String> {
+/// Runs the `rdma` tool with `args` (and `input` on its standard input),
+/// again, twice at most, when it fails: it lists the devices once, then
+/// stops at the first query that fails, as for a device removed in between
+/// (a scratch device of the other provider's suite, which runs at the same
+/// time). The last run's output, whatever its status.
+fn run_rdma(args: &[&str], input: Option<&str>) -> std::io::Result<std::process::Output> {
+    use std::process::{Command, Stdio};
     let mut attempt = 0;
     loop {
-        let out = std::process::Command::new("rdma")
-            .args(["resource", "show", "cm_id"])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run `rdma resource show cm_id`: {e}"))?;
+        let mut child = Command::new("rdma")
+            .args(args)
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
+            stdin.write_all(text.as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
         if out.status.success() || attempt == 2 {
-            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+            return Ok(out);
         }
         attempt += 1;
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// The CM ids of the system, as `rdma resource show cm_id` lists them.
+pub fn cm_ids() -> Result<String, String> {
+    let out = run_rdma(&["resource", "show", "cm_id"], None)
+        .map_err(|e| format!("cannot run `rdma resource show cm_id`: {e}"))?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Waits until a CM id listens on `port`, from `rdma resource show cm_id`
