@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdma::mad::sa::{
-    InformInfo, JoinState, McMemberRecord, McMemberRecordMask, NodeRecord, NodeRecordMask,
-    SaStatusCode,
+    InformInfo, InformInfoRecord, InformInfoRecordMask, JoinState, McMemberRecord,
+    McMemberRecordMask, NodeRecord, NodeRecordMask, SaStatusCode,
 };
 use rdma::sa::SaClient;
 use rdma::umad::{self, AsyncPort, Port};
@@ -301,13 +301,27 @@ fn join_and_leave_the_ipoib_broadcast_group(f: &Fabric) -> TestResult {
     })
 }
 
-/// Subscribes to trap 64 (GID in service) from every LID, and
-/// unsubscribes: the SA takes both and answers with the InformInfo.
+/// A subscription to trap 64 (GID in service) for every port, then its
+/// unsubscription: each answered as the SA's copy of the request; in
+/// between the SA lists it among our port's InformInfoRecords (its QPN 0:
+/// the SA shows the subscriber's QPN only to a trusted request, C15-0.2-1.16,
+/// and ours carries SM_Key 0), and after it no longer does.
+///
+/// An unsubscription the SA refuses as naming no subscription (OpenSM:
+/// ERR_REQ_INVALID) is looked up again: if the SA no longer lists the
+/// subscription, the SA dropped it on its own (OpenSM matches a
+/// subscription by the whole source address of the MAD, and has refused
+/// an unsubscription right after its subscription, rarely, under ibsim),
+/// and the two are tried again, three times at most; if it still lists
+/// it, the same request is sent again (its bytes are those of the first
+/// but the TID) twice at most, and a refusal each time fails the test.
+/// Each retry is printed.
 fn subscribe_and_unsubscribe(_f: &Fabric) -> TestResult {
     runtime()?.block_on(async {
         let port = async_port()?;
+        let (me, _) = local_gid_and_lid(&port)?;
         let sa = SaClient::new(&port)?;
-        let mut inform = InformInfo {
+        let inform = InformInfo {
             lid_range_begin: 0xffff,
             is_generic: true,
             subscribe: true,
@@ -316,23 +330,78 @@ fn subscribe_and_unsubscribe(_f: &Fabric) -> TestResult {
             producer_type: 0xff_ffff,
             ..InformInfo::default()
         };
-        let on = match sa.subscribe(&inform).await {
-            Ok(on) => on,
-            Err(e) => fail!("the subscription: {e}"),
+        let off_req = InformInfo {
+            subscribe: false,
+            ..inform
         };
-        if !on.subscribe || on.trap_number != 64 || !on.is_generic {
-            fail!("the subscription answered {on:?}");
+        for attempt in 1..=3 {
+            let on = match sa.subscribe(&inform).await {
+                Ok(on) => on,
+                Err(e) => fail!("the subscription: {e}"),
+            };
+            if !on.subscribe || on.trap_number != 64 || !on.is_generic {
+                fail!("the subscription answered {on:?}");
+            }
+            let held = subscriptions_of(&sa, me).await?;
+            match held.as_slice() {
+                [r] if r.inform_info.qpn == 0 && r.inform_info.lid_range_begin == 0xffff => {}
+                _ => fail!("after the subscription the SA lists {held:?}"),
+            }
+            let mut refused = 0;
+            let off = loop {
+                match sa.subscribe(&off_req).await {
+                    Ok(off) => break Some(off),
+                    Err(e) if e.sa_status() == Some(SaStatusCode::ReqInvalid) => {
+                        let still = subscriptions_of(&sa, me).await?;
+                        if still.is_empty() {
+                            println!(
+                                "  attempt {attempt}: the unsubscription was refused ({e}) and the SA no longer lists the subscription: subscribing again"
+                            );
+                            break None;
+                        }
+                        refused += 1;
+                        if refused == 3 {
+                            fail!("the unsubscription was refused three times ({e}) while the SA lists {still:?}");
+                        }
+                        println!(
+                            "  the unsubscription was refused ({e}) while the SA lists the subscription: the same request again"
+                        );
+                    }
+                    Err(e) => fail!("the unsubscription (after {on:?} was answered): {e}"),
+                }
+            };
+            let Some(off) = off else { continue };
+            if off.subscribe || off.trap_number != 64 {
+                fail!("the unsubscription answered {off:?}");
+            }
+            let left = subscriptions_of(&sa, me).await?;
+            if !left.is_empty() {
+                fail!("after the unsubscription the SA still lists {left:?}");
+            }
+            return Ok(Outcome::Passed);
         }
-        inform.subscribe = false;
-        let off = match sa.subscribe(&inform).await {
-            Ok(off) => off,
-            Err(e) => fail!("the unsubscription (after {on:?} was answered): {e}"),
-        };
-        if off.subscribe || off.trap_number != 64 {
-            fail!("the unsubscription answered {off:?}");
-        }
-        Ok(Outcome::Passed)
+        fail!("the SA dropped the subscription before its unsubscription three times")
     })
+}
+
+/// The trap-64 subscriptions the SA lists for subscriber `me` (a GetTable
+/// of InformInfoRecords by SubscriberGID; a record of another subscriber
+/// in the answer fails).
+async fn subscriptions_of(sa: &SaClient, me: Gid) -> Res<Vec<InformInfoRecord>> {
+    let q = InformInfoRecord {
+        subscriber_gid: me,
+        ..InformInfoRecord::default()
+    };
+    let all = sa
+        .get_table(&q, InformInfoRecordMask::SUBSCRIBER_GID)
+        .await?;
+    if let Some(r) = all.iter().find(|r| r.subscriber_gid != me) {
+        fail!("a query of {me:?}'s InformInfoRecords answered {r:?}");
+    }
+    Ok(all
+        .into_iter()
+        .filter(|r| r.inform_info.is_generic && r.inform_info.trap_number == 64)
+        .collect())
 }
 
 /// A Get of a NodeRecord for a LID that does not exist is the SA's "no

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use rdma::mad::sa::{
-    self as records, InformInfo, JoinState, LinkRecord, Matcher, McMemberRecord,
+    self as records, InformInfo, InformInfoRecord, JoinState, LinkRecord, Matcher, McMemberRecord,
     McMemberRecordMask, NodeRecord, PathRecord, PathRecordMask, PortInfoRecord, PortInfoRecordMask,
     SaRecord, SaStatusCode, Selector,
 };
@@ -44,10 +44,11 @@ pub struct Groups {
     /// By MGID.
     pub by_mgid: BTreeMap<[u8; 16], Group>,
     next_mlid: u16,
-    /// InformInfo subscriptions: (subscriber LID, trap number, generic).
-    /// Kept and answered; Reports are not sent (under ibsim only the SM's
-    /// own process could receive them).
-    pub subscriptions: Vec<(u16, u16, bool)>,
+    /// InformInfo subscriptions: the subscriber's LID and its InformInfo
+    /// (QPN the subscriber's), one per (LID, trap number, generic). Kept,
+    /// answered and listed as InformInfoRecords; Reports are not sent
+    /// (under ibsim only the SM's own process could receive them).
+    pub subscriptions: Vec<(u16, InformInfo)>,
 }
 
 impl Default for Groups {
@@ -219,21 +220,38 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>) -> Option<Mad> {
         }
         (records::attr_id::INFORM_INFO, Method::SET) => {
             let q = m.attribute::<InformInfo>().ok()?;
-            let key = (req.addr.lid, q.trap_number, q.is_generic);
+            let same = |(lid, i): &(u16, InformInfo)| {
+                *lid == req.addr.lid
+                    && i.trap_number == q.trap_number
+                    && i.is_generic == q.is_generic
+            };
             let mut s = lock_w(subnet);
             let subs = &mut s.groups.subscriptions;
-            let known = subs.iter().position(|k| *k == key);
+            let known = subs.iter().position(same);
+            // The SA keeps the subscriber's QPN (that of the request).
+            let kept = InformInfo {
+                qpn: req.addr.qpn,
+                ..q
+            };
             match (q.subscribe, known) {
-                (true, None) => subs.push(key),
-                (true, Some(_)) => {}
+                (true, None) => subs.push((req.addr.lid, kept)),
+                (true, Some(i)) => subs[i].1 = kept,
                 (false, Some(i)) => {
                     subs.remove(i);
                 }
                 (false, None) => return Some(error(m, SaStatusCode::ReqInvalid)),
             }
+            // The answer is a copy of the request (o13-12.1.1).
             let mut r = m.response();
             let _ = r.set_attribute(&q);
             r
+        }
+        (records::attr_id::INFORM_INFO_RECORD, Method::GET | Method::GET_TABLE) => {
+            let q = m.attribute::<InformInfoRecord>().ok()?;
+            match matching(&q, mask, inform_info_records(&lock_r(subnet))) {
+                Ok(hits) => reply(m, h.method, hits),
+                Err(code) => error(m, code),
+            }
         }
         (records::attr_id::MC_MEMBER_RECORD, Method::SET | Method::DELETE) => {
             let q = m.attribute::<McMemberRecord>().ok()?;
@@ -450,6 +468,28 @@ fn rate_tenths(code: u8) -> u32 {
         10 => 1200,
         _ => 0,
     }
+}
+
+/// The subscriptions as InformInfoRecords: each subscriber's port GID
+/// (of its LID; none for a LID no longer swept), Enum 0, and QPN 0 (the SA
+/// shows the subscriber's QPN to trusted requests only, C15-0.2-1.16, and
+/// this SA trusts none).
+fn inform_info_records(s: &Subnet) -> Vec<InformInfoRecord> {
+    s.groups
+        .subscriptions
+        .iter()
+        .filter_map(|&(lid, inform_info)| {
+            let (_, _, guid) = end_port(s, lid)?;
+            Some(InformInfoRecord {
+                subscriber_gid: Gid::from_parts(SUBNET_PREFIX, guid),
+                enumeration: 0,
+                inform_info: InformInfo {
+                    qpn: 0,
+                    ..inform_info
+                },
+            })
+        })
+        .collect()
 }
 
 /// The end port of `lid`.
