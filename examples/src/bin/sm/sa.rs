@@ -45,7 +45,7 @@ pub struct Groups {
     pub by_mgid: BTreeMap<[u8; 16], Group>,
     next_mlid: u16,
     /// InformInfo subscriptions: the subscriber's LID and its InformInfo
-    /// (QPN the subscriber's), one per (LID, trap number, generic). Kept,
+    /// as the request gave it, one per (LID, trap number, generic). Kept,
     /// answered and listed as InformInfoRecords; Reports are not sent
     /// (under ibsim only the SM's own process could receive them).
     pub subscriptions: Vec<(u16, InformInfo)>,
@@ -228,14 +228,9 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>) -> Option<Mad> {
             let mut s = lock_w(subnet);
             let subs = &mut s.groups.subscriptions;
             let known = subs.iter().position(same);
-            // The SA keeps the subscriber's QPN (that of the request).
-            let kept = InformInfo {
-                qpn: req.addr.qpn,
-                ..q
-            };
             match (q.subscribe, known) {
-                (true, None) => subs.push((req.addr.lid, kept)),
-                (true, Some(i)) => subs[i].1 = kept,
+                (true, None) => subs.push((req.addr.lid, q)),
+                (true, Some(i)) => subs[i].1 = q,
                 (false, Some(i)) => {
                     subs.remove(i);
                 }
