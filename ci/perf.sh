@@ -25,7 +25,10 @@
 # ones (-T b: rsockets polls briefly, then sleeps; ours uses the stream's
 # default busy poll), and 64 KiB transfers,
 # a batch each way (Gb/s; higher is better); medians over the rounds and
-# ours/rsockets, ours/TCP.
+# ours/rsockets, ours/TCP. On rxe, the transport operation under the
+# stream's small messages: a 64-byte ping-pong of SENDs (what rdma::stream
+# sends) against one of RDMA WRITEs with immediate (what rsockets sends),
+# both ours (see transport_rounds).
 #
 # Absolute figures under TCG mean little; the ratio is what counts. A
 # missed ratio target is reported, never a failure: the script fails only
@@ -48,7 +51,9 @@
 # default 2000 / 5000), PERF_RSTREAM_BW_COUNT (64 KiB transfers each way,
 # default 200 / 1000), PERF_RSTREAM_RUNTIME (current or multi: our
 # rstream's tokio runtime), PERF_RSTREAM_TOKIO_TCP=1 (also our rstream
-# over tokio's TCP; default with the full run), and those of
+# over tokio's TCP; default with the full run), PERF_TRANSPORT_ROUNDS
+# (default 3 with --short, else 10), PERF_TRANSPORT_ITERS (default 5000),
+# and those of
 # ci/vm.sh (RDMA_CI_SKIP_SETUP, RDMA_VM_TIMEOUT, ...).
 set -Eeuo pipefail
 
@@ -108,6 +113,9 @@ guest() {
         done
     done
     rstream_rounds "$out" "$bin" "$short"
+    if [[ " ${PERF_PROVIDERS:-rxe siw} " == *" rxe "* ]]; then
+        transport_rounds "$out" "$bin" "$short"
+    fi
     cmtime_rounds "$out" "$bin" "$short"
     if [ "$short" != 1 ] && [[ " ${PERF_PROVIDERS:-rxe siw} " == *" rxe "* ]]; then
         count "$out" "$bin" "$post_poll"
@@ -238,6 +246,43 @@ rstream_rounds() {
         done
     done
     echo "== rstream: $n runs in $(elapsed_since "$t_all") s"
+}
+
+# The transport operation under a byte stream's small messages: a 64-byte
+# ping-pong on rxe of SENDs into posted receives (what rdma::stream
+# sends) and of RDMA WRITEs with immediate data (what rsockets sends),
+# each inline and taken from a receive's completion: our send_lat and
+# write_lat --write_with_imm, alternating who goes first, pinned as the
+# rstream runs are. Debian 12's perftest has no --write_with_imm, so both
+# are ours; the ratio says what the operation alone costs.
+transport_rounds() {
+    local out=$1 bin=$2 short=$3 rounds iters r order kind port=23000 run spid crc src gidx
+    local -a cmd pin_srv=() pin_cli=()
+    if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+        pin_srv=(taskset -c 0) pin_cli=(taskset -c 1)
+    fi
+    rounds=${PERF_TRANSPORT_ROUNDS:-$([ "$short" = 1 ] && echo 3 || echo 10)}
+    iters=${PERF_TRANSPORT_ITERS:-5000}
+    gidx=$(ipv4_gid_index "$RDMA_RXE_DEVICE")
+    for r in $(seq 1 "$rounds"); do
+        if [ $((r % 2)) = 1 ]; then order="send wimm"; else order="wimm send"; fi
+        for kind in $order; do
+            port=$((port + 1))
+            run="$out/rxe.transport.$kind.$r"
+            if [ "$kind" = send ]; then cmd=("$bin/send_lat"); else cmd=("$bin/write_lat" --write_with_imm); fi
+            cmd+=(-d "$RDMA_RXE_DEVICE" -x "$gidx" -F -s 64 -I 64 -n "$iters" -p "$port")
+            echo "== rxe transport round $r: ${cmd[*]}"
+            # Not `.client`: the perftest table reads those.
+            timeout -k 5 60 "${pin_srv[@]}" "${cmd[@]}" >"$run.tserver" 2>&1 &
+            spid=$!
+            wait_listen "$port" 0
+            crc=0 src=0
+            timeout -k 5 60 "${pin_cli[@]}" "${cmd[@]}" "$RDMA_RXE_IPV4" >"$run.tclient" 2>&1 || crc=$?
+            wait "$spid" || src=$?
+            echo "$crc $src" >"$run.rc"
+            grep -E '^ *64 +[0-9]+ ' "$run.tclient" || tail -n 5 "$run.tclient"
+        done
+    done
 }
 
 # elapsed_since T: seconds since T (an $EPOCHREALTIME), with one decimal.
@@ -486,6 +531,37 @@ for prov in sorted({k[0] for k in st}, key=lambda p: p != "rxe"):
                for r in sorted(by.get("ours", {})) if r in by.get("rsocket", {})]
         if per:
             print(f"  {'':<14} {'':<10} ours/rsockets per round: " + " ".join(f"{x:.2f}" for x in per))
+# The transport operation: t_typical of each 64-byte ping-pong of SENDs
+# and of WRITEs with immediate (both ours), medians over the rounds and
+# the median of the per-round ratios.
+op = {}
+for f in sorted(glob.glob(os.path.join(out, "rxe.transport.*.tclient"))):
+    _, _, kind, rnd = os.path.basename(f)[: -len(".tclient")].split(".")
+    rc = f[: -len(".tclient")] + ".rc"
+    if not os.path.exists(rc) or open(rc).read().split() != ["0", "0"]:
+        continue
+    for line in open(f, errors="replace"):
+        cols = line.split()
+        if len(cols) >= 5 and cols[0] == "64" and cols[1].isdigit():
+            try:
+                v = float(cols[4])
+            except ValueError:
+                break
+            if 0 < v < float("inf"):
+                op.setdefault(kind, {})[int(rnd)] = v
+            break
+if op:
+    print()
+    print("the operation under the stream's small messages, on rxe: a 64-byte inline ping-pong "
+          "(our send_lat and write_lat --write_with_imm; t_typical, medians over the rounds)")
+    for kind, label in (("send", "SEND (rdma::stream)"), ("wimm", "WRITE with imm (rsockets)")):
+        v = op.get(kind, {})
+        cell = f"{statistics.median(v.values()):8.2f} us" if v else "     n/a"
+        print(f"  {label:<28} {cell}  ({len(v)} rounds)")
+    per = [op["wimm"][r] / op["send"][r] for r in sorted(op.get("wimm", {})) if r in op.get("send", {})]
+    if per:
+        print(f"  WRITE with imm / SEND: median of the per-round ratios {statistics.median(per):.3f} "
+              f"({' '.join(f'{x:.2f}' for x in per)})")
 n_path = os.path.join(out, "count.iters")
 if os.path.exists(n_path):
     n = int(open(n_path).read())

@@ -53,6 +53,7 @@ pub fn wait_completions(
 pub fn run(cfg: &Config, conn: &mut Conn, size: usize) -> Result<Option<RunResult>> {
     let stamps = match cfg.verb {
         Verb::Send => send(cfg, conn, size)?,
+        Verb::Write if cfg.args.write_with_imm => write_with_imm(cfg, conn, size)?,
         Verb::Write => write(cfg, conn, size)?,
         Verb::Read => {
             if !cfg.is_client() {
@@ -75,13 +76,40 @@ fn variants<'a>(wr: impl Fn() -> SendWr<'a>, inline: bool) -> [[SendWr<'a>; 1]; 
 
 fn send(cfg: &Config, conn: &mut Conn, size: usize) -> Result<Vec<u64>> {
     let err = |e: rdma::Error| e.to_string();
-    let (qp, mr) = (conn.qp(), &conn.mr);
+    let mr = &conn.mr;
     let half = mr.len() / 2;
     let sge = [mr.sge(0..size).map_err(err)?];
     let rsge = [mr.sge(half..).map_err(err)?];
     let inline = size <= conn.inline_size as usize;
-    let [mut signaled, mut unsignaled] = variants(|| SendWr::send(0, &sge), inline);
-    let mut recv = [RecvWr::new(0, &rsge)];
+    let wrs = variants(|| SendWr::send(0, &sge), inline);
+    ping_pong(cfg, conn, wrs, &rsge)
+}
+
+/// WRITE with immediate: the ping-pong of [`send`], each message an RDMA
+/// WRITE into the peer's region that also completes one of its receives
+/// (which has no buffer: the data goes where the WRITE says).
+fn write_with_imm(cfg: &Config, conn: &mut Conn, size: usize) -> Result<Vec<u64>> {
+    let err = |e: rdma::Error| e.to_string();
+    if conn.transport == rdma::TransportType::Iwarp {
+        return Err("RDMA WRITE with immediate is not part of iWARP".into());
+    }
+    let sge = [conn.mr.sge(0..size).map_err(err)?];
+    let remote = conn.remote.slice(0, size as u64).map_err(err)?;
+    let inline = size <= conn.inline_size as usize;
+    let wrs = variants(|| SendWr::rdma_write_with_imm(0, &sge, remote, 0), inline);
+    ping_pong(cfg, conn, wrs, &[])
+}
+
+/// Each side waits for the peer's message (a receive's completion) and
+/// answers; the client begins. `rsge`: where a receive places a SEND.
+fn ping_pong(
+    cfg: &Config,
+    conn: &Conn,
+    [mut signaled, mut unsignaled]: [[SendWr<'_>; 1]; 2],
+    rsge: &[rdma::Sge<'_>],
+) -> Result<Vec<u64>> {
+    let qp = conn.qp();
+    let mut recv = [RecvWr::new(0, rsge)];
     let mut wcs = [WorkCompletion::ZERO; 1];
     let iters = cfg.iters;
     let mut stamps = vec![0u64; iters];

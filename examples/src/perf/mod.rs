@@ -115,6 +115,11 @@ pub struct Args {
     #[arg(long = "post-poll-path", value_name = "PATH", default_value = "safe",
           value_parser = ["safe", "prepared", "port"])]
     pub post_poll_path: String,
+    /// WRITE latency: RDMA WRITE with immediate data, each taken by the
+    /// peer from a posted receive's completion rather than by polling the
+    /// last byte (perftest's option of the same name).
+    #[arg(long = "write_with_imm")]
+    pub write_with_imm: bool,
     /// Also write the results as JSON to PATH.
     #[arg(long = "json", value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -188,7 +193,10 @@ impl Config {
         // A completion closes a whole post list.
         let cq_mod = cq_mod.div_ceil(post_list) * post_list;
         let rx_depth = args.rx_depth.unwrap_or(512).min(iters).max(1);
-        if args.events && verb == Verb::Write && kind == Kind::Lat {
+        if args.write_with_imm && (verb != Verb::Write || kind != Kind::Lat) {
+            return Err("--write_with_imm is supported by WRITE latency only".into());
+        }
+        if args.events && verb == Verb::Write && kind == Kind::Lat && !args.write_with_imm {
             return Err("events are not supported by WRITE latency (it polls memory)".into());
         }
         Ok(Config {
@@ -217,10 +225,11 @@ impl Config {
         self.sizes.iter().copied().max().unwrap_or(2)
     }
 
-    /// Whether this side posts receives (both sides of SEND latency, the
-    /// server of SEND bandwidth).
+    /// Whether this side posts receives (both sides of SEND latency and of
+    /// WRITE-with-immediate latency, the server of SEND bandwidth).
     pub fn receives(&self) -> bool {
-        self.verb == Verb::Send && (self.kind == Kind::Lat || !self.is_client())
+        (self.verb == Verb::Send && (self.kind == Kind::Lat || !self.is_client()))
+            || self.args.write_with_imm
     }
 
     /// The RDMA READs in flight each way (READ tests; 1 otherwise).
@@ -271,4 +280,43 @@ pub fn main(name: &'static str, verb: Verb, kind: Kind, args: Args) -> ExitCode 
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn config(verb: Verb, kind: Kind, argv: &[&str]) -> Result<Config> {
+        let cli = Cli::try_parse_from(std::iter::once("t").chain(argv.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        Config::new("t", verb, kind, cli.args)
+    }
+
+    #[test]
+    fn write_with_imm_is_a_write_latency_option_whose_sides_both_receive() {
+        let server = config(Verb::Write, Kind::Lat, &["--write_with_imm"]).unwrap();
+        let client = config(Verb::Write, Kind::Lat, &["--write_with_imm", "peer"]).unwrap();
+        assert!(server.receives() && client.receives());
+        // Events are allowed: the receiver waits on its CQ, not on memory.
+        assert!(config(Verb::Write, Kind::Lat, &["--write_with_imm", "-e"]).is_ok());
+        // Plain WRITE latency polls memory: no receives, no events.
+        let plain = config(Verb::Write, Kind::Lat, &["peer"]).unwrap();
+        assert!(!plain.receives());
+        assert!(config(Verb::Write, Kind::Lat, &["-e"]).is_err());
+        for (verb, kind) in [
+            (Verb::Send, Kind::Lat),
+            (Verb::Read, Kind::Lat),
+            (Verb::Write, Kind::Bw),
+        ] {
+            let e = config(verb, kind, &["--write_with_imm"]).unwrap_err();
+            assert!(e.contains("WRITE latency only"), "{verb:?} {kind:?}: {e}");
+        }
+    }
 }
