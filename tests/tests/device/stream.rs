@@ -1722,32 +1722,46 @@ pub fn a_read_cancelled_while_it_polls_hands_the_cq_back(env: &TestEnv) -> TestR
     })
 }
 
-/// The CPU time the calling thread takes while it waits `wait` on the
-/// runtime (a current-thread runtime: its tasks run on this thread).
-async fn cpu_over(wait: Duration) -> R<Duration> {
-    fn now() -> R<Duration> {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec for the call.
-        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-            return Err(io::Error::last_os_error().into());
+/// What the calling thread did while it waited `wait` on the runtime (a
+/// current-thread runtime: its tasks run on this thread).
+struct ThreadTime {
+    /// Time on a CPU.
+    cpu: Duration,
+    /// Time on a CPU or in the run queue, waiting for one: all of `wait`
+    /// for a thread that never sleeps, however busy the machine's other
+    /// threads keep its CPUs.
+    runnable: Duration,
+}
+
+/// The calling thread's times over a sleep of `wait` on the runtime,
+/// from `/proc/thread-self/schedstat` (the nanoseconds on a CPU, then
+/// waiting in a run queue).
+async fn thread_time_over(wait: Duration) -> R<ThreadTime> {
+    fn now() -> R<(u64, u64)> {
+        let s = std::fs::read_to_string("/proc/thread-self/schedstat")?;
+        let mut f = s.split_ascii_whitespace().map(str::parse::<u64>);
+        match (f.next(), f.next()) {
+            (Some(Ok(run)), Some(Ok(queued))) => Ok((run, queued)),
+            _ => Err(format!("/proc/thread-self/schedstat reads {s:?}").into()),
         }
-        Ok(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
     }
-    let start = now()?;
+    let (run0, queued0) = now()?;
     tokio::time::sleep(wait).await;
-    Ok(now()? - start)
+    let (run1, queued1) = now()?;
+    let cpu = Duration::from_nanos(run1.saturating_sub(run0));
+    Ok(ThreadTime {
+        cpu,
+        runnable: cpu + Duration::from_nanos(queued1.saturating_sub(queued0)),
+    })
 }
 
 /// Busy polling: the setting's edges (rounding, `Duration::MAX`, shared
 /// by the halves), ping-pongs checked byte by byte with the client never
 /// sleeping and the server sleeping at once, both on one current-thread
 /// runtime (a driver that polls forever must still let the other tasks
-/// run), the setting's effect (the thread's CPU time over an idle wait,
-/// polling and sleeping), and a stream that polls forever released when
-/// dropped.
+/// run), the setting's effect (the thread's time on a CPU or waiting for
+/// one over an idle wait, polling and sleeping), and a stream that polls
+/// forever released when dropped.
 pub fn busy_poll_never_starves_the_runtime_and_stops_with_the_stream(env: &TestEnv) -> TestResult {
     let before = rdma_tests::resource_counts(&env.device)?;
     let rt = current_thread_runtime()?;
@@ -1808,23 +1822,30 @@ pub fn busy_poll_never_starves_the_runtime_and_stops_with_the_stream(env: &TestE
                 rd.set_busy_poll(Duration::MAX);
             }
         }
-        // What the setting does, seen in the runtime thread's CPU time
-        // over an idle wait: the client's driver, never sleeping,
-        // polls through it; with both drivers sleeping at once the
-        // thread sleeps.
+        // What the setting does, seen in the runtime thread's times over
+        // an idle wait: the client's driver, never sleeping, polls
+        // through it (the thread is on a CPU or waiting for one, which
+        // the VM's other threads may hold); with both drivers sleeping at
+        // once the thread sleeps.
         let idle = Duration::from_millis(400);
-        let spun = cpu_over(idle).await?;
+        let spun = thread_time_over(idle).await?;
         wr.set_busy_poll(Duration::ZERO);
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let slept = cpu_over(idle).await?;
-        println!("CPU over an idle {idle:?}: {spun:?} busy-polling, {slept:?} sleeping");
-        check!(
-            spun >= idle / 2,
-            "a driver that never sleeps took {spun:?} of CPU over an idle {idle:?}"
+        let slept = thread_time_over(idle).await?;
+        println!(
+            "over an idle {idle:?}: busy-polling {:?} on a CPU, {:?} runnable; \
+             sleeping {:?} on a CPU, {:?} runnable",
+            spun.cpu, spun.runnable, slept.cpu, slept.runnable
         );
         check!(
-            slept <= idle / 5,
-            "drivers that sleep at once took {slept:?} of CPU over an idle {idle:?}"
+            spun.runnable >= idle / 2,
+            "a driver that never sleeps was runnable {:?} of an idle {idle:?}",
+            spun.runnable
+        );
+        check!(
+            slept.runnable <= idle / 5,
+            "drivers that sleep at once were runnable {:?} of an idle {idle:?}",
+            slept.runnable
         );
         wr.shutdown().await?;
         let mut rest = Vec::new();
