@@ -65,6 +65,13 @@ TESTS_FULL=("send_lat 2" "send_lat 64" "write_lat 64" "write_lat 4096" "send_bw 
 guest() {
     local out=$1 bin=$2 post_poll=$3 short=$4 rounds lat_iters bw_iters
     local -a tests
+    # run_pair's commands; the CPUs that the stream and transport runs pin
+    # their servers and clients to, where there are two (see
+    # rstream_rounds).
+    SRV=() CLI=() PIN_SRV=() PIN_CLI=()
+    if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+        PIN_SRV=(taskset -c 0) PIN_CLI=(taskset -c 1)
+    fi
     if [ "$short" = count ]; then
         count "$out" "$bin" "$post_poll"
         echo 0 >"$out/guest-done"
@@ -100,13 +107,8 @@ guest() {
                     if [ "$prog" = ours ]; then cmd=("$bin/$name"); else cmd=("ib_$name"); fi
                     cmd+=(-d "$dev" -F -s "$size" -n "$iters" -p "$port" "${gidx[@]}" "${cm[@]}" "${flags[@]}")
                     echo "== $p round $r: ${cmd[*]}"
-                    timeout -k 5 120 "${cmd[@]}" >"$run.server" 2>&1 &
-                    local spid=$!
-                    wait_listen "$port" "${#cm[@]}"
-                    local crc=0 src=0
-                    timeout -k 5 120 "${cmd[@]}" "$addr" >"$run.client" 2>&1 || crc=$?
-                    wait "$spid" || src=$?
-                    echo "$crc $src" >"$run.rc"
+                    SRV=("${cmd[@]}") CLI=("${cmd[@]}" "$addr")
+                    run_pair 120 "${#cm[@]}" "$port" "$run" server client
                     grep -E '^ *[0-9]+ +[0-9]+ ' "$run.client" || tail -n 5 "$run.client"
                 done
             done
@@ -181,11 +183,8 @@ cmtime_rounds() {
 # each transfer's mean.
 rstream_rounds() {
     local out=$1 bin=$2 short=$3 rounds lat_iters bw_count p pi=0 addr r i ti kind flags prog cm
-    local port=22000 run spid crc src
-    local -a progs kprogs order cmd pin_srv=() pin_cli=()
-    if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-        pin_srv=(taskset -c 0) pin_cli=(taskset -c 1)
-    fi
+    local port=22000 run
+    local -a progs kprogs order cmd
     if [ "$short" = 1 ]; then
         rounds=${PERF_RSTREAM_ROUNDS:-1} lat_iters=${PERF_RSTREAM_LAT_ITERS:-2000}
         bw_count=${PERF_RSTREAM_BW_COUNT:-200}
@@ -232,13 +231,8 @@ rstream_rounds() {
                     cmd+=(-p "$port" "${flags[@]}")
                     echo "== $p round $r: ${cmd[*]} (server -b $addr, client -s $addr)"
                     t_run=$EPOCHREALTIME n=$((n + 1))
-                    timeout -k 5 60 "${pin_srv[@]}" "${cmd[@]}" -b "$addr" >"$run.server" 2>&1 &
-                    spid=$!
-                    wait_listen "$port" "$cm"
-                    crc=0 src=0
-                    timeout -k 5 60 "${pin_cli[@]}" "${cmd[@]}" -s "$addr" >"$run.stream" 2>&1 || crc=$?
-                    wait "$spid" || src=$?
-                    echo "$crc $src" >"$run.rc"
+                    SRV=("${PIN_SRV[@]}" "${cmd[@]}" -b "$addr") CLI=("${PIN_CLI[@]}" "${cmd[@]}" -s "$addr")
+                    run_pair 60 "$cm" "$port" "$run" server stream
                     grep -E '^custom ' "$run.stream" || tail -n 5 "$run.stream"
                     echo "   (run $(elapsed_since "$t_run") s, start to end of both sides)"
                 done
@@ -256,11 +250,8 @@ rstream_rounds() {
 # rstream runs are. Debian 12's perftest has no --write_with_imm, so both
 # are ours; the ratio says what the operation alone costs.
 transport_rounds() {
-    local out=$1 bin=$2 short=$3 rounds iters r order kind port=23000 run spid crc src gidx
-    local -a cmd pin_srv=() pin_cli=()
-    if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-        pin_srv=(taskset -c 0) pin_cli=(taskset -c 1)
-    fi
+    local out=$1 bin=$2 short=$3 rounds iters r order kind port=23000 run gidx
+    local -a cmd
     rounds=${PERF_TRANSPORT_ROUNDS:-$([ "$short" = 1 ] && echo 3 || echo 10)}
     iters=${PERF_TRANSPORT_ITERS:-5000}
     gidx=$(ipv4_gid_index "$RDMA_RXE_DEVICE")
@@ -273,13 +264,8 @@ transport_rounds() {
             cmd+=(-d "$RDMA_RXE_DEVICE" -x "$gidx" -F -s 64 -I 64 -n "$iters" -p "$port")
             echo "== rxe transport round $r: ${cmd[*]}"
             # Not `.client`: the perftest table reads those.
-            timeout -k 5 60 "${pin_srv[@]}" "${cmd[@]}" >"$run.tserver" 2>&1 &
-            spid=$!
-            wait_listen "$port" 0
-            crc=0 src=0
-            timeout -k 5 60 "${pin_cli[@]}" "${cmd[@]}" "$RDMA_RXE_IPV4" >"$run.tclient" 2>&1 || crc=$?
-            wait "$spid" || src=$?
-            echo "$crc $src" >"$run.rc"
+            SRV=("${PIN_SRV[@]}" "${cmd[@]}") CLI=("${PIN_CLI[@]}" "${cmd[@]}" "$RDMA_RXE_IPV4")
+            run_pair 60 0 "$port" "$run" tserver tclient
             grep -E '^ *64 +[0-9]+ ' "$run.tclient" || tail -n 5 "$run.tclient"
         done
     done
@@ -288,6 +274,22 @@ transport_rounds() {
 # elapsed_since T: seconds since T (an $EPOCHREALTIME), with one decimal.
 elapsed_since() {
     awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f\n", b - a }'
+}
+
+# run_pair LIMIT CM PORT RUN SERVER_OUT CLIENT_OUT: runs the server command
+# in the array SRV in the background, waits until it listens on PORT
+# (wait_listen PORT CM), then runs the client command in CLI; each under a
+# time limit of LIMIT seconds, with its output in RUN.SERVER_OUT or
+# RUN.CLIENT_OUT. Waits for the server and writes both exit statuses
+# ("client server") to RUN.rc.
+run_pair() {
+    local limit=$1 cm=$2 port=$3 run=$4 spid crc=0 src=0
+    timeout -k 5 "$limit" "${SRV[@]}" >"$run.$5" 2>&1 &
+    spid=$!
+    wait_listen "$port" "$cm"
+    timeout -k 5 "$limit" "${CLI[@]}" >"$run.$6" 2>&1 || crc=$?
+    wait "$spid" || src=$?
+    echo "$crc $src" >"$run.rc"
 }
 
 # wait_listen PORT CM: waits (at most 10 s) until a server listens on PORT:
@@ -390,26 +392,43 @@ report() {
     python3 - "$1" <<'EOF'
 import glob, os, re, statistics, sys
 out = sys.argv[1]
+
+
+def perftest_cols(path, size):
+    """The columns of perftest's result row for `size` in the output file
+    `path` (ours print the same row), or None."""
+    for line in open(path, errors="replace"):
+        cols = line.split()
+        if len(cols) >= 5 and cols[0] == str(size) and cols[1].isdigit():
+            return cols
+    return None
+
+
+def ran_well(run):
+    """Whether both sides of the run exited with 0 (its .rc file)."""
+    rc = run + ".rc"
+    return os.path.exists(rc) and open(rc).read().split() == ["0", "0"]
+
+
 vals = {}
 for f in sorted(glob.glob(os.path.join(out, "*.client"))):
     prov, test, size, prog, rnd = os.path.basename(f)[: -len(".client")].split(".")
-    for line in open(f, errors="replace"):
-        cols = line.split()
-        if len(cols) >= 5 and cols[0] == size and cols[1].isdigit():
-            try:
-                if test.endswith("_lat"):
-                    pairs = [("t_typical[us]", float(cols[4])), ("t_min[us]", float(cols[2]))]
-                else:
-                    # BW peak (MB/s of 2^20 bytes) as a message rate.
-                    peak = float(cols[2]) * 1048576 / int(size) / 1e6
-                    pairs = [("MsgRate[Mpps]", float(cols[4])), ("peak[Mpps]", peak)]
-            except ValueError:
-                break
-            for metric, v in pairs:
-                if not 0 < v < float("inf"):  # perftest now and then prints 0 or inf: no sample
-                    continue
-                vals.setdefault((prov, test, int(size), metric), {}).setdefault(prog, []).append(v)
-            break
+    cols = perftest_cols(f, size)
+    if cols is None:
+        continue
+    try:
+        if test.endswith("_lat"):
+            pairs = [("t_typical[us]", float(cols[4])), ("t_min[us]", float(cols[2]))]
+        else:
+            # BW peak (MB/s of 2^20 bytes) as a message rate.
+            peak = float(cols[2]) * 1048576 / int(size) / 1e6
+            pairs = [("MsgRate[Mpps]", float(cols[4])), ("peak[Mpps]", peak)]
+    except ValueError:
+        continue
+    for metric, v in pairs:
+        if not 0 < v < float("inf"):  # perftest now and then prints 0 or inf: no sample
+            continue
+        vals.setdefault((prov, test, int(size), metric), {}).setdefault(prog, []).append(v)
 print(f"{'test':<10} {'provider':<8} {'size':>6} {'metric':<14} {'ours':>10} {'perftest':>10} {'ratio':>7}  target")
 order = {"t_typical[us]": 0, "MsgRate[Mpps]": 0, "t_min[us]": 1, "peak[Mpps]": 1}
 for (prov, test, size, metric), by in sorted(
@@ -436,12 +455,10 @@ cm = {}
 for f in sorted(glob.glob(os.path.join(out, "*.cmtime.*.cm"))):
     prov, _, n, prog, rnd = os.path.basename(f)[: -len(".cm")].split(".")
     cm.setdefault((prov, int(n)), {})
-    rc = f[: -len(".cm")] + ".rc"
     text = open(f, errors="replace").read()
     # A run counts when both sides exited well and no connection failed
     # (rdma-core's cmtime reports a failed one and still exits with 0).
-    if (not os.path.exists(rc) or open(rc).read().split() != ["0", "0"]
-            or re.search(r"fail|error", text, re.I)):
+    if not ran_well(f[: -len(".cm")]) or re.search(r"fail|error", text, re.I):
         continue
     row = {}
     for line in text.splitlines():
@@ -479,8 +496,7 @@ for (prov, n), rounds in sorted(cm.items(), key=lambda kv: kv[0][0] != "rxe"):
 st = {}
 for f in sorted(glob.glob(os.path.join(out, "*.rstream.*.stream"))):
     prov, _, kind, prog, rnd = os.path.basename(f)[: -len(".stream")].split(".")
-    rc = f[: -len(".stream")] + ".rc"
-    if not os.path.exists(rc) or open(rc).read().split() != ["0", "0"]:
+    if not ran_well(f[: -len(".stream")]):
         continue
     for line in open(f, errors="replace"):
         cols = line.split()
@@ -537,19 +553,13 @@ for prov in sorted({k[0] for k in st}, key=lambda p: p != "rxe"):
 op = {}
 for f in sorted(glob.glob(os.path.join(out, "rxe.transport.*.tclient"))):
     _, _, kind, rnd = os.path.basename(f)[: -len(".tclient")].split(".")
-    rc = f[: -len(".tclient")] + ".rc"
-    if not os.path.exists(rc) or open(rc).read().split() != ["0", "0"]:
+    cols = perftest_cols(f, 64) if ran_well(f[: -len(".tclient")]) else None
+    try:
+        v = float(cols[4]) if cols else 0.0
+    except ValueError:
         continue
-    for line in open(f, errors="replace"):
-        cols = line.split()
-        if len(cols) >= 5 and cols[0] == "64" and cols[1].isdigit():
-            try:
-                v = float(cols[4])
-            except ValueError:
-                break
-            if 0 < v < float("inf"):
-                op.setdefault(kind, {})[int(rnd)] = v
-            break
+    if 0 < v < float("inf"):
+        op.setdefault(kind, {})[int(rnd)] = v
 if op:
     print()
     print("the operation under the stream's small messages, on rxe: a 64-byte inline ping-pong "
