@@ -72,6 +72,10 @@ guest() {
     if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
         PIN_SRV=(taskset -c 0) PIN_CLI=(taskset -c 1)
     fi
+    # The providers every loop runs on, and whether rxe is one of them
+    # (the rxe-only runs).
+    PROVIDERS=${PERF_PROVIDERS:-rxe siw} ON_RXE=0
+    if [[ " $PROVIDERS " == *" rxe "* ]]; then ON_RXE=1; fi
     if [ "$short" = count ]; then
         count "$out" "$bin" "$post_poll"
         echo 0 >"$out/guest-done"
@@ -85,7 +89,7 @@ guest() {
         rounds=${PERF_ROUNDS:-3} lat_iters=${PERF_LAT_ITERS:-1000} bw_iters=${PERF_BW_ITERS:-5000}
     fi
     local port=20000 p dev addr cm gidx t name size iters r order prog run flags
-    for p in ${PERF_PROVIDERS:-rxe siw}; do
+    for p in $PROVIDERS; do
         if [ "$p" = rxe ]; then
             dev=$RDMA_RXE_DEVICE addr=$RDMA_RXE_IPV4 cm=() gidx=$(ipv4_gid_index "$dev")
             gidx=(-x "$gidx")
@@ -115,11 +119,11 @@ guest() {
         done
     done
     rstream_rounds "$out" "$bin" "$short"
-    if [[ " ${PERF_PROVIDERS:-rxe siw} " == *" rxe "* ]]; then
+    if [ "$ON_RXE" = 1 ]; then
         transport_rounds "$out" "$bin" "$short"
     fi
     cmtime_rounds "$out" "$bin" "$short"
-    if [ "$short" != 1 ] && [[ " ${PERF_PROVIDERS:-rxe siw} " == *" rxe "* ]]; then
+    if [ "$short" != 1 ] && [ "$ON_RXE" = 1 ]; then
         count "$out" "$bin" "$post_poll"
     fi
     echo 0 >"$out/guest-done"
@@ -133,7 +137,7 @@ guest() {
 cmtime_rounds() {
     local out=$1 bin=$2 short=$3 rounds p addr n r order prog port=21000 cmd run spid crc died
     rounds=${PERF_CMTIME_ROUNDS:-$([ "$short" = 1 ] && echo 5 || echo 15)}
-    for p in ${PERF_PROVIDERS:-rxe siw}; do
+    for p in $PROVIDERS; do
         if [ "$p" = rxe ]; then
             addr=$RDMA_RXE_IPV4 n=${PERF_CMTIME_RXE:-100}
         else
@@ -197,7 +201,7 @@ rstream_rounds() {
     if [ "${PERF_RSTREAM_TOKIO_TCP:-$([ "$short" = 1 ] && echo 0 || echo 1)}" = 1 ]; then
         progs+=(tokiotcp)
     fi
-    for p in ${PERF_PROVIDERS:-rxe siw}; do
+    for p in $PROVIDERS; do
         if [ "$p" = rxe ]; then addr=$RDMA_RXE_IPV4; else addr=$RDMA_SIW_IPV4; fi
         pi=$((pi + 1))
         for r in $(seq 1 "$rounds"); do
