@@ -255,6 +255,16 @@ impl State {
             && (self.inline_pending == 0 || self.returned >= self.inline_last)
     }
 
+    /// Whether something written is in flight: a send buffer neither free
+    /// nor queued (its SEND not complete), or more than one SEND whose
+    /// credit the peer has not returned (a SEND that went inline freed its
+    /// buffer, or used none; the peer returns the credit of the request it
+    /// answers with its next message, in a ping-pong).
+    fn in_flight(&self) -> bool {
+        SEND_SLOTS - self.free.len() - self.queued.len() > 0
+            || self.sent.saturating_sub(self.returned) > 1
+    }
+
     fn wake_reader(&mut self) -> u64 {
         self.reader.wake_all()
     }
@@ -420,40 +430,48 @@ impl Shared {
     /// wakes the halves then). Whether the core was there to drive: not
     /// once the driver has taken it, or has an end to act on.
     pub(super) fn drive(&self, st: &mut State, poll: bool) -> bool {
-        let end = with_core(st, |core, st| {
-            if core.gone || core.failed.is_some() {
-                return None;
-            }
+        self.drive_with(st, |core, st| match poll {
             // A poll that takes completions pumps after them; one that
             // finds none has nothing new to post but the buffers a read
             // left (a half that queued work drove the pump itself, or
-            // woke the driver).
-            let r = match poll {
-                // Receive buffers a read emptied are posted by the first
-                // poll that finds nothing.
-                true => core.poll_cq(self, st).and_then(|got| match got {
-                    false if !st.repost.is_empty() => core.pump(self, st),
-                    _ => Ok(got),
-                }),
-                false => core.pump(self, st),
-            };
-            match r {
-                Ok(_) => Some(core.gone),
+            // woke the driver). Receive buffers a read emptied are posted
+            // by the first poll that finds nothing.
+            true => core.poll_cq(self, st).and_then(|got| match got {
+                false if !st.repost.is_empty() => core.pump(self, st),
+                _ => Ok(got),
+            }),
+            false => core.pump(self, st),
+        })
+        .is_some()
+    }
+
+    /// Runs `f` on the core, under the lock `st` is from, as
+    /// [`drive`](Self::drive) does: `None` when the core is not there to
+    /// drive, else `Some` with what `f` returned, or `Some(None)` when it
+    /// failed. Its error, or a completion that says the connection ended,
+    /// stays in the core, and the driver is woken to end the connection.
+    #[inline]
+    fn drive_with<R>(
+        &self,
+        st: &mut State,
+        f: impl FnOnce(&mut Core, &mut State) -> io::Result<R>,
+    ) -> Option<Option<R>> {
+        let (r, end) = with_core(st, |core, st| {
+            if core.gone || core.failed.is_some() {
+                return None;
+            }
+            Some(match f(core, st) {
+                Ok(r) => (Some(r), core.gone),
                 Err(e) => {
                     core.failed = Some(e);
-                    Some(true)
+                    (None, true)
                 }
-            }
-        });
-        match end.flatten() {
-            None => false,
-            Some(end) => {
-                if end {
-                    self.poke();
-                }
-                true
-            }
+            })
+        })??;
+        if end {
+            self.poke();
         }
+        Some(r)
     }
 
     /// See [`RdmaStream::set_busy_poll`].
@@ -1337,7 +1355,10 @@ impl AsyncRead for OwnedReadHalf {
         // from its own earlier poll, and a completion taken below must not
         // wake its task again.
         st.reader.clear();
+        // This poll took the CQ's completions itself.
+        let mut polled = false;
         if st.rx.is_empty() && !st.fin_received && st.ended.is_none() && buf.remaining() > 0 {
+            polled = true;
             // Many polls per turn while the read busy-polls: a poll of an
             // empty CQ costs far less than a turn of the runtime (see
             // READ_POLLS). The turn ends early when the write half waits
@@ -1358,7 +1379,7 @@ impl AsyncRead for OwnedReadHalf {
             }
         }
         if !st.rx.is_empty() {
-            let polling = this.spin.told;
+            let polling = polled || this.spin.told;
             this.spin.reset();
             let mut freed = false;
             while buf.remaining() > 0 {
@@ -1379,9 +1400,10 @@ impl AsyncRead for OwnedReadHalf {
                 }
             }
             if freed && polling && shared.pumps_soon() {
-                // The emptied buffers go with the next pump, after the
-                // reply a write may post at once: the next read's polls
-                // pump them, or the driver's next pass.
+                // This read polls the CQ (now, or through its wait): the
+                // emptied buffers go with the next pump, after the reply a
+                // write may post at once: the next read's polls pump them,
+                // or the driver's next pass.
                 drop(st);
                 shared.changed.store(true, Ordering::Release);
             } else if freed && !shared.drive(&mut st, false) {
@@ -1432,6 +1454,16 @@ impl AsyncWrite for OwnedWriteHalf {
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
         }
+        // A small write with nothing before it goes at once, inline,
+        // without a send buffer.
+        if HEADER_LEN + buf.len() <= INLINE
+            && st.queued.is_empty()
+            && !st.in_flight()
+            && shared.drive_with(&mut st, |core, st| core.send_now(shared, st, buf))
+                == Some(Some(true))
+        {
+            return Poll::Ready(Ok(buf.len()));
+        }
         // No room: completed SENDs free their buffers.
         if st.free.is_empty() && st.queued.back().is_none_or(|&(_, len)| len == MAX_PAYLOAD) {
             shared.drive(&mut st, true);
@@ -1478,15 +1510,9 @@ impl AsyncWrite for OwnedWriteHalf {
         // buffer is full; else left to the driver's next pass (or the pump
         // after the next completion), so that small writes meanwhile join
         // the last buffer, as Nagle's algorithm holds back a segment while
-        // one is unacknowledged, for a shorter time. In flight: a buffer
-        // not free or queued (its SEND not complete), or more than one
-        // SEND whose credit the peer has not returned (a SEND that went
-        // inline freed its buffer at once; the peer returns the credit of
-        // the request it answers with its next message, in a ping-pong).
-        let in_flight = SEND_SLOTS - st.free.len() - st.queued.len() > 0
-            || st.sent.saturating_sub(st.returned) > 1;
+        // one is unacknowledged, for a shorter time.
         let full = st.queued.back().is_some_and(|&(_, len)| len == MAX_PAYLOAD);
-        let posted = (!in_flight || full) && shared.drive(&mut st, false);
+        let posted = (full || !st.in_flight()) && shared.drive(&mut st, false);
         drop(st);
         if !posted {
             shared.nudge();
@@ -2374,16 +2400,65 @@ impl Core {
         len: usize,
         msg: bool,
     ) -> io::Result<()> {
-        let h = Header {
-            credits: self.credits.take(),
-            fin: false,
-            msg,
-        };
+        let h = self.data_header(msg);
         let at = send_at(slot);
         shared.mr.write_word(at, h.to_word()).map_err(io_err)?;
         let range = at..at + HEADER_LEN + len;
         let inline = range.len() <= self.inline;
-        // Counted before the post: a failed post ends the connection.
+        let (wr_id, signalled) = self.data_wr(inline, slot);
+        self.post_send(shared, wr_id, range, signalled)?;
+        self.data_posted(st, signalled, inline);
+        if inline {
+            st.free.push(slot);
+            let woke = st.wake_writer();
+            if woke > 0 {
+                shared.wakes.fetch_add(woke, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `data` at once in a data SEND whose bytes (the header, then
+    /// `data`) go inline from the stack, when nothing stops it going now:
+    /// it fits inline, and credits and the send queue allow it. What
+    /// [`pump`](Self::pump) would post after a copy of `data` into a send
+    /// buffer, without the buffer; the caller checks that nothing written
+    /// waits before it. Whether it was sent (else the caller queues it).
+    fn send_now(&mut self, shared: &Shared, st: &mut State, data: &[u8]) -> io::Result<bool> {
+        let len = HEADER_LEN + data.len();
+        if len > self.inline || !self.credits.can_send_data() || !self.signalling.room() {
+            return Ok(false);
+        }
+        let mut bytes = [0u8; INLINE];
+        let h = self.data_header(shared.mode == Mode::Message);
+        bytes[..HEADER_LEN].copy_from_slice(&h.to_bytes());
+        bytes[HEADER_LEN..len].copy_from_slice(data);
+        // No buffer to name: an inline SEND's completion frees none.
+        let (wr_id, signalled) = self.data_wr(true, 0);
+        let mut wr = SendWr::send_inline(wr_id, &bytes[..len]);
+        if signalled {
+            wr = wr.signaled();
+        }
+        self.qp()?.post_send(&mut [wr]).map_err(io_err)?;
+        self.data_posted(st, signalled, true);
+        Ok(true)
+    }
+
+    /// The header of the next data SEND, which takes a credit and returns
+    /// those owed.
+    fn data_header(&mut self, msg: bool) -> Header {
+        Header {
+            credits: self.credits.take(),
+            fin: false,
+            msg,
+        }
+    }
+
+    /// The work request id of the next data SEND, from send buffer `slot`
+    /// (`inline`: its data goes inline), and whether it is signalled (see
+    /// [`post_data`](Self::post_data)). Counted before the post: a failed
+    /// post ends the connection.
+    fn data_wr(&mut self, inline: bool, slot: usize) -> (u64, bool) {
         let signalled = self.signalling.post(inline);
         let wr_id = match signalled {
             None => WR_UNSIGNALLED,
@@ -2392,21 +2467,19 @@ impl Core {
                 kind | (retires as u64) << WR_RETIRES_SHIFT
             }
         } | slot as u64;
-        self.post_send(shared, wr_id, range, signalled.is_some())?;
+        (wr_id, signalled.is_some())
+    }
+
+    /// Counts a data SEND posted.
+    fn data_posted(&mut self, st: &mut State, signalled: bool, inline: bool) {
         st.sent += 1;
-        if signalled.is_some() {
+        if signalled {
             self.posted_sends += 1;
         }
         if inline {
             st.inline_pending += 1;
             st.inline_last = st.sent;
-            st.free.push(slot);
-            let woke = st.wake_writer();
-            if woke > 0 {
-                shared.wakes.fetch_add(woke, Ordering::Relaxed);
-            }
         }
-        Ok(())
     }
 
     /// Posts a SEND of `range` of the connection's region, signalled or

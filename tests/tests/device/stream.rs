@@ -1645,6 +1645,68 @@ pub fn spinning_halves_on_two_threads_keep_every_byte(env: &TestEnv) -> TestResu
     })
 }
 
+/// Exchanges in which the client writes a burst of one to four pieces
+/// (most of up to 64 bytes, which go at once and inline when nothing
+/// written is in flight; some larger, which take a send buffer; a few of
+/// many buffers) and reads the peer's echo of the burst before the next:
+/// a burst's first piece goes inline, and the pieces after it queue
+/// behind it or join a queued buffer. Every echo is checked byte for byte
+/// against the pattern, so an inline piece that overtook a queued one, or
+/// was lost or sent twice, fails. The echo runs on the other worker of a
+/// two-worker runtime; once with both drivers busy-polling, once with
+/// them asleep on the armed CQ between messages.
+pub fn small_inline_writes_keep_their_place_among_queued_ones(env: &TestEnv) -> TestResult {
+    const EXCHANGES: u64 = 600;
+    run(async {
+        let (mut l, at) = listen(env)?;
+        let mut report = vec![];
+        let drivers = [
+            (31u64, Duration::MAX, "busy-polling"),
+            (32, Duration::ZERO, "asleep"),
+        ];
+        for (seed, spin, drivers) in drivers {
+            let (mut client, server) = pair(&mut l, at).await?;
+            client.set_busy_poll(spin);
+            server.set_busy_poll(spin);
+            let echoed = tokio::spawn(echo(server));
+            let size = |k: u64| match word(seed, k) % 100 {
+                0..=74 => (word(seed + 100, k) % 64 + 1) as usize,
+                75..=96 => (word(seed + 100, k) % 400 + 65) as usize,
+                _ => (word(seed + 100, k) % 150_000 + 1) as usize,
+            };
+            let (mut pos, mut k, mut small) = (0u64, 0u64, 0u64);
+            let (mut piece, mut back, mut scratch) = (vec![], vec![], vec![]);
+            for x in 0..EXCHANGES {
+                let start = pos;
+                for _ in 0..word(seed + 200, x) % 4 + 1 {
+                    k += 1;
+                    let n = size(k);
+                    small += u64::from(n <= 64);
+                    piece.resize(n, 0);
+                    fill(seed, pos, &mut piece);
+                    client.write_all(&piece).await?;
+                    pos += n as u64;
+                }
+                back.resize((pos - start) as usize, 0);
+                client.read_exact(&mut back).await?;
+                verify(seed, start, &back, &mut scratch)
+                    .map_err(|e| format!("drivers {drivers}, exchange {x}: {e}"))?;
+            }
+            client.shutdown().await?;
+            let mut rest = [0u8; 1];
+            let n = client.read(&mut rest).await?;
+            check!(n == 0, "{n} bytes after the echo's end");
+            let echoed = echoed.await??;
+            check!(echoed == pos, "wrote {pos} bytes, the peer echoed {echoed}");
+            report.push(format!(
+                "drivers {drivers}: {k} writes ({small} of up to 64 bytes), {pos} bytes"
+            ));
+        }
+        eprintln!("    {}", report.join("; "));
+        Ok(())
+    })
+}
+
 /// A read cancelled while it polls, then a busy-poll time of zero (the
 /// driver sleeps on the armed CQ): the receive buffers that the next read
 /// empties still go back to the peer at once, though this side then reads
@@ -2121,6 +2183,10 @@ pub const TESTS: &[rdma_tests::Test] = &[
     rdma_tests::Test {
         name: "stream::spinning_halves_on_two_threads_keep_every_byte",
         run: spinning_halves_on_two_threads_keep_every_byte,
+    },
+    rdma_tests::Test {
+        name: "stream::small_inline_writes_keep_their_place_among_queued_ones",
+        run: small_inline_writes_keep_their_place_among_queued_ones,
     },
     rdma_tests::Test {
         name: "stream::buffers_read_after_a_cancelled_poll_go_back_to_the_peer",
