@@ -1431,7 +1431,9 @@ impl AsyncRead for OwnedReadHalf {
 
 impl AsyncWrite for OwnedWriteHalf {
     /// Copies as much of `buf` as the free send buffers hold and queues it
-    /// for sending; `Pending` while none is free (the peer has not read).
+    /// for sending (a write of up to 64 bytes with nothing before it is
+    /// sent at once, without a buffer); `Pending` while none is free (the
+    /// peer has not read).
     /// Cancellation-safe: `Pending` takes nothing.
     fn poll_write(
         self: Pin<&mut Self>,

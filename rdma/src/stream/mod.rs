@@ -87,7 +87,10 @@
 //! inline instead, where the QP takes that much inline data (rxe and siw
 //! do): the provider copies it into the work request at post
 //! time, which spares the device a read of the buffer (as rsockets sends
-//! small messages), and frees the buffer at once. Such a SEND goes
+//! small messages), and frees the buffer at once. A write of up to 64
+//! bytes with nothing written before it still waiting or in flight takes
+//! no buffer at all: the write posts it itself, inline from a copy on its
+//! stack, in the call (as rsockets' `rsend` does). Such a SEND goes
 //! unsignalled, up to seven in a row, the eighth signalled: its
 //! completion shows theirs (a send queue completes in order), so a small
 //! message's round trip takes one completion on each side, not two. Data
