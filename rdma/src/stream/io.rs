@@ -1402,8 +1402,8 @@ impl AsyncRead for OwnedReadHalf {
             if freed && polling && shared.pumps_soon() {
                 // This read polls the CQ (now, or through its wait): the
                 // emptied buffers go with the next pump, after the reply a
-                // write may post at once: the next read's polls pump them,
-                // or the driver's next pass.
+                // write may post at once: that write's, the next read's
+                // polls', or the driver's next pass.
                 drop(st);
                 shared.changed.store(true, Ordering::Release);
             } else if freed && !shared.drive(&mut st, false) {
@@ -1464,6 +1464,11 @@ impl AsyncWrite for OwnedWriteHalf {
             && shared.drive_with(&mut st, |core, st| core.send_now(shared, st, buf))
                 == Some(Some(true))
         {
+            // The receive buffers a read left to the next pump (see
+            // `poll_read`) go now, after this SEND.
+            if !st.repost.is_empty() {
+                shared.drive(&mut st, false);
+            }
             return Poll::Ready(Ok(buf.len()));
         }
         // No room: completed SENDs free their buffers.
