@@ -281,7 +281,8 @@ impl Read for &RdmaStream {
 }
 
 impl Write for &RdmaStream {
-    /// Blocks until some of `buf` is in a send buffer; `WouldBlock` after
+    /// Blocks until some of `buf` is in a send buffer (or, for a small
+    /// write with nothing before it, sent at once); `WouldBlock` after
     /// the write timeout, `Unsupported` inside a tokio runtime.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         runtime()?;
