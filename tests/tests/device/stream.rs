@@ -1652,7 +1652,7 @@ pub fn spinning_halves_on_two_threads_keep_every_byte(env: &TestEnv) -> TestResu
 /// a burst's first piece goes inline, and the pieces after it queue
 /// behind it or join a queued buffer. Every echo is checked byte for byte
 /// against the pattern, so an inline piece that overtook a queued one, or
-/// was lost or sent twice, fails. The echo runs on the other worker of a
+/// was lost or sent twice, fails. The echo is a task of its own on a
 /// two-worker runtime; once with both drivers busy-polling, once with
 /// them asleep on the armed CQ between messages.
 pub fn small_inline_writes_keep_their_place_among_queued_ones(env: &TestEnv) -> TestResult {
