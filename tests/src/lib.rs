@@ -212,6 +212,34 @@ pub struct Test {
     pub run: fn(&TestEnv) -> TestResult,
 }
 
+/// The `TESTS` table of a module, each test function named once and
+/// registered as `GROUP::function`:
+///
+/// ```ignore
+/// rdma_tests::tests!("cq": resize_keeps_completions, wait_times_out);
+/// ```
+///
+/// A test finds its own name with [`current_test`].
+#[macro_export]
+macro_rules! tests {
+    ($group:literal: $($f:ident),+ $(,)?) => {
+        /// The tests of this module.
+        pub const TESTS: &[$crate::Test] = &[$($crate::Test {
+            name: concat!($group, "::", stringify!($f)),
+            run: $f,
+        }),+];
+    };
+}
+
+/// The name of the test [`run`] is running (for a test that starts itself
+/// again in a child process: [`in_own_process`]).
+static CURRENT: std::sync::Mutex<&str> = std::sync::Mutex::new("");
+
+/// The name of the test that runs now, as the harness printed it.
+pub fn current_test() -> &'static str {
+    *CURRENT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Runs the tests and prints one line per test and a summary line
 /// `<provider>: N passed, N failed, N skipped`.
 ///
@@ -269,6 +297,7 @@ pub fn run(tests: &[Test]) -> ExitCode {
     // counts the resources after the child has exited.
     let check_resources = child.is_none();
     for t in &selected {
+        *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = t.name;
         match run_one(t.name, || (t.run)(&env)) {
             Ran::Passed => passed += 1,
             Ran::Skipped(why) => {
@@ -324,7 +353,7 @@ pub fn run(tests: &[Test]) -> ExitCode {
 /// The variable that makes the device binary a child running one test.
 const CHILD_VAR: &str = "RDMA_TEST_CHILD";
 
-/// Runs the test `name` in a child process of its own and returns its
+/// Runs the test that runs now ([`current_test`]) in a child process of its own and returns its
 /// outcome, or `None` when this process is that child (run the test's body).
 ///
 /// For the tests that add and remove a device: librdmacm before v52 sorts
@@ -335,7 +364,8 @@ const CHILD_VAR: &str = "RDMA_TEST_CHILD";
 /// process must never see a device come and go; the child's resources are
 /// the kernel's to release when it exits, and the suite's final count
 /// proves that they were.
-pub fn in_own_process(name: &str) -> Result<Option<Outcome>, Box<dyn Error>> {
+pub fn in_own_process() -> Result<Option<Outcome>, Box<dyn Error>> {
+    let name = current_test();
     if std::env::var(CHILD_VAR).as_deref() == Ok(name) {
         return Ok(None);
     }

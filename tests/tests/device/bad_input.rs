@@ -362,90 +362,27 @@ pub fn cm_private_data_too_long(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "bad_input::unknown_device_name",
-        run: unknown_device_name,
-    },
-    rdma_tests::Test {
-        name: "bad_input::port_zero",
-        run: port_zero,
-    },
-    rdma_tests::Test {
-        name: "bad_input::port_past_the_last",
-        run: port_past_the_last,
-    },
-    rdma_tests::Test {
-        name: "bad_input::gid_index_out_of_range",
-        run: gid_index_out_of_range,
-    },
-    rdma_tests::Test {
-        name: "bad_input::zero_length_memory_region",
-        run: zero_length_memory_region,
-    },
-    rdma_tests::Test {
-        name: "bad_input::huge_memory_region",
-        run: huge_memory_region,
-    },
-    rdma_tests::Test {
-        name: "bad_input::sge_outside_its_region",
-        run: sge_outside_its_region,
-    },
-    rdma_tests::Test {
-        name: "bad_input::copy_outside_its_region",
-        run: copy_outside_its_region,
-    },
-    rdma_tests::Test {
-        name: "bad_input::too_many_sges",
-        run: too_many_sges,
-    },
-    rdma_tests::Test {
-        name: "bad_input::srq_post_past_its_capacity",
-        run: srq_post_past_its_capacity,
-    },
-    rdma_tests::Test {
-        name: "bad_input::inline_data_over_the_limit",
-        run: inline_data_over_the_limit,
-    },
-    rdma_tests::Test {
-        name: "bad_input::post_send_on_a_reset_qp",
-        run: post_send_on_a_reset_qp,
-    },
-    rdma_tests::Test {
-        name: "bad_input::illegal_transition_reset_to_rts",
-        run: illegal_transition_reset_to_rts,
-    },
-    rdma_tests::Test {
-        name: "bad_input::illegal_transition_init_to_rts",
-        run: illegal_transition_init_to_rts,
-    },
-    rdma_tests::Test {
-        name: "bad_input::rtr_without_the_remote_side",
-        run: rtr_without_the_remote_side,
-    },
-    rdma_tests::Test {
-        name: "bad_input::qp_beyond_device_limits",
-        run: qp_beyond_device_limits,
-    },
-    rdma_tests::Test {
-        name: "bad_input::ud_send_without_an_address_handle",
-        run: ud_send_without_an_address_handle,
-    },
-    rdma_tests::Test {
-        name: "bad_input::memory_window_where_unsupported",
-        run: memory_window_where_unsupported,
-    },
-    rdma_tests::Test {
-        name: "bad_input::cm_bind_to_an_address_no_device_has",
-        run: cm_bind_to_an_address_no_device_has,
-    },
-    rdma_tests::Test {
-        name: "bad_input::cm_qp_before_the_id_has_a_device",
-        run: cm_qp_before_the_id_has_a_device,
-    },
-    rdma_tests::Test {
-        name: "bad_input::cm_private_data_too_long",
-        run: cm_private_data_too_long,
-    },
-];
+rdma_tests::tests!(
+    "bad_input":
+    unknown_device_name,
+    port_zero,
+    port_past_the_last,
+    gid_index_out_of_range,
+    zero_length_memory_region,
+    huge_memory_region,
+    sge_outside_its_region,
+    copy_outside_its_region,
+    too_many_sges,
+    srq_post_past_its_capacity,
+    inline_data_over_the_limit,
+    post_send_on_a_reset_qp,
+    illegal_transition_reset_to_rts,
+    illegal_transition_init_to_rts,
+    rtr_without_the_remote_side,
+    qp_beyond_device_limits,
+    ud_send_without_an_address_handle,
+    memory_window_where_unsupported,
+    cm_bind_to_an_address_no_device_has,
+    cm_qp_before_the_id_has_a_device,
+    cm_private_data_too_long,
+);

@@ -230,8 +230,7 @@ pub fn connected_send_and_write_fast_path_matches_shim(env: &TestEnv) -> TestRes
     Ok(Outcome::Passed)
 }
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[rdma_tests::Test {
-    name: "sys::cm::connected_send_and_write_fast_path_matches_shim",
-    run: connected_send_and_write_fast_path_matches_shim,
-}];
+rdma_tests::tests!(
+    "sys::cm":
+    connected_send_and_write_fast_path_matches_shim,
+);

@@ -203,14 +203,8 @@ pub fn dropped_connect_futures_leak_nothing(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "cm::async::sixty_four_concurrent_connections",
-        run: sixty_four_concurrent_connections,
-    },
-    rdma_tests::Test {
-        name: "cm::async::dropped_connect_futures_leak_nothing",
-        run: dropped_connect_futures_leak_nothing,
-    },
-];
+rdma_tests::tests!(
+    "cm::async":
+    sixty_four_concurrent_connections,
+    dropped_connect_futures_leak_nothing,
+);

@@ -310,25 +310,11 @@ pub fn srq_behind_cm_ids(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "cm_ep::addrinfo_resolves_and_refuses_typed",
-        run: addrinfo_resolves_and_refuses_typed,
-    },
-    rdma_tests::Test {
-        name: "cm_ep::endpoints_connect_send_write_read",
-        run: endpoints_connect_send_write_read,
-    },
-    rdma_tests::Test {
-        name: "cm_ep::endpoint_misuse_is_typed",
-        run: endpoint_misuse_is_typed,
-    },
-    rdma_tests::Test {
-        name: "cm_ep::srq_behind_cm_ids",
-        run: srq_behind_cm_ids,
-    },
-    rdma_tests::Test {
-        name: "cm_ep::accepted_endpoints_have_their_own_events",
-        run: accepted_endpoints_have_their_own_events,
-    },
-];
+rdma_tests::tests!(
+    "cm_ep":
+    addrinfo_resolves_and_refuses_typed,
+    endpoints_connect_send_write_read,
+    endpoint_misuse_is_typed,
+    srq_behind_cm_ids,
+    accepted_endpoints_have_their_own_events,
+);

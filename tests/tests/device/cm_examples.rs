@@ -11,78 +11,28 @@
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use rdma_tests::{fail, wait_cm_listening, Outcome, Provider, Running, Test, TestEnv, TestResult};
+use rdma_tests::{fail, wait_cm_listening, Outcome, Provider, Running, TestEnv, TestResult};
 
-pub const TESTS: &[Test] = &[
-    Test {
-        name: "cm_examples::rping_rust_server_c_client",
-        run: rping_rust_server,
-    },
-    Test {
-        name: "cm_examples::rping_c_server_rust_client",
-        run: rping_c_server,
-    },
-    Test {
-        name: "cm_examples::rping_rust_server_rust_client_large",
-        run: rping_rust_both,
-    },
-    Test {
-        name: "cm_examples::async_echo_eight_concurrent_clients",
-        run: async_echo_clients,
-    },
-    Test {
-        name: "cm_examples::udaddy_rust_server_c_client",
-        run: udaddy_rust_server,
-    },
-    Test {
-        name: "cm_examples::udaddy_c_server_rust_client",
-        run: udaddy_c_server,
-    },
-    Test {
-        name: "cm_examples::mckey_c_receiver_rust_sender",
-        run: mckey_c_receiver,
-    },
-    Test {
-        name: "cm_examples::mckey_rust_receiver_c_sender",
-        run: mckey_rust_receiver,
-    },
-    Test {
-        name: "cm_examples::datagram_two_hosts_discover_and_exchange",
-        run: datagram_two_hosts,
-    },
-    Test {
-        name: "cm_examples::cmtime_rust_client_c_server",
-        run: cmtime_rust_client,
-    },
-    Test {
-        name: "cm_examples::cmtime_c_client_rust_server",
-        run: cmtime_c_client,
-    },
-    Test {
-        name: "cm_examples::cmtime_many_connections",
-        run: cmtime_many_connections,
-    },
-    Test {
-        name: "cm_examples::send_bw_receive_queue_smaller_than_send_depth",
-        run: send_bw_small_receive_queue,
-    },
-    Test {
-        name: "cm_examples::rdma_server_client_against_rdma_core",
-        run: rdma_server_client,
-    },
-    Test {
-        name: "cm_examples::doc_hello_rc",
-        run: doc_hello_rc,
-    },
-    Test {
-        name: "cm_examples::doc_echo_eight_clients",
-        run: doc_echo,
-    },
-    Test {
-        name: "cm_examples::doc_hello_ud",
-        run: doc_hello_ud,
-    },
-];
+rdma_tests::tests!(
+    "cm_examples":
+    rping_rust_server_c_client,
+    rping_c_server_rust_client,
+    rping_rust_server_rust_client_large,
+    async_echo_eight_concurrent_clients,
+    udaddy_rust_server_c_client,
+    udaddy_c_server_rust_client,
+    mckey_c_receiver_rust_sender,
+    mckey_rust_receiver_c_sender,
+    datagram_two_hosts_discover_and_exchange,
+    cmtime_rust_client_c_server,
+    cmtime_c_client_rust_server,
+    cmtime_many_connections,
+    send_bw_receive_queue_smaller_than_send_depth,
+    rdma_server_client_against_rdma_core,
+    doc_hello_rc,
+    doc_echo_eight_clients,
+    doc_hello_ud,
+);
 
 /// How long one pair may run, from the server's start to both exits.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -108,15 +58,15 @@ enum Side {
     C,
 }
 
-fn rping_rust_server(env: &TestEnv) -> TestResult {
+fn rping_rust_server_c_client(env: &TestEnv) -> TestResult {
     rping_pair(env, Side::Rust, Side::C, 64, port(env, 19_311))
 }
 
-fn rping_c_server(env: &TestEnv) -> TestResult {
+fn rping_c_server_rust_client(env: &TestEnv) -> TestResult {
     rping_pair(env, Side::C, Side::Rust, 64, port(env, 19_313))
 }
 
-fn rping_rust_both(env: &TestEnv) -> TestResult {
+fn rping_rust_server_rust_client_large(env: &TestEnv) -> TestResult {
     rping_pair(env, Side::Rust, Side::Rust, 4000, port(env, 19_315))
 }
 
@@ -178,7 +128,7 @@ fn expected_ping(i: usize, size: usize) -> String {
     text
 }
 
-fn async_echo_clients(env: &TestEnv) -> TestResult {
+fn async_echo_eight_concurrent_clients(env: &TestEnv) -> TestResult {
     const CLIENTS: usize = 8;
     const MESSAGES: usize = 200;
     let bin = rdma_tests::example("async_echo")?.display().to_string();
@@ -234,11 +184,11 @@ fn async_echo_clients(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-fn udaddy_rust_server(env: &TestEnv) -> TestResult {
+fn udaddy_rust_server_c_client(env: &TestEnv) -> TestResult {
     udaddy_pair(env, Side::Rust, Side::C)
 }
 
-fn udaddy_c_server(env: &TestEnv) -> TestResult {
+fn udaddy_c_server_rust_client(env: &TestEnv) -> TestResult {
     udaddy_pair(env, Side::C, Side::Rust)
 }
 
@@ -407,7 +357,7 @@ fn cmtime_table(out: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
-fn cmtime_rust_client(env: &TestEnv) -> TestResult {
+fn cmtime_rust_client_c_server(env: &TestEnv) -> TestResult {
     if let Some(why) = cmtime_c_skip(env, cmtime_dialect()?, "server") {
         return Ok(Outcome::Skipped(why));
     }
@@ -415,7 +365,7 @@ fn cmtime_rust_client(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-fn cmtime_c_client(env: &TestEnv) -> TestResult {
+fn cmtime_c_client_rust_server(env: &TestEnv) -> TestResult {
     if let Some(why) = cmtime_c_skip(env, cmtime_dialect()?, "client") {
         return Ok(Outcome::Skipped(why));
     }
@@ -447,7 +397,7 @@ fn cmtime_many_connections(env: &TestEnv) -> TestResult {
 /// receives posted: on iWARP (no RNR retry) the client must wait for the
 /// server's credits, or a SEND finds no receive and the connection ends.
 /// The header names the transport.
-fn send_bw_small_receive_queue(env: &TestEnv) -> TestResult {
+fn send_bw_receive_queue_smaller_than_send_depth(env: &TestEnv) -> TestResult {
     let bin = rdma_tests::example("send_bw")?;
     let bin = bin.to_str().ok_or("example path")?;
     let port = port(env, 19_341);
@@ -517,7 +467,7 @@ fn body(out: &str) -> &str {
 /// `rdma_server` and `rdma_client` (the blocking CM, `rdma::cm::Endpoint`)
 /// against rdma-core's tools of the same name, each way, and against each
 /// other; each Rust tool prints exactly what its C twin printed.
-fn rdma_server_client(env: &TestEnv) -> TestResult {
+fn rdma_server_client_against_rdma_core(env: &TestEnv) -> TestResult {
     let ip = env.ipv4.to_string();
     let (rust_s, rust_c) = (
         rdma_tests::example("rdma_server")?.display().to_string(),
@@ -549,7 +499,7 @@ fn rdma_server_client(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-fn mckey_c_receiver(env: &TestEnv) -> TestResult {
+fn mckey_c_receiver_rust_sender(env: &TestEnv) -> TestResult {
     mckey_pair(env, Side::C, Side::Rust, "239.255.7.1")
 }
 
@@ -570,7 +520,7 @@ const MCKEY_ATTEMPTS: u32 = 8;
 /// complete and ours not fails; neither complete is tried again with a new
 /// group, and after [`MCKEY_ATTEMPTS`] such rounds the test is skipped with
 /// what both saw.
-fn mckey_rust_receiver(env: &TestEnv) -> TestResult {
+fn mckey_rust_receiver_c_sender(env: &TestEnv) -> TestResult {
     if env.provider == Provider::Siw {
         return Ok(Outcome::Skipped("iWARP has no multicast".into()));
     }
@@ -713,7 +663,7 @@ fn wait_cm_group(group: &str, n: usize, receiver: &mut Running) -> Result<(), St
 /// Two instances of the `datagram` service (same IP, ports 7471 and 7472)
 /// find each other through the multicast group, resolve each other through
 /// the CM and exchange 5 unicast datagrams each way.
-fn datagram_two_hosts(env: &TestEnv) -> TestResult {
+fn datagram_two_hosts_discover_and_exchange(env: &TestEnv) -> TestResult {
     if env.provider == Provider::Siw {
         return Ok(Outcome::Skipped("iWARP has no UD and no multicast".into()));
     }
@@ -774,7 +724,7 @@ fn doc_hello_ud(env: &TestEnv) -> TestResult {
 
 /// The echo server serves until killed: 8 clients against it, each checking
 /// its own echo; the server names each connection it echoed.
-fn doc_echo(env: &TestEnv) -> TestResult {
+fn doc_echo_eight_clients(env: &TestEnv) -> TestResult {
     const CLIENTS: usize = 8;
     let bin = rdma_tests::crate_example("echo")?.display().to_string();
     let port = port(env, 19_345);

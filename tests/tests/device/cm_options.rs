@@ -208,13 +208,8 @@ pub fn afonly_listener_takes_only_its_family(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "cm_options::tos_and_ack_timeout_reach_the_qp",
-        run: tos_and_ack_timeout_reach_the_qp,
-    },
-    rdma_tests::Test {
-        name: "cm_options::afonly_listener_takes_only_its_family",
-        run: afonly_listener_takes_only_its_family,
-    },
-];
+rdma_tests::tests!(
+    "cm_options":
+    tos_and_ack_timeout_reach_the_qp,
+    afonly_listener_takes_only_its_family,
+);

@@ -42,7 +42,7 @@ fn skip_on_siw(env: &TestEnv) -> Option<Outcome> {
         .then(|| Outcome::Skipped("iWARP (siw) has no UD and no multicast".into()))
 }
 
-pub fn ud_datagrams_through_the_cm(env: &TestEnv) -> TestResult {
+pub fn datagrams_through_the_cm(env: &TestEnv) -> TestResult {
     if let Some(skip) = skip_on_siw(env) {
         return Ok(skip);
     }
@@ -237,18 +237,9 @@ pub fn multicast_send_only_member_and_leave(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "cm::ud::datagrams_through_the_cm",
-        run: ud_datagrams_through_the_cm,
-    },
-    rdma_tests::Test {
-        name: "cm::ud::multicast_join_send_receive_leave",
-        run: multicast_join_send_receive_leave,
-    },
-    rdma_tests::Test {
-        name: "cm::ud::multicast_send_only_member_and_leave",
-        run: multicast_send_only_member_and_leave,
-    },
-];
+rdma_tests::tests!(
+    "cm::ud":
+    datagrams_through_the_cm,
+    multicast_join_send_receive_leave,
+    multicast_send_only_member_and_leave,
+);

@@ -266,26 +266,11 @@ pub fn establish_a_qp_built_outside_the_cm(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "cm::connect_send_and_disconnect",
-        run: connect_send_and_disconnect,
-    },
-    rdma_tests::Test {
-        name: "cm::reject_carries_private_data",
-        run: reject_carries_private_data,
-    },
-    rdma_tests::Test {
-        name: "cm::unreachable_address_fails_within_its_timeout",
-        run: unreachable_address_fails_within_its_timeout,
-    },
-    rdma_tests::Test {
-        name: "cm::port_in_use_is_a_typed_error",
-        run: port_in_use_is_a_typed_error,
-    },
-    rdma_tests::Test {
-        name: "cm::establish_a_qp_built_outside_the_cm",
-        run: establish_a_qp_built_outside_the_cm,
-    },
-];
+rdma_tests::tests!(
+    "cm":
+    connect_send_and_disconnect,
+    reject_carries_private_data,
+    unreachable_address_fails_within_its_timeout,
+    port_in_use_is_a_typed_error,
+    establish_a_qp_built_outside_the_cm,
+);

@@ -207,18 +207,9 @@ pub fn gid_table_holds_the_netdev_addresses(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "sys::enumerate::device_list_has_the_test_device",
-        run: device_list_has_the_test_device,
-    },
-    rdma_tests::Test {
-        name: "sys::enumerate::every_device_opens_and_answers_queries",
-        run: every_device_opens_and_answers_queries,
-    },
-    rdma_tests::Test {
-        name: "sys::enumerate::gid_table_holds_the_netdev_addresses",
-        run: gid_table_holds_the_netdev_addresses,
-    },
-];
+rdma_tests::tests!(
+    "sys::enumerate":
+    device_list_has_the_test_device,
+    every_device_opens_and_answers_queries,
+    gid_table_holds_the_netdev_addresses,
+);

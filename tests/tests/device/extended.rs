@@ -358,8 +358,7 @@ pub fn wr_and_poll_api_fast_path_matches_shim(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[rdma_tests::Test {
-    name: "sys::extended::wr_and_poll_api_fast_path_matches_shim",
-    run: wr_and_poll_api_fast_path_matches_shim,
-}];
+rdma_tests::tests!(
+    "sys::extended":
+    wr_and_poll_api_fast_path_matches_shim,
+);

@@ -938,7 +938,7 @@ fn released(env: &TestEnv, want: &std::collections::BTreeMap<String, u64>) -> R<
 /// `DEATH_BOUND`; the reaped server must leave no kernel resource; a new
 /// server process on the same port then serves the survivor, whose PD, CQ
 /// and region are reused, with verified echoes.
-pub fn server_process_killed_mid_transfer(env: &TestEnv) -> TestResult {
+pub fn server_process_killed_mid_transfer_then_a_new_one_serves(env: &TestEnv) -> TestResult {
     let port = match env.provider {
         Provider::Rxe => 19_351,
         Provider::Siw => 19_352,
@@ -998,7 +998,7 @@ pub fn server_process_killed_mid_transfer(env: &TestEnv) -> TestResult {
 /// The survivor must see the death and every outstanding request complete
 /// within `DEATH_BOUND`; the reaped client must leave no kernel resource;
 /// the same listener then serves a new client process in full.
-pub fn client_process_killed_mid_transfer(env: &TestEnv) -> TestResult {
+pub fn client_process_killed_mid_transfer_leaves_the_server_serving(env: &TestEnv) -> TestResult {
     let ch = EventChannel::new()?;
     ch.set_nonblocking(true)?;
     let listener = CmId::new(&ch, PortSpace::Tcp)?;
@@ -1045,42 +1045,15 @@ pub fn client_process_killed_mid_transfer(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "faults::error_state_flushes_outstanding_requests",
-        run: error_state_flushes_outstanding_requests,
-    },
-    rdma_tests::Test {
-        name: "faults::receiver_not_ready_exhausts_rnr_retries",
-        run: receiver_not_ready_exhausts_rnr_retries,
-    },
-    rdma_tests::Test {
-        name: "faults::wrong_rkey_is_a_remote_access_error",
-        run: wrong_rkey_is_a_remote_access_error,
-    },
-    rdma_tests::Test {
-        name: "faults::missing_remote_write_right_is_a_remote_access_error",
-        run: missing_remote_write_right_is_a_remote_access_error,
-    },
-    rdma_tests::Test {
-        name: "faults::cq_overrun_is_reported_as_an_async_event",
-        run: cq_overrun_is_reported_as_an_async_event,
-    },
-    rdma_tests::Test {
-        name: "faults::peer_gone_gives_retry_exceeded_and_the_survivor_reconnects",
-        run: peer_gone_gives_retry_exceeded_and_the_survivor_reconnects,
-    },
-    rdma_tests::Test {
-        name: "faults::panic_with_requests_posted_leaks_nothing",
-        run: panic_with_requests_posted_leaks_nothing,
-    },
-    rdma_tests::Test {
-        name: "faults::server_process_killed_mid_transfer_then_a_new_one_serves",
-        run: server_process_killed_mid_transfer,
-    },
-    rdma_tests::Test {
-        name: "faults::client_process_killed_mid_transfer_leaves_the_server_serving",
-        run: client_process_killed_mid_transfer,
-    },
-];
+rdma_tests::tests!(
+    "faults":
+    error_state_flushes_outstanding_requests,
+    receiver_not_ready_exhausts_rnr_retries,
+    wrong_rkey_is_a_remote_access_error,
+    missing_remote_write_right_is_a_remote_access_error,
+    cq_overrun_is_reported_as_an_async_event,
+    peer_gone_gives_retry_exceeded_and_the_survivor_reconnects,
+    panic_with_requests_posted_leaks_nothing,
+    server_process_killed_mid_transfer_then_a_new_one_serves,
+    client_process_killed_mid_transfer_leaves_the_server_serving,
+);

@@ -11,54 +11,22 @@ use std::net::Ipv6Addr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rdma_tests::{fail, Outcome, Provider, Running, Test, TestEnv, TestResult};
+use rdma_tests::{fail, Outcome, Provider, Running, TestEnv, TestResult};
 
-pub const TESTS: &[Test] = &[
-    Test {
-        name: "interop::devinfo_prints_what_ibv_devinfo_prints",
-        run: devinfo_matches,
-    },
-    Test {
-        name: "interop::rc_pingpong_rust_server_c_client",
-        run: rc_rust_server,
-    },
-    Test {
-        name: "interop::rc_pingpong_c_server_rust_client",
-        run: rc_c_server,
-    },
-    Test {
-        name: "interop::rc_pingpong_events_chk_rust_server_c_client",
-        run: rc_events_rust_server,
-    },
-    Test {
-        name: "interop::rc_pingpong_events_chk_c_server_rust_client",
-        run: rc_events_c_server,
-    },
-    Test {
-        name: "interop::uc_pingpong_rust_server_c_client",
-        run: uc_rust_server,
-    },
-    Test {
-        name: "interop::uc_pingpong_c_server_rust_client",
-        run: uc_c_server,
-    },
-    Test {
-        name: "interop::ud_pingpong_rust_server_c_client",
-        run: ud_rust_server,
-    },
-    Test {
-        name: "interop::ud_pingpong_c_server_rust_client",
-        run: ud_c_server,
-    },
-    Test {
-        name: "interop::srq_pingpong_rust_server_c_client",
-        run: srq_rust_server,
-    },
-    Test {
-        name: "interop::srq_pingpong_c_server_rust_client",
-        run: srq_c_server,
-    },
-];
+rdma_tests::tests!(
+    "interop":
+    devinfo_prints_what_ibv_devinfo_prints,
+    rc_pingpong_rust_server_c_client,
+    rc_pingpong_c_server_rust_client,
+    rc_pingpong_events_chk_rust_server_c_client,
+    rc_pingpong_events_chk_c_server_rust_client,
+    uc_pingpong_rust_server_c_client,
+    uc_pingpong_c_server_rust_client,
+    ud_pingpong_rust_server_c_client,
+    ud_pingpong_c_server_rust_client,
+    srq_pingpong_rust_server_c_client,
+    srq_pingpong_c_server_rust_client,
+);
 
 /// How long one pair may run, from the server's start to both exits.
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -72,13 +40,13 @@ enum RustSide {
     Client,
 }
 
-fn rc_rust_server(env: &TestEnv) -> TestResult {
+fn rc_pingpong_rust_server_c_client(env: &TestEnv) -> TestResult {
     pair(env, "rc_pingpong", &[], RustSide::Server, 18611)
 }
-fn rc_c_server(env: &TestEnv) -> TestResult {
+fn rc_pingpong_c_server_rust_client(env: &TestEnv) -> TestResult {
     pair(env, "rc_pingpong", &[], RustSide::Client, 18612)
 }
-fn rc_events_rust_server(env: &TestEnv) -> TestResult {
+fn rc_pingpong_events_chk_rust_server_c_client(env: &TestEnv) -> TestResult {
     pair(
         env,
         "rc_pingpong",
@@ -87,7 +55,7 @@ fn rc_events_rust_server(env: &TestEnv) -> TestResult {
         18613,
     )
 }
-fn rc_events_c_server(env: &TestEnv) -> TestResult {
+fn rc_pingpong_events_chk_c_server_rust_client(env: &TestEnv) -> TestResult {
     pair(
         env,
         "rc_pingpong",
@@ -96,28 +64,28 @@ fn rc_events_c_server(env: &TestEnv) -> TestResult {
         18614,
     )
 }
-fn uc_rust_server(env: &TestEnv) -> TestResult {
+fn uc_pingpong_rust_server_c_client(env: &TestEnv) -> TestResult {
     pair(env, "uc_pingpong", &[], RustSide::Server, 18621)
 }
-fn uc_c_server(env: &TestEnv) -> TestResult {
+fn uc_pingpong_c_server_rust_client(env: &TestEnv) -> TestResult {
     pair(env, "uc_pingpong", &[], RustSide::Client, 18622)
 }
-fn ud_rust_server(env: &TestEnv) -> TestResult {
+fn ud_pingpong_rust_server_c_client(env: &TestEnv) -> TestResult {
     pair(env, "ud_pingpong", &["-c"], RustSide::Server, 18631)
 }
-fn ud_c_server(env: &TestEnv) -> TestResult {
+fn ud_pingpong_c_server_rust_client(env: &TestEnv) -> TestResult {
     pair(env, "ud_pingpong", &["-c"], RustSide::Client, 18632)
 }
-fn srq_rust_server(env: &TestEnv) -> TestResult {
+fn srq_pingpong_rust_server_c_client(env: &TestEnv) -> TestResult {
     pair(env, "srq_pingpong", &["-q", "4"], RustSide::Server, 18641)
 }
-fn srq_c_server(env: &TestEnv) -> TestResult {
+fn srq_pingpong_c_server_rust_client(env: &TestEnv) -> TestResult {
     pair(env, "srq_pingpong", &["-q", "4"], RustSide::Client, 18642)
 }
 
 /// `devinfo -v -d DEV` prints exactly what `ibv_devinfo -v -d DEV` prints,
 /// and so do the other forms (`-i 1`, plain, `-l`).
-fn devinfo_matches(env: &TestEnv) -> TestResult {
+fn devinfo_prints_what_ibv_devinfo_prints(env: &TestEnv) -> TestResult {
     let ours = rdma_tests::example("devinfo")?;
     // `-l` lists every device: no scratch device of the other suite may come
     // or go between the two listings.

@@ -190,14 +190,8 @@ pub fn messages_over_rc_arrive_intact_and_in_order(env: &TestEnv) -> TestResult 
     Ok(Outcome::Passed)
 }
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "load::thousand_queue_pairs",
-        run: thousand_queue_pairs,
-    },
-    rdma_tests::Test {
-        name: "load::messages_over_rc_arrive_intact_and_in_order",
-        run: messages_over_rc_arrive_intact_and_in_order,
-    },
-];
+rdma_tests::tests!(
+    "load":
+    thousand_queue_pairs,
+    messages_over_rc_arrive_intact_and_in_order,
+);

@@ -169,8 +169,7 @@ pub fn hand_connected_send_and_write_fast_path_matches_shim(env: &TestEnv) -> Te
     Ok(Outcome::Passed)
 }
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[rdma_tests::Test {
-    name: "sys::rc::hand_connected_send_and_write_fast_path_matches_shim",
-    run: hand_connected_send_and_write_fast_path_matches_shim,
-}];
+rdma_tests::tests!(
+    "sys::rc":
+    hand_connected_send_and_write_fast_path_matches_shim,
+);

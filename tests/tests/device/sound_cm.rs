@@ -229,9 +229,7 @@ fn wait_exit(child: &mut Child, limit: Duration) -> R<Option<std::process::ExitS
 
 pub fn cm_context_outlives_its_ids_and_its_device(env: &TestEnv) -> TestResult {
     // A device comes and goes: only in a process of its own.
-    if let Some(outcome) =
-        rdma_tests::in_own_process("sound_cm::cm_context_outlives_its_ids_and_its_device")?
-    {
+    if let Some(outcome) = rdma_tests::in_own_process()? {
         return Ok(outcome);
     }
     if std::env::var_os("RDMA_TEST_IN_VM").is_none() {
@@ -307,25 +305,11 @@ pub fn cm_context_outlives_its_ids_and_its_device(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "sound_cm::panicking_event_callback_still_acknowledges_the_event",
-        run: panicking_event_callback_still_acknowledges_the_event,
-    },
-    rdma_tests::Test {
-        name: "sound_cm::id_dropped_inside_its_event_callback_is_destroyed",
-        run: id_dropped_inside_its_event_callback_is_destroyed,
-    },
-    rdma_tests::Test {
-        name: "sound_cm::qp_teardown_waits_for_event_processing",
-        run: qp_teardown_waits_for_event_processing,
-    },
-    rdma_tests::Test {
-        name: "sound_cm::multicast_join_leaves_no_qp_behind",
-        run: multicast_join_leaves_no_qp_behind,
-    },
-    rdma_tests::Test {
-        name: "sound_cm::cm_context_outlives_its_ids_and_its_device",
-        run: cm_context_outlives_its_ids_and_its_device,
-    },
-];
+rdma_tests::tests!(
+    "sound_cm":
+    panicking_event_callback_still_acknowledges_the_event,
+    id_dropped_inside_its_event_callback_is_destroyed,
+    qp_teardown_waits_for_event_processing,
+    multicast_join_leaves_no_qp_behind,
+    cm_context_outlives_its_ids_and_its_device,
+);

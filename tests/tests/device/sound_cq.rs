@@ -421,29 +421,12 @@ pub fn rxe_next_poll_workaround_follows_loaded_rdma_core(env: &TestEnv) -> TestR
     Ok(Outcome::Passed)
 }
 
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "sound_cq::poll_into_poisoned_storage_reads_no_garbage",
-        run: poll_into_poisoned_storage_reads_no_garbage,
-    },
-    rdma_tests::Test {
-        name: "sound_cq::poll_into_initialised_storage_keeps_skipped_fields",
-        run: poll_into_initialised_storage_keeps_skipped_fields,
-    },
-    rdma_tests::Test {
-        name: "sound_cq::ex_poll_refuses_reentry_with_ebusy",
-        run: ex_poll_refuses_reentry_with_ebusy,
-    },
-    rdma_tests::Test {
-        name: "sound_cq::ex_poll_across_tasks_gives_ebusy",
-        run: ex_poll_across_tasks_gives_ebusy,
-    },
-    rdma_tests::Test {
-        name: "sound_cq::ex_poll_drop_consumes_only_what_it_returned",
-        run: ex_poll_drop_consumes_only_what_it_returned,
-    },
-    rdma_tests::Test {
-        name: "sound_cq::rxe_next_poll_workaround_follows_loaded_rdma_core",
-        run: rxe_next_poll_workaround_follows_loaded_rdma_core,
-    },
-];
+rdma_tests::tests!(
+    "sound_cq":
+    poll_into_poisoned_storage_reads_no_garbage,
+    poll_into_initialised_storage_keeps_skipped_fields,
+    ex_poll_refuses_reentry_with_ebusy,
+    ex_poll_across_tasks_gives_ebusy,
+    ex_poll_drop_consumes_only_what_it_returned,
+    rxe_next_poll_workaround_follows_loaded_rdma_core,
+);

@@ -219,13 +219,8 @@ pub fn odd_length_region_on_whole_pages(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "sound_mr::copies_from_threads_while_the_device_writes",
-        run: copies_from_threads_while_the_device_writes,
-    },
-    rdma_tests::Test {
-        name: "sound_mr::odd_length_region_on_whole_pages",
-        run: odd_length_region_on_whole_pages,
-    },
-];
+rdma_tests::tests!(
+    "sound_mr":
+    copies_from_threads_while_the_device_writes,
+    odd_length_region_on_whole_pages,
+);

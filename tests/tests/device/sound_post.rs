@@ -535,25 +535,11 @@ pub fn modify_queries_the_state_only_when_refused(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "sound_post::inline_send_moved_after_a_post_sends_its_own_bytes",
-        run: inline_send_moved_after_a_post_sends_its_own_bytes,
-    },
-    rdma_tests::Test {
-        name: "sound_post::ud_qp_refuses_all_but_addressed_sends",
-        run: ud_qp_refuses_all_but_addressed_sends,
-    },
-    rdma_tests::Test {
-        name: "sound_post::objects_of_two_contexts_are_not_mixed",
-        run: objects_of_two_contexts_are_not_mixed,
-    },
-    rdma_tests::Test {
-        name: "sound_post::batch_refuses_ops_the_qp_was_not_created_with",
-        run: batch_refuses_ops_the_qp_was_not_created_with,
-    },
-    rdma_tests::Test {
-        name: "sound_post::modify_queries_the_state_only_when_refused",
-        run: modify_queries_the_state_only_when_refused,
-    },
-];
+rdma_tests::tests!(
+    "sound_post":
+    inline_send_moved_after_a_post_sends_its_own_bytes,
+    ud_qp_refuses_all_but_addressed_sends,
+    objects_of_two_contexts_are_not_mixed,
+    batch_refuses_ops_the_qp_was_not_created_with,
+    modify_queries_the_state_only_when_refused,
+);

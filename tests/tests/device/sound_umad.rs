@@ -13,33 +13,15 @@ use rdma::umad::{self, Address, AsyncPort, Error, Port, Registration};
 use rdma::Gid;
 use rdma_tests::{check, fail, Outcome, Provider, ScratchDevice, TestEnv, TestResult};
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "sound_umad::a_flood_of_unsolicited_mads_is_bounded_and_responses_still_arrive",
-        run: a_flood_of_unsolicited_mads_is_bounded_and_responses_still_arrive,
-    },
-    rdma_tests::Test {
-        name: "sound_umad::async_server_stream_is_bounded_under_a_flood",
-        run: async_server_stream_is_bounded_under_a_flood,
-    },
-    rdma_tests::Test {
-        name: "sound_umad::recv_sleeps_until_its_timeout_or_its_mad",
-        run: recv_sleeps_until_its_timeout_or_its_mad,
-    },
-    rdma_tests::Test {
-        name: "sound_umad::receivers_on_one_port_each_get_their_mad_or_their_timeout",
-        run: receivers_on_one_port_each_get_their_mad_or_their_timeout,
-    },
-    rdma_tests::Test {
-        name: "sound_umad::async_port_refuses_a_port_with_registered_agents",
-        run: async_port_refuses_a_port_with_registered_agents,
-    },
-    rdma_tests::Test {
-        name: "sound_umad::async_requests_fail_when_their_device_goes_away",
-        run: async_requests_fail_when_their_device_goes_away,
-    },
-];
+rdma_tests::tests!(
+    "sound_umad":
+    a_flood_of_unsolicited_mads_is_bounded_and_responses_still_arrive,
+    async_server_stream_is_bounded_under_a_flood,
+    recv_sleeps_until_its_timeout_or_its_mad,
+    receivers_on_one_port_each_get_their_mad_or_their_timeout,
+    async_port_refuses_a_port_with_registered_agents,
+    async_requests_fail_when_their_device_goes_away,
+);
 
 type R<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -325,9 +307,7 @@ fn async_port_refuses_a_port_with_registered_agents(env: &TestEnv) -> TestResult
 
 fn async_requests_fail_when_their_device_goes_away(env: &TestEnv) -> TestResult {
     // A device comes and goes: only in a process of its own.
-    if let Some(outcome) =
-        rdma_tests::in_own_process("sound_umad::async_requests_fail_when_their_device_goes_away")?
-    {
+    if let Some(outcome) = rdma_tests::in_own_process()? {
         return Ok(outcome);
     }
     if env.provider == Provider::Siw {

@@ -851,8 +851,6 @@ pub fn a_writer_whose_peer_does_not_read_waits(env: &TestEnv) -> TestResult {
 
 /// Set in the child process of the SIGKILL test: the address it connects to.
 const PEER_VAR: &str = "RDMA_TEST_STREAM_PEER";
-/// The name of the SIGKILL test (the child runs it, as the peer).
-const KILL_TEST: &str = "stream::a_peer_process_killed_mid_stream_ends_both_halves";
 /// From the kill, how long the survivor's read and write may take to end.
 const DEATH_BOUND: Duration = Duration::from_secs(10);
 const CHILD_SEED: u64 = 0xC411D;
@@ -955,7 +953,7 @@ pub fn a_peer_process_killed_mid_stream_ends_both_halves(env: &TestEnv) -> TestR
     run(async {
         let (mut l, at) = listen(env)?;
         let mut child = std::process::Command::new(std::env::current_exe()?)
-            .env("RDMA_TEST_CHILD", KILL_TEST)
+            .env("RDMA_TEST_CHILD", rdma_tests::current_test())
             .env(PEER_VAR, at.to_string())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
@@ -2158,93 +2156,28 @@ pub fn codec_frames_over_a_stream(env: &TestEnv) -> TestResult {
     })
 }
 
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "stream::a_peer_of_another_wire_format_is_refused_with_an_error",
-        run: a_peer_of_another_wire_format_is_refused_with_an_error,
-    },
-    rdma_tests::Test {
-        name: "stream::echo_of_every_size",
-        run: echo_of_every_size,
-    },
-    rdma_tests::Test {
-        name: "stream::copy_of_64_mib_checked_byte_by_byte",
-        run: copy_of_64_mib_checked_byte_by_byte,
-    },
-    rdma_tests::Test {
-        name: "stream::sixty_four_concurrent_streams_on_one_listener",
-        run: sixty_four_concurrent_streams_on_one_listener,
-    },
-    rdma_tests::Test {
-        name: "stream::codec_frames_over_a_stream",
-        run: codec_frames_over_a_stream,
-    },
-    rdma_tests::Test {
-        name: "stream::http1_over_rdma_streams",
-        run: http1_over_rdma_streams,
-    },
-    rdma_tests::Test {
-        name: "stream::busy_poll_never_starves_the_runtime_and_stops_with_the_stream",
-        run: busy_poll_never_starves_the_runtime_and_stops_with_the_stream,
-    },
-    rdma_tests::Test {
-        name: "stream::half_close_then_reply",
-        run: half_close_then_reply,
-    },
-    rdma_tests::Test {
-        name: "stream::reads_and_writes_after_shutdown_and_after_the_peer_left",
-        run: reads_and_writes_after_shutdown_and_after_the_peer_left,
-    },
-    rdma_tests::Test {
-        name: "stream::flush_succeeds_once_the_peer_read_everything_and_closed",
-        run: flush_succeeds_once_the_peer_read_everything_and_closed,
-    },
-    rdma_tests::Test {
-        name: "stream::reads_and_writes_cancelled_in_select_lose_no_byte",
-        run: reads_and_writes_cancelled_in_select_lose_no_byte,
-    },
-    rdma_tests::Test {
-        name: "stream::spinning_halves_on_two_threads_keep_every_byte",
-        run: spinning_halves_on_two_threads_keep_every_byte,
-    },
-    rdma_tests::Test {
-        name: "stream::small_inline_writes_keep_their_place_among_queued_ones",
-        run: small_inline_writes_keep_their_place_among_queued_ones,
-    },
-    rdma_tests::Test {
-        name: "stream::buffers_read_after_a_cancelled_poll_go_back_to_the_peer",
-        run: buffers_read_after_a_cancelled_poll_go_back_to_the_peer,
-    },
-    rdma_tests::Test {
-        name: "stream::a_read_cancelled_while_it_polls_hands_the_cq_back",
-        run: a_read_cancelled_while_it_polls_hands_the_cq_back,
-    },
-    rdma_tests::Test {
-        name: "stream::a_peer_dropped_mid_stream_ends_the_survivors_read",
-        run: a_peer_dropped_mid_stream_ends_the_survivors_read,
-    },
-    rdma_tests::Test {
-        name: "stream::a_peer_whose_runtime_dies_ends_the_survivors_read",
-        run: a_peer_whose_runtime_dies_ends_the_survivors_read,
-    },
-    rdma_tests::Test {
-        name: KILL_TEST,
-        run: a_peer_process_killed_mid_stream_ends_both_halves,
-    },
-    rdma_tests::Test {
-        name: "stream::a_writer_whose_peer_does_not_read_waits",
-        run: a_writer_whose_peer_does_not_read_waits,
-    },
-    rdma_tests::Test {
-        name: "stream::streams_dropped_mid_write_leak_no_kernel_resources",
-        run: streams_dropped_mid_write_leak_no_kernel_resources,
-    },
-    rdma_tests::Test {
-        name: "stream::dropping_the_listener_ends_its_pending_connects",
-        run: dropping_the_listener_ends_its_pending_connects,
-    },
-    rdma_tests::Test {
-        name: "stream::accepts_cancelled_mid_way_leave_the_listener_usable",
-        run: accepts_cancelled_mid_way_leave_the_listener_usable,
-    },
-];
+rdma_tests::tests!(
+    "stream":
+    a_peer_of_another_wire_format_is_refused_with_an_error,
+    echo_of_every_size,
+    copy_of_64_mib_checked_byte_by_byte,
+    sixty_four_concurrent_streams_on_one_listener,
+    codec_frames_over_a_stream,
+    http1_over_rdma_streams,
+    busy_poll_never_starves_the_runtime_and_stops_with_the_stream,
+    half_close_then_reply,
+    reads_and_writes_after_shutdown_and_after_the_peer_left,
+    flush_succeeds_once_the_peer_read_everything_and_closed,
+    reads_and_writes_cancelled_in_select_lose_no_byte,
+    spinning_halves_on_two_threads_keep_every_byte,
+    small_inline_writes_keep_their_place_among_queued_ones,
+    buffers_read_after_a_cancelled_poll_go_back_to_the_peer,
+    a_read_cancelled_while_it_polls_hands_the_cq_back,
+    a_peer_dropped_mid_stream_ends_the_survivors_read,
+    a_peer_whose_runtime_dies_ends_the_survivors_read,
+    a_peer_process_killed_mid_stream_ends_both_halves,
+    a_writer_whose_peer_does_not_read_waits,
+    streams_dropped_mid_write_leak_no_kernel_resources,
+    dropping_the_listener_ends_its_pending_connects,
+    accepts_cancelled_mid_way_leave_the_listener_usable,
+);

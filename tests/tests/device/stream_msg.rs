@@ -627,46 +627,16 @@ pub fn a_cancelled_accept_loses_no_connection(env: &TestEnv) -> TestResult {
     })
 }
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "stream_msg::boundaries_of_sizes_0_1_max_and_max_plus_1",
-        run: boundaries_of_sizes_0_1_max_and_max_plus_1,
-    },
-    rdma_tests::Test {
-        name: "stream_msg::many_messages_with_a_slow_receiver",
-        run: many_messages_with_a_slow_receiver,
-    },
-    rdma_tests::Test {
-        name: "stream_msg::a_held_message_blocks_nothing_else",
-        run: a_held_message_blocks_nothing_else,
-    },
-    rdma_tests::Test {
-        name: "stream_msg::one_sided_write_then_read_back",
-        run: one_sided_write_then_read_back,
-    },
-    rdma_tests::Test {
-        name: "stream_msg::one_sided_on_a_stream",
-        run: one_sided_on_a_stream,
-    },
-    rdma_tests::Test {
-        name: "stream_msg::bad_one_sided_requests_are_typed_errors",
-        run: bad_one_sided_requests_are_typed_errors,
-    },
-    rdma_tests::Test {
-        name: "stream_msg::a_cancelled_write_keeps_its_region",
-        run: a_cancelled_write_keeps_its_region,
-    },
-    rdma_tests::Test {
-        name: "stream_msg::a_cancelled_accept_loses_no_connection",
-        run: a_cancelled_accept_loses_no_connection,
-    },
-    rdma_tests::Test {
-        name: "stream_msg::blocking_echo_between_two_threads",
-        run: blocking_echo_between_two_threads,
-    },
-    rdma_tests::Test {
-        name: "stream_msg::blocking_use_inside_a_runtime_is_refused",
-        run: blocking_use_inside_a_runtime_is_refused,
-    },
-];
+rdma_tests::tests!(
+    "stream_msg":
+    boundaries_of_sizes_0_1_max_and_max_plus_1,
+    many_messages_with_a_slow_receiver,
+    a_held_message_blocks_nothing_else,
+    one_sided_write_then_read_back,
+    one_sided_on_a_stream,
+    bad_one_sided_requests_are_typed_errors,
+    a_cancelled_write_keeps_its_region,
+    a_cancelled_accept_loses_no_connection,
+    blocking_echo_between_two_threads,
+    blocking_use_inside_a_runtime_is_refused,
+);

@@ -15,57 +15,21 @@ use rdma::umad::{self, Address, AsyncPort, Error, Port, Registration};
 use rdma::Gid;
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "umad::discovery_lists_the_ca_and_its_port",
-        run: discovery_lists_the_ca_and_its_port,
-    },
-    rdma_tests::Test {
-        name: "umad::get_is_answered_by_get_resp",
-        run: get_is_answered_by_get_resp,
-    },
-    rdma_tests::Test {
-        name: "umad::get_to_an_unserved_class_is_answered_by_the_kernel",
-        run: get_to_an_unserved_class_is_answered_by_the_kernel,
-    },
-    rdma_tests::Test {
-        name: "umad::request_to_nobody_times_out_with_its_tid",
-        run: request_to_nobody_times_out_with_its_tid,
-    },
-    rdma_tests::Test {
-        name: "umad::duplicate_outstanding_tid_is_refused",
-        run: duplicate_outstanding_tid_is_refused,
-    },
-    rdma_tests::Test {
-        name: "umad::mad_without_grh_on_roce_is_refused",
-        run: mad_without_grh_on_roce_is_refused,
-    },
-    rdma_tests::Test {
-        name: "umad::smi_registration_is_refused",
-        run: smi_registration_is_refused,
-    },
-    rdma_tests::Test {
-        name: "umad::cm_class_belongs_to_the_kernel",
-        run: cm_class_belongs_to_the_kernel,
-    },
-    rdma_tests::Test {
-        name: "umad::hundred_async_requests_are_matched",
-        run: hundred_async_requests_are_matched,
-    },
-    rdma_tests::Test {
-        name: "umad::umad_info_example_lists_the_port",
-        run: umad_info_example_lists_the_port,
-    },
-    rdma_tests::Test {
-        name: "umad::madping_example_pings_its_server",
-        run: madping_example_pings_its_server,
-    },
-    rdma_tests::Test {
-        name: "umad::agent_dropped_with_requests_outstanding_leaves_the_port_usable",
-        run: agent_dropped_with_requests_outstanding_leaves_the_port_usable,
-    },
-];
+rdma_tests::tests!(
+    "umad":
+    discovery_lists_the_ca_and_its_port,
+    get_is_answered_by_get_resp,
+    get_to_an_unserved_class_is_answered_by_the_kernel,
+    request_to_nobody_times_out_with_its_tid,
+    duplicate_outstanding_tid_is_refused,
+    mad_without_grh_on_roce_is_refused,
+    smi_registration_is_refused,
+    cm_class_belongs_to_the_kernel,
+    hundred_async_requests_are_matched,
+    umad_info_example_lists_the_port,
+    madping_example_pings_its_server,
+    agent_dropped_with_requests_outstanding_leaves_the_port_usable,
+);
 
 const SIW_SKIP: &str = "siw has no MADs: iWARP devices have no umad port";
 /// A vendor class of range 2 that the tests serve.

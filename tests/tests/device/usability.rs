@@ -601,29 +601,12 @@ pub fn gids_are_picked_by_type_and_family(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "usability::gids_are_picked_by_type_and_family",
-        run: gids_are_picked_by_type_and_family,
-    },
-    rdma_tests::Test {
-        name: "usability::a_refused_connection_reads_the_same_everywhere",
-        run: a_refused_connection_reads_the_same_everywhere,
-    },
-    rdma_tests::Test {
-        name: "usability::connect_setup_returns_the_callers_value_and_error",
-        run: connect_setup_returns_the_callers_value_and_error,
-    },
-    rdma_tests::Test {
-        name: "usability::an_async_cq_makes_its_own_channel",
-        run: an_async_cq_makes_its_own_channel,
-    },
-    rdma_tests::Test {
-        name: "usability::cq_wait_returns_completions_and_times_out",
-        run: cq_wait_returns_completions_and_times_out,
-    },
-    rdma_tests::Test {
-        name: "usability::passive_disconnect_returns_at_once",
-        run: passive_disconnect_returns_at_once,
-    },
-];
+rdma_tests::tests!(
+    "usability":
+    gids_are_picked_by_type_and_family,
+    a_refused_connection_reads_the_same_everywhere,
+    connect_setup_returns_the_callers_value_and_error,
+    an_async_cq_makes_its_own_channel,
+    cq_wait_returns_completions_and_times_out,
+    passive_disconnect_returns_at_once,
+);

@@ -1162,62 +1162,20 @@ pub fn uc_send_and_write(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "verbs::objects_drop_in_any_order",
-        run: objects_drop_in_any_order,
-    },
-    rdma_tests::Test {
-        name: "verbs::extended_cq_falls_back_where_missing",
-        run: extended_cq_falls_back_where_missing,
-    },
-    rdma_tests::Test {
-        name: "verbs::rc_send_write_read_and_list",
-        run: rc_send_write_read_and_list,
-    },
-    rdma_tests::Test {
-        name: "verbs::prepared_send_posts_again",
-        run: prepared_send_posts_again,
-    },
-    rdma_tests::Test {
-        name: "verbs::rc_immediate_data_and_atomics",
-        run: rc_immediate_data_and_atomics,
-    },
-    rdma_tests::Test {
-        name: "verbs::extended_batch_and_lending_poll",
-        run: extended_batch_and_lending_poll,
-    },
-    rdma_tests::Test {
-        name: "verbs::completion_channel_wakes_on_completion",
-        run: completion_channel_wakes_on_completion,
-    },
-    rdma_tests::Test {
-        name: "verbs::srq_feeds_two_queue_pairs",
-        run: srq_feeds_two_queue_pairs,
-    },
-    rdma_tests::Test {
-        name: "verbs::ud_send_through_address_handle",
-        run: ud_send_through_address_handle,
-    },
-    rdma_tests::Test {
-        name: "verbs::bad_input_gives_typed_errors",
-        run: bad_input_gives_typed_errors,
-    },
-    rdma_tests::Test {
-        name: "verbs::async_completions_lose_no_wakeup_under_load",
-        run: async_completions_lose_no_wakeup_under_load,
-    },
-    rdma_tests::Test {
-        name: "verbs::async_events_stay_quiet_without_errors",
-        run: async_events_stay_quiet_without_errors,
-    },
-    rdma_tests::Test {
-        name: "verbs::memory_windows_grant_remote_writes",
-        run: memory_windows_grant_remote_writes,
-    },
-    rdma_tests::Test {
-        name: "verbs::uc_send_and_write",
-        run: uc_send_and_write,
-    },
-];
+rdma_tests::tests!(
+    "verbs":
+    objects_drop_in_any_order,
+    extended_cq_falls_back_where_missing,
+    rc_send_write_read_and_list,
+    prepared_send_posts_again,
+    rc_immediate_data_and_atomics,
+    extended_batch_and_lending_poll,
+    completion_channel_wakes_on_completion,
+    srq_feeds_two_queue_pairs,
+    ud_send_through_address_handle,
+    bad_input_gives_typed_errors,
+    async_completions_lose_no_wakeup_under_load,
+    async_events_stay_quiet_without_errors,
+    memory_windows_grant_remote_writes,
+    uc_send_and_write,
+);

@@ -865,33 +865,13 @@ pub fn extended_cq_fields_chosen_by_the_caller(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "verbs_edge::atomics_that_miss_or_fault",
-        run: atomics_that_miss_or_fault,
-    },
-    rdma_tests::Test {
-        name: "verbs_edge::remote_writes_need_local_write",
-        run: remote_writes_need_local_write,
-    },
-    rdma_tests::Test {
-        name: "verbs_edge::memory_windows_revoked_every_way",
-        run: memory_windows_revoked_every_way,
-    },
-    rdma_tests::Test {
-        name: "verbs_edge::extended_batch_every_operation",
-        run: extended_batch_every_operation,
-    },
-    rdma_tests::Test {
-        name: "verbs_edge::ud_extended_and_event_driven",
-        run: ud_extended_and_event_driven,
-    },
-    rdma_tests::Test {
-        name: "verbs_edge::extended_cq_fields_chosen_by_the_caller",
-        run: extended_cq_fields_chosen_by_the_caller,
-    },
-    rdma_tests::Test {
-        name: "verbs_edge::receive_queue_edges_and_zero_length",
-        run: receive_queue_edges_and_zero_length,
-    },
-];
+rdma_tests::tests!(
+    "verbs_edge":
+    atomics_that_miss_or_fault,
+    remote_writes_need_local_write,
+    memory_windows_revoked_every_way,
+    extended_batch_every_operation,
+    ud_extended_and_event_driven,
+    extended_cq_fields_chosen_by_the_caller,
+    receive_queue_edges_and_zero_length,
+);

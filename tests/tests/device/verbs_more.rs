@@ -766,10 +766,9 @@ fn kernel_release() -> Option<(u32, u32)> {
 }
 
 pub fn fork_init_reports_the_kernel(env: &TestEnv) -> TestResult {
-    const NAME: &str = "verbs_more::fork_init_reports_the_kernel";
     // In a process of its own: fork protection is process-wide and must be
     // set before any registration.
-    if let Some(outcome) = rdma_tests::in_own_process(NAME)? {
+    if let Some(outcome) = rdma_tests::in_own_process()? {
         return Ok(outcome);
     }
     let release = kernel_release();
@@ -833,34 +832,13 @@ pub fn fork_init_reports_the_kernel(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// The tests of this module.
-pub const TESTS: &[rdma_tests::Test] = &[
-    rdma_tests::Test {
-        name: "verbs_more::qp_query_reports_what_was_set",
-        run: qp_query_reports_what_was_set,
-    },
-    rdma_tests::Test {
-        name: "verbs_more::ud_qp_query_reports_its_qkey",
-        run: ud_qp_query_reports_its_qkey,
-    },
-    rdma_tests::Test {
-        name: "verbs_more::cq_resize_keeps_completions_and_bad_sizes_are_refused",
-        run: cq_resize_keeps_completions_and_bad_sizes_are_refused,
-    },
-    rdma_tests::Test {
-        name: "verbs_more::srq_query_limit_event_and_resize",
-        run: srq_query_limit_event_and_resize,
-    },
-    rdma_tests::Test {
-        name: "verbs_more::pkey_table_and_port_attributes",
-        run: pkey_table_and_port_attributes,
-    },
-    rdma_tests::Test {
-        name: "verbs_more::create_destroy_loop_leaves_no_resources",
-        run: create_destroy_loop_leaves_no_resources,
-    },
-    rdma_tests::Test {
-        name: "verbs_more::fork_init_reports_the_kernel",
-        run: fork_init_reports_the_kernel,
-    },
-];
+rdma_tests::tests!(
+    "verbs_more":
+    qp_query_reports_what_was_set,
+    ud_qp_query_reports_its_qkey,
+    cq_resize_keeps_completions_and_bad_sizes_are_refused,
+    srq_query_limit_event_and_resize,
+    pkey_table_and_port_attributes,
+    create_destroy_loop_leaves_no_resources,
+    fork_init_reports_the_kernel,
+);
