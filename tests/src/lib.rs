@@ -398,7 +398,7 @@ pub fn in_own_process() -> Result<Option<Outcome>, Box<dyn Error>> {
 /// Whether `filter` selects the test `name`. The filter is a list of
 /// substrings separated by commas: a name is selected when it contains one
 /// of them (any name, when all are exclusions) and none of those written
-/// with a leading `!`. `verbs::,cm::,!cm::async::` runs the verbs and CM
+/// with a leading `!`. `qp::,cm::,!cm::async::` runs the QP and CM
 /// tests except the async CM ones (ci/memcheck.sh runs its subset so).
 pub fn selects(filter: &str, name: &str) -> bool {
     let mut included = None;

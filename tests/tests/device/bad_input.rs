@@ -10,7 +10,54 @@ use rdma::{
 };
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
-use crate::verbs::{open, state_report, R};
+use crate::fixtures::{open, state_report, R};
+
+pub fn bad_input_gives_typed_errors(env: &TestEnv) -> TestResult {
+    let ctx = open(env)?;
+    let pd = ProtectionDomain::new(&ctx)?;
+    let cq = CompletionQueue::new(&ctx, 16)?;
+    let mr = MemoryRegion::new(&pd, 4096, AccessFlags::LOCAL_WRITE)?;
+    // An SGE outside its region.
+    let e = mr
+        .sge(4000..5000)
+        .err()
+        .ok_or("SGE past the end accepted")?;
+    check!(
+        e.errno() == libc::EINVAL && e.to_string().contains("outside the 4096-byte"),
+        "{e}"
+    );
+    check!(
+        mr.write(4090, &[0; 10]).is_err(),
+        "write past the end accepted"
+    );
+    // A port past the last one.
+    let e = ctx.query_port(9).err().ok_or("port 9 accepted")?;
+    check!(e.verb == "ibv_query_port", "{e}");
+    // An illegal transition names both states (a new siw QP is IDLE, which
+    // it may report as INIT: see `StateReport`).
+    let qp = QueuePair::builder(&pd, QpType::Rc, &cq).build()?;
+    let new = state_report(env, &pd, &cq)?.new_qp();
+    let e = qp
+        .to_rts(&RtsAttr::default())
+        .err()
+        .ok_or("RESET -> RTS accepted")?;
+    check!(e.to_string().contains(&format!("{new:?} -> Rts")), "{e}");
+    check!(qp.state()? == new, "failed transition changed the state");
+    // A connected QP needs the remote side for RTR.
+    qp.to_init(&InitAttr::new(1))?;
+    let e = qp.to_rtr(None).err().ok_or("RTR without remote accepted")?;
+    check!(e.errno() == libc::EINVAL, "{e}");
+    // Too many SGEs for the QP.
+    let sges: Vec<_> = (0..8)
+        .map(|i| mr.sge(i * 8..i * 8 + 8))
+        .collect::<Result<_, _>>()?;
+    let e = qp
+        .post_recv(&mut [RecvWr::new(1, &sges)])
+        .err()
+        .ok_or("8 SGEs on a 1-SGE QP accepted")?;
+    check!(e.verb == "ibv_post_recv", "{e}");
+    Ok(Outcome::Passed)
+}
 
 /// The error of `r`, or a failure naming what was wrongly accepted.
 fn refused<T>(r: rdma::Result<T>, what: &str) -> R<Error> {
@@ -364,6 +411,7 @@ pub fn cm_private_data_too_long(env: &TestEnv) -> TestResult {
 
 rdma_tests::tests!(
     "bad_input":
+    bad_input_gives_typed_errors,
     unknown_device_name,
     port_zero,
     port_past_the_last,

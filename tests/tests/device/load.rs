@@ -9,7 +9,7 @@ use rdma::{
 };
 use rdma_tests::{check, Outcome, Provider, TestEnv, TestResult};
 
-use crate::verbs::{connect_rc, open, ACCESS};
+use crate::fixtures::{connect_rc, open, ACCESS};
 
 pub fn thousand_queue_pairs(env: &TestEnv) -> TestResult {
     const N: usize = 1000;

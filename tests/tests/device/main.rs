@@ -12,30 +12,44 @@ mod cm_examples;
 mod cm_options;
 mod cm_ud;
 mod cmid;
+mod context;
+mod cq;
+mod cq_poll;
 mod enumerate;
 mod extended;
-mod faults;
+mod fixtures;
 mod interop;
 mod load;
+mod mr;
+mod mw;
+mod process_killed;
+mod qp;
+mod qp_errors;
+mod qp_post;
 mod rc;
 mod sound_cm;
-mod sound_cq;
-mod sound_mr;
-mod sound_post;
 mod sound_umad;
+mod srq;
 mod stream;
 mod stream_msg;
+mod ud;
 mod umad;
-mod usability;
-mod verbs;
-mod verbs_edge;
-mod verbs_more;
 
 fn main() -> std::process::ExitCode {
     let all: Vec<rdma_tests::Test> = [
         enumerate::TESTS,
         rc::TESTS,
         extended::TESTS,
+        context::TESTS,
+        cq::TESTS,
+        cq_poll::TESTS,
+        qp::TESTS,
+        qp_post::TESTS,
+        qp_errors::TESTS,
+        mr::TESTS,
+        srq::TESTS,
+        mw::TESTS,
+        ud::TESTS,
         cm::TESTS,
         cmid::TESTS,
         cm_async::TESTS,
@@ -44,19 +58,12 @@ fn main() -> std::process::ExitCode {
         cm_examples::TESTS,
         cm_options::TESTS,
         umad::TESTS,
-        verbs::TESTS,
-        verbs_more::TESTS,
-        verbs_edge::TESTS,
-        faults::TESTS,
         bad_input::TESTS,
+        process_killed::TESTS,
         load::TESTS,
         interop::TESTS,
-        sound_post::TESTS,
-        sound_cq::TESTS,
-        sound_mr::TESTS,
         sound_cm::TESTS,
         sound_umad::TESTS,
-        usability::TESTS,
         stream::TESTS,
         stream_msg::TESTS,
     ]

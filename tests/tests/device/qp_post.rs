@@ -1,6 +1,6 @@
-//! Posting stays sound whatever safe code hands it: requests that moved,
-//! requests a UD QP cannot carry, objects of different contexts, batch
-//! operations the QP lacks. Each test names the behaviour it proves.
+//! What posting refuses or keeps: inline data, operations the QP was not
+//! created with, objects of two contexts, UD sends without an address, and
+//! the state query a refused modify makes.
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,7 +12,7 @@ use rdma::{
 };
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
-use crate::verbs::{connect_rc, open, roce_gid, state_report, wait, ACCESS, R};
+use crate::fixtures::{connect_rc, open, roce_gid, state_report, wait, ACCESS, R};
 
 /// The error of `r`, or a failure naming what was wrongly accepted.
 fn refused<T>(r: rdma::Result<T>, what: &str) -> R<Error> {
@@ -536,7 +536,7 @@ pub fn modify_queries_the_state_only_when_refused(env: &TestEnv) -> TestResult {
 }
 
 rdma_tests::tests!(
-    "sound_post":
+    "qp::post":
     inline_send_moved_after_a_post_sends_its_own_bytes,
     ud_qp_refuses_all_but_addressed_sends,
     objects_of_two_contexts_are_not_mixed,

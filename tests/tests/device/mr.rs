@@ -1,17 +1,49 @@
-//! Memory regions under threads and the device: copies through one
-//! `&MemoryRegion` from several threads while the device writes it, and
-//! owned memory on whole pages of its own.
+//! Memory regions: copies while the device writes, odd lengths, the local
+//! write right remote writes need.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use rdma::{
-    CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, SendWr,
-    WcOpcode,
+    AccessFlags, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType, QueuePair,
+    RecvWr, SendWr, WcOpcode,
 };
 use rdma_tests::{check, fail, Outcome, TestEnv, TestResult};
 
-use crate::verbs::{connect_rc, open, wait, ACCESS, R, TIMEOUT};
+use crate::fixtures::{self, connect_rc, open, wait, write_to, Pair, ACCESS, R, TIMEOUT};
+
+pub fn remote_writes_need_local_write(env: &TestEnv) -> TestResult {
+    let ctx = fixtures::open(env)?;
+    let pd = rdma::ProtectionDomain::new(&ctx)?;
+    for access in [
+        AccessFlags::REMOTE_WRITE,
+        AccessFlags::REMOTE_ATOMIC,
+        AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+    ] {
+        match MemoryRegion::new(&pd, 4096, access) {
+            Ok(_) => fail!("{access:?} without LOCAL_WRITE was registered"),
+            Err(e) => {
+                check!(e.errno() == libc::EINVAL, "{access:?}: {e}");
+                check!(
+                    e.to_string().contains("need LOCAL_WRITE"),
+                    "{access:?}: no hint in {e}"
+                );
+            }
+        }
+    }
+    // Relaxed ordering is an optional flag: taken, and traffic flows.
+    let p = Pair::new(env, false, QpCaps::default())?;
+    let relaxed = MemoryRegion::new(&p.pd, 4096, ACCESS | AccessFlags::RELAXED_ORDERING)?;
+    p.mr_a.write(0, b"relaxed!")?;
+    let wc = write_to(&p, relaxed.remote(100..108)?, 1)?;
+    check!(wc.is_success(), "a write into a relaxed region: {wc:?}");
+    check!(
+        relaxed.to_vec(100..108)? == b"relaxed!",
+        "the write differs"
+    );
+    let _ = &ctx;
+    Ok(Outcome::Passed)
+}
 
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
@@ -19,16 +51,16 @@ fn page_size() -> usize {
 }
 
 /// Two connected RC queue pairs of one device, each with a CQ.
-struct Pair {
+struct MrPair {
     pd: ProtectionDomain,
     cq_a: CompletionQueue,
     cq_b: CompletionQueue,
     qp_a: QueuePair,
     qp_b: QueuePair,
-    _cm: Option<crate::verbs::cm::Connection>,
+    _cm: Option<crate::fixtures::cm::Connection>,
 }
 
-fn pair(env: &TestEnv) -> R<Pair> {
+fn pair(env: &TestEnv) -> R<MrPair> {
     let ctx = open(env)?;
     let pd = ProtectionDomain::new(&ctx)?;
     let cq_a = CompletionQueue::new(&ctx, 16)?;
@@ -40,7 +72,7 @@ fn pair(env: &TestEnv) -> R<Pair> {
         .caps(QpCaps::default())
         .build()?;
     let cm = connect_rc(env, &ctx, &qp_a, &qp_b)?;
-    Ok(Pair {
+    Ok(MrPair {
         pd,
         cq_a,
         cq_b,
@@ -220,7 +252,8 @@ pub fn odd_length_region_on_whole_pages(env: &TestEnv) -> TestResult {
 }
 
 rdma_tests::tests!(
-    "sound_mr":
+    "mr":
+    remote_writes_need_local_write,
     copies_from_threads_while_the_device_writes,
     odd_length_region_on_whole_pages,
 );
