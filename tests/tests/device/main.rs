@@ -64,7 +64,11 @@ fn main() -> std::process::ExitCode {
         interop::TESTS,
         sound_cm::TESTS,
         sound_umad::TESTS,
-        stream::TESTS,
+        stream::DATA,
+        stream::FRAMEWORKS,
+        stream::PEER_GONE,
+        stream::TEARDOWN,
+        stream::CANCEL,
         stream_msg::TESTS,
     ]
     .concat();
