@@ -653,10 +653,7 @@ case "${1:-}" in
     *) die "usage: ci/perf.sh [--short | --count]" ;;
 esac
 
-if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
-    step "setup (ci/setup.sh)"
-    bash "$CI_DIR/setup.sh"
-fi
+ci_setup
 ensure_target_dir
 
 step "build the benchmarks (release) and ci/post_poll.c"
@@ -677,8 +674,7 @@ mkdir -p "$OUT"
 {
     guest_prelude "$RUN_DIR"
     while IFS= read -r v; do printf 'export %s=%q\n' "$v" "${!v}"; done < <(compgen -e | grep -E '^PERF_' || true)
-    printf 'if ! source %q; then touch %q; echo 125 > %q; exit 125; fi\n' \
-        "$CI_DIR/guest-setup.sh" "$RUN_DIR/setup-failed" "$RUN_DIR/status"
+    guest_device_setup "$RUN_DIR"
     printf 'bash %q --guest %q %q %q %q 2>&1 | tee %q\n' "$CI_DIR/perf.sh" "$OUT" "$BIN" "$POST_POLL" "$SHORT" "$RUN_DIR/perf.log"
     printf 'echo "${PIPESTATUS[0]}" > %q\n' "$RUN_DIR/status"
 } >"$RUN_DIR/guest.sh"
@@ -688,8 +684,8 @@ vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
 
 step "results"
 FAIL=()
-[ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after ${RDMA_VM_TIMEOUT:-900} s (RDMA_VM_TIMEOUT)")
-[ ! -f "$RUN_DIR/setup-failed" ] || FAIL+=("device setup in the VM failed")
+# The guest's status is that of `perf.sh --guest`; guest-done below says whether it finished.
+vm_failures "${RDMA_VM_TIMEOUT:-900}" 0
 [ -f "$OUT/guest-done" ] || FAIL+=("the benchmarks did not finish (see $RUN_DIR/console.log)")
 # A failed run of ours fails; one of perftest is only reported (it has no sample).
 # So is a cmtime run of ours on siw whose only failed connections were

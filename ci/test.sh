@@ -51,10 +51,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 
 T_START=$(now)
-read -ra PROVIDERS <<<"${RDMA_TEST_PROVIDERS:-rxe siw}"
-for p in "${PROVIDERS[@]}"; do
-    case "$p" in rxe | siw) ;; *) die "unknown provider '$p' in RDMA_TEST_PROVIDERS (rxe|siw)" ;; esac
-done
+read_providers
 TIMINGS=()
 # Free space on target/'s file system: at the start and the least seen after a stage.
 DISK_START=$(disk_free_gib)
@@ -79,10 +76,8 @@ timed() { # timed NAME CMD...: run and record the duration
     disk_note "$name"
 }
 
-if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
-    step "setup (ci/setup.sh)"
-    timed setup bash "$CI_DIR/setup.sh"
-fi
+# Timed only when it runs (no `setup` timing with RDMA_CI_SKIP_SETUP=1).
+[ "${RDMA_CI_SKIP_SETUP:-0}" = 1 ] || timed setup ci_setup
 ensure_target_dir
 
 if [ "${RDMA_CI_SKIP_HOST:-0}" != 1 ]; then
@@ -163,8 +158,7 @@ if [ -n "${RDMA_TEST_FILTER:-}" ]; then ARGS=("$RDMA_TEST_FILTER"); fi
 PARALLEL=${RDMA_TEST_PARALLEL:-1}
 {
     guest_prelude "$RUN_DIR"
-    printf 'if ! source %q; then touch %q; echo 125 > %q; exit 125; fi\n' \
-        "$CI_DIR/guest-setup.sh" "$RUN_DIR/setup-failed" "$RUN_DIR/status"
+    guest_device_setup "$RUN_DIR"
     guest_provider_runs "$RUN_DIR" "device tests" "$PARALLEL" "${RDMA_PROVIDER_TIMEOUT:-900}" "${PROVIDERS[@]}" \
         -- "$DEVICE_BIN" "${ARGS[@]}"
     printf 'echo 0 > %q\n' "$RUN_DIR/status"
@@ -175,12 +169,7 @@ RDMA_VM_TIMEOUT=$DEVICE_VM_TIMEOUT vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
 TIMINGS+=("vm ${VM_SECONDS}s")
 
 step "results"
-[ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after $DEVICE_VM_TIMEOUT s (RDMA_VM_TIMEOUT)")
-if [ -f "$RUN_DIR/setup-failed" ]; then
-    FAIL+=("device setup in the VM failed (see the guest-setup messages above)")
-elif [ -z "$VM_STATUS" ] && [ "$VM_TIMED_OUT" = 0 ]; then
-    FAIL+=("the VM gave no status (vng exit $VM_RC; see $RUN_DIR/console.log)")
-fi
+vm_failures "$DEVICE_VM_TIMEOUT"
 tp=0 tf=0 ts=0
 provider_results "$RUN_DIR" "${PROVIDERS[@]}"
 # The cross-host suite: two VMs, two kernels, rxe (and siw) over one link.
