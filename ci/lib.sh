@@ -167,19 +167,7 @@ cargo_cmd() {
 # cargo_executable NAME KIND < cargo-json: the executable of target NAME of kind
 # KIND (test, bin, example) from `cargo ... --message-format=json`; empty if none.
 cargo_executable() {
-    python3 -c '
-import json, sys
-name, kind, exe = sys.argv[1], sys.argv[2], ""
-for line in sys.stdin:
-    try:
-        msg = json.loads(line)
-    except ValueError:
-        continue
-    if msg.get("reason") == "compiler-artifact" and msg.get("executable") \
-            and msg["target"]["name"] == name and kind in msg["target"]["kind"]:
-        exe = msg["executable"]
-print(exe)
-' "$1" "$2"
+    python3 "$CI_DIR/py/cargo_executable.py" "$1" "$2"
 }
 
 # ---------------------------------------------------------------------------

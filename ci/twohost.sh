@@ -61,7 +61,7 @@ gid_v4() {
     read -r a b c d <<<"$1"
     printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d"
 }
-gid_v6() { python3 -c 'import ipaddress,sys; h=ipaddress.IPv6Address(sys.argv[1]).exploded; print(h)' "$1"; }
+gid_v6() { python3 "$CI_DIR/py/netaddr.py" ipv6-exploded "$1"; }
 
 guest_setup() {
     local self4 self6 peer4 siw4 ifc i t0 want4 want6
@@ -202,7 +202,7 @@ VNG=$(find_vng) || die "vng not found (run ci/setup.sh)"
 TMO=${RDMA_VM_TIMEOUT:-900}
 
 # A free TCP port on the loopback for the link.
-LINK_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+LINK_PORT=$(python3 "$CI_DIR/py/netaddr.py" free-port)
 
 # boot ROLE NETDEV-OPTS MAC: one guest in the background; its console in ROLE.console.log.
 boot() {
