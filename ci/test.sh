@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ci/test.sh: the project's test command (CI: `bash ci/test.sh`; developer: `sudo ci/test.sh`).
 #
-# Steps: ci/setup.sh; cargo build; host tests; clippy -D warnings; rustdoc -D warnings;
+# Steps: ci/setup.sh; ci/knobs-check.sh; cargo build; host tests; clippy -D warnings; rustdoc -D warnings;
 # the fabric tests (ci/fabric.sh --suite: rdma::umad and umad_info on a simulated InfiniBand
 # fabric, ibsim and OpenSM on the host, three topologies); build the device test binary
 # (package rdma-tests, test `device`); one VM boot that sets up rxe0 and siw0 and runs the
@@ -81,6 +81,9 @@ timed() { # timed NAME CMD...: run and record the duration
 ensure_target_dir
 
 if [ "${RDMA_CI_SKIP_HOST:-0}" != 1 ]; then
+    step "every RDMA_*/PERF_* variable of ci/ in ci/README.md (ci/knobs-check.sh)"
+    timed knobs bash "$CI_DIR/knobs-check.sh"
+
     step "cargo build --workspace --all-targets"
     timed build cargo_cmd build --workspace --all-targets
 
