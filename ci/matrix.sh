@@ -22,11 +22,9 @@
 # `matrix NAME: ...` (also into target/ci/matrix-NAME.summary); exits non-zero
 # on any failure.
 #
-# Knobs: RDMA_MATRIX_REFRESH=1 (fetch again), RDMA_MATRIX_PREPARE_ONLY=1 (stop
-# after fetching, extracting and building siw.ko), RDMA_MATRIX_SKIP_HOST_TESTS=1,
-# RDMA_MATRIX_TRYBUILD=1 (also run the compile-fail tests, skipped by default),
-# RDMA_TEST_FILTER, RDMA_TEST_PROVIDERS, RDMA_TEST_PARALLEL, RDMA_PROVIDER_TIMEOUT, RDMA_VM_TIMEOUT
-# (as in ci/test.sh), RDMA_DEBIAN_MIRROR (default: the host's Debian mirror).
+# Knobs (RDMA_MATRIX_*, RDMA_DEBIAN_MIRROR, and RDMA_TEST_FILTER, RDMA_TEST_PROVIDERS,
+# RDMA_TEST_PARALLEL, RDMA_PROVIDER_TIMEOUT, RDMA_VM_TIMEOUT as in ci/test.sh): see the
+# table in ci/README.md.
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"

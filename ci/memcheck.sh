@@ -17,18 +17,8 @@
 # read or write, use of an uninitialised value, bad free, bad syscall argument),
 # a summary is missing, or a provider run or the VM times out.
 #
-# Knobs (environment):
-#   RDMA_MEMCHECK_ALL=1         every device test, the slow ones too (longer limits)
-#   RDMA_MEMCHECK_FILTER=F      the device binary's filter instead of the subset
-#   RDMA_MEMCHECK_TIMEOUT=S     per-provider limit inside the VM (default 900, 600 one after
-#                               the other; 2400 with ALL)
-#   RDMA_MEMCHECK_ORIGINS=1     --track-origins=yes (where an uninitialised value came from)
-#   RDMA_MEMCHECK_PARALLEL=0    the providers one after the other (default 1: at the same
-#                               time, each its own device, addresses and ports)
-#   RDMA_TEST_DEVICE_BIN=P      use this device test binary instead of building it
-#   RDMA_TEST_PROVIDERS         providers, in order (default "rxe siw")
-#   RDMA_VM_TIMEOUT=S           limit for the whole VM run (default: the providers' limits + 120)
-#   RDMA_CI_SKIP_SETUP=1        do not run ci/setup.sh
+# Knobs (RDMA_MEMCHECK_*, RDMA_TEST_DEVICE_BIN, RDMA_TEST_PROVIDERS, RDMA_VM_TIMEOUT,
+# RDMA_CI_SKIP_SETUP): see the table in ci/README.md.
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"

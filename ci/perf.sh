@@ -38,23 +38,8 @@
 # `ci/perf.sh --report DIR` prints the table of an earlier run's DIR again;
 # `ci/perf.sh --count` runs only the instruction counts.
 #
-# Knobs: PERF_ROUNDS (rounds per test; default 1 with --short, else 3),
-# PERF_LAT_ITERS, PERF_BW_ITERS, PERF_PROVIDERS (default "rxe siw"),
-# PERF_COUNT_ITERS (callgrind loop length, default 200), PERF_COUNT_STREAM
-# (stream round trips under callgrind, default 200), PERF_COUNT_STREAM_REPS
-# (repetitions of that count, default 3: the median is reported; a
-# busy-polling client's count varies with how often its poll finds
-# nothing), PERF_CMTIME_ROUNDS
-# (default 5 with --short, else 15), PERF_CMTIME_RXE / PERF_CMTIME_SIW
-# (connections, default 100 / 40), PERF_RSTREAM_ROUNDS (default 1 with
-# --short, else 5; 0: no stream runs), PERF_RSTREAM_LAT_ITERS (round trips,
-# default 2000 / 5000), PERF_RSTREAM_BW_COUNT (64 KiB transfers each way,
-# default 200 / 1000), PERF_RSTREAM_RUNTIME (current or multi: our
-# rstream's tokio runtime), PERF_RSTREAM_TOKIO_TCP=1 (also our rstream
-# over tokio's TCP; default with the full run), PERF_TRANSPORT_ROUNDS
-# (default 3 with --short, else 10), PERF_TRANSPORT_ITERS (default 5000),
-# and those of
-# ci/vm.sh (RDMA_CI_SKIP_SETUP, RDMA_VM_TIMEOUT, ...).
+# Knobs: PERF_* (rounds, iterations, providers, counts) and those of ci/vm.sh
+# (RDMA_CI_SKIP_SETUP, RDMA_VM_TIMEOUT, ...): see the table in ci/README.md.
 set -Eeuo pipefail
 
 TESTS_SHORT=("send_lat 2" "write_lat 64" "send_bw 64" "write_bw 64")
@@ -416,7 +401,7 @@ case "${1:-}" in
     --count) SHORT=count ;;
     "") ;;
     -h | --help)
-        sed -n '2,44s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+        sed -n '2,/^set -E/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
         exit 0
         ;;
     *) die "usage: ci/perf.sh [--short | --count]" ;;

@@ -16,36 +16,8 @@
 # Exits non-zero when any step fails, a provider has failures, a summary line is
 # missing, or the VM timed out.
 #
-# Knobs (environment):
-#   RDMA_CI_SKIP_SETUP=1     skip ci/setup.sh
-#   RDMA_CI_SKIP_HOST=1      skip the host steps (build, tests, clippy, doc)
-#   RDMA_CI_SKIP_MIRI=1      skip ci/miri.sh (pure-Rust tests under Miri; a host step, after fuzz)
-#   RDMA_CI_MATRIX=LIST      the version matrix after memcheck (ci/matrix.sh): "trixie" (default),
-#                            "all" (bookworm trixie sid), "none", or releases by name
-#   RDMA_CI_SKIP_MSRV=1      skip ci/msrv.sh (the workspace checked with exactly the rust-version toolchain)
-#   RDMA_TEST_FILTER=NAME    first argument of the device binary (run one test)
-#   RDMA_TEST_DEVICE_BIN=P   use this device test binary instead of building it
-#   RDMA_TEST_PROVIDERS      providers to run, in order (default "rxe siw")
-#   RDMA_TEST_PARALLEL=0     the providers one after the other in the VM (default 1: rxe
-#                            and siw at the same time, each its own device, addresses and
-#                            ports; also in the matrix releases' VM)
-#   RDMA_PROVIDER_TIMEOUT=S  per-provider limit inside the VM (default 900)
-#   RDMA_VM_TIMEOUT=S        limit for the whole VM run (default: the providers' limit + 300,
-#                            1200; one after the other, both limits + 300, 2100)
-#   RDMA_CI_SKIP_TWOHOST=1   skip ci/twohost.sh --suite (two VMs over one link; also skipped
-#                            with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
-#   RDMA_CI_SKIP_PERF=1      skip ci/perf.sh --short (ours vs perftest, after the device tests;
-#                            also skipped with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
-#   RDMA_CI_SKIP_FABRIC=1    skip ci/fabric.sh --suite (the fabric tests on a simulated InfiniBand
-#                            fabric: ibsim and OpenSM on the host, no VM; after the host steps;
-#                            also skipped with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
-#   RDMA_CI_PRUNE=1          remove each stage's own build tree once the stage is over (Miri's,
-#                            the MSRV one, the packages', docs.rs's, the fuzzer's, each matrix
-#                            release's): a full run then needs about 20 GiB free, not 35.
-#                            .ci/run sets it; by hand the trees stay for the next run.
-#   RDMA_CI_SKIP_MEMCHECK=1  skip ci/memcheck.sh (a subset of the device tests under valgrind
-#                            memcheck, own VM boot; also skipped with RDMA_TEST_FILTER or
-#                            RDMA_TEST_DEVICE_BIN)
+# Knobs (RDMA_CI_SKIP_*, RDMA_CI_MATRIX, RDMA_TEST_*, RDMA_PROVIDER_TIMEOUT, RDMA_VM_*, ...):
+# see the table in ci/README.md.
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
