@@ -9,10 +9,7 @@ set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 
-if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
-    step "setup (ci/setup.sh)"
-    bash "$CI_DIR/setup.sh"
-fi
+ci_setup
 ensure_target_dir
 
 if [ "$#" -gt 0 ]; then

@@ -339,7 +339,7 @@ suite() {
                 echo 0 >"$RUN_DIR/tests.status" || echo $? >"$RUN_DIR/tests.status"; } |
                 tee "$RUN_DIR/tests.log" &
             wait $! || true
-            rc=$(tr -dc '0-9' <"$RUN_DIR/tests.status" 2>/dev/null || true)
+            rc=$(status_of "$RUN_DIR/tests.status")
             rc=${rc:-none}
             # The examples against the C tools, in the run folder too
             # (RDMA_FABRIC_COMPARE=0 leaves them out).
@@ -353,17 +353,17 @@ suite() {
         fi
         stop_fabric
         [ "${RDMA_FABRIC_COMPARE:-1}" = 0 ] || compare_results "$name" "$topo"
-        line=$(grep -E "^fabric $name: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped\$" "$RUN_DIR/tests.log" | tail -n 1 || true)
+        line=$(summary_line "$RUN_DIR/tests.log" "fabric $name")
         if [ -z "$line" ]; then
             summaries+=("fabric $name: no summary line (exit status $rc)")
             fail+=("fabric $name: summary line missing")
             continue
         fi
         summaries+=("$line")
-        read -r n_p n_f n_s < <(sed -E 's/^fabric [^:]+: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\1 \2 \3/' <<<"$line")
+        read -r n_p n_f n_s < <(summary_counts "$line")
         tp=$((tp + n_p)) tf=$((tf + n_f)) ts=$((ts + n_s))
         [ "$n_f" = 0 ] || fail+=("fabric $name: $n_f test(s) failed")
-        while IFS= read -r f; do fail+=("$f"); done < <(grep -E "^failed on fabric $name: " "$RUN_DIR/tests.log" || true)
+        while IFS= read -r f; do fail+=("$f"); done < <(failed_lines "$RUN_DIR/tests.log" "fabric $name")
         [ "$rc" = 0 ] || [ "$n_f" != 0 ] || fail+=("fabric $name: test binary exited with status $rc")
     done
     done

@@ -36,6 +36,24 @@ _ci_on_err() {
 }
 trap '_ci_on_err "$LINENO" "$BASH_COMMAND"' ERR
 
+# ci_setup: run ci/setup.sh unless RDMA_CI_SKIP_SETUP=1.
+ci_setup() {
+    if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
+        step "setup (ci/setup.sh)"
+        bash "$CI_DIR/setup.sh"
+    fi
+}
+
+# read_providers: PROVIDERS (an array) from RDMA_TEST_PROVIDERS (default "rxe siw"),
+# each checked.
+read_providers() {
+    local p
+    read -ra PROVIDERS <<<"${RDMA_TEST_PROVIDERS:-rxe siw}"
+    for p in "${PROVIDERS[@]}"; do
+        case "$p" in rxe | siw) ;; *) die "unknown provider '$p' in RDMA_TEST_PROVIDERS (rxe|siw)" ;; esac
+    done
+}
+
 # Seconds since the epoch, with fractions, for timings.
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -149,19 +167,7 @@ cargo_cmd() {
 # cargo_executable NAME KIND < cargo-json: the executable of target NAME of kind
 # KIND (test, bin, example) from `cargo ... --message-format=json`; empty if none.
 cargo_executable() {
-    python3 -c '
-import json, sys
-name, kind, exe = sys.argv[1], sys.argv[2], ""
-for line in sys.stdin:
-    try:
-        msg = json.loads(line)
-    except ValueError:
-        continue
-    if msg.get("reason") == "compiler-artifact" and msg.get("executable") \
-            and msg["target"]["name"] == name and kind in msg["target"]["kind"]:
-        exe = msg["executable"]
-print(exe)
-' "$1" "$2"
+    python3 "$CI_DIR/py/cargo_executable.py" "$1" "$2"
 }
 
 # ---------------------------------------------------------------------------
@@ -192,6 +198,14 @@ guest_prelude() {
         printf 'export %s=%q\n' "$v" "${!v}"
     done < <(compgen -e | grep -E '^(RUST_[A-Z_]+|RDMA_TEST_[A-Z0-9_]+|RDMA_GID_TIMEOUT|RDMA_SIW_KO|RDMA_GUEST_ROOT)$' || true)
     printf 'cd %q || exit 1\n' "$PWD"
+}
+
+# guest_device_setup RUNDIR: the guest line that sets up the devices (sources
+# ci/guest-setup.sh); when that fails, the guest marks RUNDIR/setup-failed, writes
+# status 125 and exits (see vm_failures).
+guest_device_setup() {
+    printf 'if ! source %q; then touch %q; echo 125 > %q; exit 125; fi\n' \
+        "$CI_DIR/guest-setup.sh" "$1/setup-failed" "$1/status"
 }
 
 # guest_provider_runs RUNDIR LABEL PARALLEL TIMEOUT PROVIDER... -- CMD ARG...: the guest
@@ -302,12 +316,12 @@ vm_boot() {
     trap _vm_interrupted INT TERM HUP
     wait "$VM_TEE_PID" || true
     trap - INT TERM HUP
-    VM_RC=$(tr -dc '0-9' <"$rundir/vng.rc" 2>/dev/null || true)
+    VM_RC=$(status_of "$rundir/vng.rc")
     VM_RC=${VM_RC:-255}
     exec 9>&-
     VM_SECONDS=$(elapsed "$t0")
     VM_TIMED_OUT=0
-    if [ "$VM_RC" = 124 ] || [ "$VM_RC" = 137 ]; then
+    if timed_out "$VM_RC"; then
         VM_TIMED_OUT=1
     fi
     VM_STATUS=
@@ -318,32 +332,75 @@ vm_boot() {
     echo "VM finished in ${VM_SECONDS}s (vng exit $VM_RC, guest status ${VM_STATUS:-none})"
 }
 
+# vm_failures TIMEOUT [NEED_STATUS]: after vm_boot, append to the caller's FAIL what went
+# wrong with the VM itself: it timed out (after TIMEOUT s), device setup in the guest
+# failed (guest_device_setup), or, with NEED_STATUS=1 (the default), the guest wrote no
+# status. NEED_STATUS=0 for a caller that checks the guest's work another way.
+vm_failures() {
+    local tmo=$1 need_status=${2:-1}
+    [ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after $tmo s (RDMA_VM_TIMEOUT)")
+    if [ -f "$VM_RUN_DIR/setup-failed" ]; then
+        FAIL+=("device setup in the VM failed (see the guest-setup messages above)")
+    elif [ "$need_status" = 1 ] && [ -z "$VM_STATUS" ] && [ "$VM_TIMED_OUT" = 0 ]; then
+        FAIL+=("the VM gave no status (vng exit $VM_RC; see $VM_RUN_DIR/console.log)")
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# Results. A test binary (device, fabric) ends with `LABEL: N passed, N failed, N skipped`
+# and repeats each failed test as `failed on LABEL: NAME: first line`; a run without
+# that summary line failed.
+
+# status_of FILE: the exit status written into FILE (its digits), or nothing.
+status_of() {
+    tr -dc '0-9' 2>/dev/null <"$1" || true
+}
+
+# timed_out STATUS: whether STATUS is that of a run stopped by `timeout` (124, or 137
+# after `-k`).
+timed_out() {
+    [ "$1" = 124 ] || [ "$1" = 137 ]
+}
+
+# summary_line LOG LABEL: LOG's last `LABEL: N passed, N failed, N skipped` line
+# (carriage returns dropped), or nothing (also when LOG is missing).
+summary_line() {
+    [ -f "$1" ] || return 0
+    tr -d '\r' <"$1" | grep -E "^$2: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped\$" | tail -n 1 || true
+}
+
+# summary_counts LINE: the counts of a summary line, "PASSED FAILED SKIPPED".
+summary_counts() {
+    sed -E 's/^.*: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\1 \2 \3/' <<<"$1"
+}
+
+# failed_lines LOG LABEL: LOG's `failed on LABEL: ...` lines.
+failed_lines() {
+    [ -f "$1" ] || return 0
+    tr -d '\r' <"$1" | grep -E "^failed on $2: " || true
+}
+
 # provider_results RUN_DIR PROVIDER...: read each provider's summary line
 # (`<p>: N passed, N failed, N skipped`) and exit status from RUN_DIR/<p>.log and
 # RUN_DIR/<p>.status; append to the caller's SUMMARIES and FAIL arrays and add to
 # its tp, tf and ts counters.
 provider_results() {
-    local dir=$1 p line st n_p n_f n_s
+    local dir=$1 p line st n_p n_f n_s f
     shift
     for p in "$@"; do
-        line=
-        if [ -f "$dir/$p.log" ]; then
-            line=$(tr -d '\r' <"$dir/$p.log" |
-                grep -E "^$p: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped\$" | tail -n 1 || true)
-        fi
-        st=$(tr -dc '0-9' <"$dir/$p.status" 2>/dev/null || true)
+        line=$(summary_line "$dir/$p.log" "$p")
+        st=$(status_of "$dir/$p.status")
         if [ -z "$line" ]; then
             SUMMARIES+=("$p: no summary line (exit status ${st:-none})")
             FAIL+=("$p: summary line missing")
             continue
         fi
         SUMMARIES+=("$line")
-        read -r n_p n_f n_s < <(echo "$line" | sed -E 's/^[a-z]+: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\1 \2 \3/')
+        read -r n_p n_f n_s < <(summary_counts "$line")
         tp=$((tp + n_p)) tf=$((tf + n_f)) ts=$((ts + n_s))
         [ "$n_f" = 0 ] || FAIL+=("$p: $n_f test(s) failed")
-        # The harness repeats each failed test as `failed on <p>: NAME: first line`.
-        while IFS= read -r f; do FAIL+=("$f"); done < <(tr -d '\r' <"$dir/$p.log" | grep -E "^failed on $p: " || true)
-        if [ "$st" = 124 ] || [ "$st" = 137 ]; then
+        while IFS= read -r f; do FAIL+=("$f"); done < <(failed_lines "$dir/$p.log" "$p")
+        if timed_out "$st"; then
             FAIL+=("$p: timed out after ${RDMA_PROVIDER_TIMEOUT:-900} s (RDMA_PROVIDER_TIMEOUT)")
         elif [ "$st" != 0 ]; then
             FAIL+=("$p: device binary exited with status ${st:-none}")

@@ -22,11 +22,9 @@
 # `matrix NAME: ...` (also into target/ci/matrix-NAME.summary); exits non-zero
 # on any failure.
 #
-# Knobs: RDMA_MATRIX_REFRESH=1 (fetch again), RDMA_MATRIX_PREPARE_ONLY=1 (stop
-# after fetching, extracting and building siw.ko), RDMA_MATRIX_SKIP_HOST_TESTS=1,
-# RDMA_MATRIX_TRYBUILD=1 (also run the compile-fail tests, skipped by default),
-# RDMA_TEST_FILTER, RDMA_TEST_PROVIDERS, RDMA_TEST_PARALLEL, RDMA_PROVIDER_TIMEOUT, RDMA_VM_TIMEOUT
-# (as in ci/test.sh), RDMA_DEBIAN_MIRROR (default: the host's Debian mirror).
+# Knobs (RDMA_MATRIX_*, RDMA_DEBIAN_MIRROR, and RDMA_TEST_FILTER, RDMA_TEST_PROVIDERS,
+# RDMA_TEST_PARALLEL, RDMA_PROVIDER_TIMEOUT, RDMA_VM_TIMEOUT as in ci/test.sh): see the
+# table in ci/README.md.
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
@@ -50,10 +48,7 @@ timed() { # timed NAME CMD...: run and record the duration
     "$@"
     TIMINGS+=("$name $(elapsed "$t0")s")
 }
-read -ra PROVIDERS <<<"${RDMA_TEST_PROVIDERS:-rxe siw}"
-for p in "${PROVIDERS[@]}"; do
-    case "$p" in rxe | siw) ;; *) die "unknown provider '$p' in RDMA_TEST_PROVIDERS (rxe|siw)" ;; esac
-done
+read_providers
 
 ensure_target_dir
 rm -f "$CI_WORK/matrix-$NAME.summary"
@@ -305,8 +300,7 @@ export RDMA_SIW_KO="$SIW_KO"
 if [ -n "$GUEST_ROOT" ]; then export RDMA_GUEST_ROOT="$GUEST_ROOT"; else unset RDMA_GUEST_ROOT; fi
 {
     guest_prelude "$RUN_DIR"
-    printf 'if ! source %q; then touch %q; echo 125 > %q; exit 125; fi\n' \
-        "$CI_DIR/guest-setup.sh" "$RUN_DIR/setup-failed" "$RUN_DIR/status"
+    guest_device_setup "$RUN_DIR"
     # Which userspace the tests get: the libraries a process that opened rxe0 has
     # mapped (a release program, ibv_rc_pingpong's server waiting for its peer),
     # those the device binary resolves, and whether each is the release's file.
@@ -349,12 +343,7 @@ RDMA_VM_TIMEOUT=$DEVICE_VM_TIMEOUT RDMA_VM_KERNEL=$KIMG vm_boot "$RUN_DIR" "$RUN
 TIMINGS+=("vm ${VM_SECONDS}s")
 
 step "results ($NAME)"
-[ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after $DEVICE_VM_TIMEOUT s (RDMA_VM_TIMEOUT)")
-if [ -f "$RUN_DIR/setup-failed" ]; then
-    FAIL+=("device setup in the VM failed (see the guest-setup messages above)")
-elif [ -z "$VM_STATUS" ] && [ "$VM_TIMED_OUT" = 0 ]; then
-    FAIL+=("the VM gave no status (vng exit $VM_RC; see $RUN_DIR/console.log)")
-fi
+vm_failures "$DEVICE_VM_TIMEOUT"
 us=$(cat "$RUN_DIR/userspace.status" 2>/dev/null | tr -dc '0-9' || true)
 [ "$us" = 0 ] || FAIL+=("the guest's rdma-core userspace is not all $NAME's (see $RUN_DIR/userspace.txt)")
 SUMMARIES=()

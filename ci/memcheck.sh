@@ -17,18 +17,8 @@
 # read or write, use of an uninitialised value, bad free, bad syscall argument),
 # a summary is missing, or a provider run or the VM times out.
 #
-# Knobs (environment):
-#   RDMA_MEMCHECK_ALL=1         every device test, the slow ones too (longer limits)
-#   RDMA_MEMCHECK_FILTER=F      the device binary's filter instead of the subset
-#   RDMA_MEMCHECK_TIMEOUT=S     per-provider limit inside the VM (default 900, 600 one after
-#                               the other; 2400 with ALL)
-#   RDMA_MEMCHECK_ORIGINS=1     --track-origins=yes (where an uninitialised value came from)
-#   RDMA_MEMCHECK_PARALLEL=0    the providers one after the other (default 1: at the same
-#                               time, each its own device, addresses and ports)
-#   RDMA_TEST_DEVICE_BIN=P      use this device test binary instead of building it
-#   RDMA_TEST_PROVIDERS         providers, in order (default "rxe siw")
-#   RDMA_VM_TIMEOUT=S           limit for the whole VM run (default: the providers' limits + 120)
-#   RDMA_CI_SKIP_SETUP=1        do not run ci/setup.sh
+# Knobs (RDMA_MEMCHECK_*, RDMA_TEST_DEVICE_BIN, RDMA_TEST_PROVIDERS, RDMA_VM_TIMEOUT,
+# RDMA_CI_SKIP_SETUP): see the table in ci/README.md.
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
@@ -62,10 +52,7 @@ VG_ERROR_EXIT=99
 VALGRIND=${RDMA_VALGRIND:-/usr/bin/valgrind}
 
 T_START=$(now)
-read -ra PROVIDERS <<<"${RDMA_TEST_PROVIDERS:-rxe siw}"
-for p in "${PROVIDERS[@]}"; do
-    case "$p" in rxe | siw) ;; *) die "unknown provider '$p' in RDMA_TEST_PROVIDERS (rxe|siw)" ;; esac
-done
+read_providers
 if [ -n "${RDMA_MEMCHECK_FILTER:-}" ]; then
     FILTER=$RDMA_MEMCHECK_FILTER
 elif [ "${RDMA_MEMCHECK_ALL:-0}" = 1 ]; then
@@ -88,10 +75,7 @@ else
 fi
 export RDMA_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-$(vm_limit "$PARALLEL" "$PROVIDER_TIMEOUT" "${#PROVIDERS[@]}" 120)}
 
-if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
-    step "setup (ci/setup.sh)"
-    bash "$CI_DIR/setup.sh"
-fi
+ci_setup
 ensure_target_dir
 [ -x "$VALGRIND" ] || die "$VALGRIND missing (ci/setup.sh installs valgrind)"
 
@@ -128,8 +112,7 @@ step "device tests under memcheck in the VM (${PROVIDERS[*]})"
 RUN_DIR=$(new_run_dir memcheck)
 {
     guest_prelude "$RUN_DIR"
-    printf 'if ! source %q; then touch %q; echo 125 > %q; exit 125; fi\n' \
-        "$CI_DIR/guest-setup.sh" "$RUN_DIR/setup-failed" "$RUN_DIR/status"
+    guest_device_setup "$RUN_DIR"
     # For the natively run children: glibc poisons what it frees, with no per-thread cache.
     echo 'export MALLOC_PERTURB_=165 GLIBC_TUNABLES=glibc.malloc.tcache_count=0'
     # A panic's backtrace takes ~40 s to symbolise under valgrind in the VM (one test panics on purpose).
@@ -146,12 +129,7 @@ vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
 step "results"
 FAIL=()
 SUMMARIES=()
-[ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after $RDMA_VM_TIMEOUT s (RDMA_VM_TIMEOUT)")
-if [ -f "$RUN_DIR/setup-failed" ]; then
-    FAIL+=("device setup in the VM failed (see the guest-setup messages above)")
-elif [ -z "$VM_STATUS" ] && [ "$VM_TIMED_OUT" = 0 ]; then
-    FAIL+=("the VM gave no status (vng exit $VM_RC; see $RUN_DIR/console.log)")
-fi
+vm_failures "$RDMA_VM_TIMEOUT"
 for p in "${PROVIDERS[@]}"; do
     log=$RUN_DIR/$p.log
     if [ ! -f "$log" ]; then
@@ -159,9 +137,9 @@ for p in "${PROVIDERS[@]}"; do
         FAIL+=("memcheck $p: did not run")
         continue
     fi
-    st=$(tr -dc '0-9' <"$RUN_DIR/$p.status" 2>/dev/null || true)
+    st=$(status_of "$RUN_DIR/$p.status")
     secs=$(cat "$RUN_DIR/$p.seconds" 2>/dev/null || echo '?')
-    line=$(tr -d '\r' <"$log" | grep -E "^$p: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped\$" | tail -n 1 || true)
+    line=$(summary_line "$log" "$p")
     errs=$(tr -d '\r' <"$log" | sed -nE 's/^==[0-9]+== ERROR SUMMARY: ([0-9]+) errors? from.*/\1/p' | tail -n 1)
     # Per test (a `test NAME ... ` line, then its `ok (N ms)` possibly after
     # valgrind's lines): the time per group, and the test that was running when
@@ -188,16 +166,16 @@ for p in "${PROVIDERS[@]}"; do
         FAIL+=("memcheck $p: summary line missing")
     else
         SUMMARIES+=("memcheck $line, ${errs:-?} valgrind errors")
-        n_f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+        read -r _ n_f _ < <(summary_counts "$line")
         [ "$n_f" = 0 ] || FAIL+=("memcheck $p: $n_f test(s) failed")
-        while IFS= read -r f; do FAIL+=("memcheck $f"); done < <(tr -d '\r' <"$log" | grep -E "^failed on $p: " || true)
+        while IFS= read -r f; do FAIL+=("memcheck $f"); done < <(failed_lines "$log" "$p")
     fi
     if [ -z "$errs" ]; then
         FAIL+=("memcheck $p: no valgrind ERROR SUMMARY (valgrind did not finish)")
     elif [ "$errs" != 0 ]; then
         FAIL+=("memcheck $p: valgrind reported $errs error(s) (see $log)")
     fi
-    if [ "$st" = 124 ] || [ "$st" = 137 ]; then
+    if timed_out "$st"; then
         FAIL+=("memcheck $p: timed out after $PROVIDER_TIMEOUT s (RDMA_MEMCHECK_TIMEOUT)")
     elif [ -n "$line" ] && [ "$st" != 0 ] && [ "$st" != 1 ] && [ "$st" != "$VG_ERROR_EXIT" ]; then
         FAIL+=("memcheck $p: exited with status ${st:-none}")

@@ -43,7 +43,7 @@ t0=$SECONDS
 step() { echo "== package: $*"; }
 
 version=$(cargo metadata --format-version 1 --no-deps |
-    python3 -c 'import json,sys; print({p["name"]: p["version"] for p in json.load(sys.stdin)["packages"]}["rdma"])')
+    python3 "$root/ci/py/cargo_metadata.py" version rdma)
 
 # 1. Package. --allow-dirty: what is packaged is the working tree as it is
 # (CI's checkout is clean; a developer's may not be).
@@ -106,21 +106,7 @@ step "resolve (fresh lockfile)"
 run cargo generate-lockfile
 # Every workspace crate must come from its package: a path package has no
 # `source` line in the lockfile, a crates.io one does.
-python3 - "${crates[@]}" <<'EOF'
-import sys, tomllib
-lock = tomllib.load(open("Cargo.lock", "rb"))
-bad = []
-for name in sys.argv[1:]:
-    found = [p for p in lock["package"] if p["name"] == name]
-    if not found:
-        bad.append(f"{name}: not in the lockfile")
-    for p in found:
-        if "source" in p:
-            bad.append(f"{name} {p['version']} from {p['source']}")
-if bad:
-    sys.exit("package: not taken from the packages: " + "; ".join(bad))
-print("   lockfile: " + ", ".join(sys.argv[1:]) + " from their packages")
-EOF
+python3 "$root/ci/py/lockfile_from_packages.py" "${crates[@]}"
 step "cargo build -p rdma --all-features"
 run cargo build -p rdma --all-features
 step "cargo test --no-run (every target of the five packages)"
@@ -130,12 +116,7 @@ step "host tests of the packages"
 # the step before (so nothing is built again).
 tests=()
 while read -r t; do tests+=(--test "$t"); done < <(
-    cargo metadata --format-version 1 --no-deps | python3 -c '
-import json, sys
-for p in json.load(sys.stdin)["packages"]:
-    for t in p["targets"]:
-        if "test" in t["kind"] and not t["name"].startswith("compile_fail"):
-            print(t["name"])')
+    cargo metadata --format-version 1 --no-deps | python3 "$root/ci/py/cargo_metadata.py" tests)
 run cargo test --workspace --all-features --lib "${tests[@]}"
 step "docs as docs.rs builds them (DOCS_RS=1: the bindings shipped in the packages)"
 # A target dir of its own: the build scripts rerun when DOCS_RS changes.

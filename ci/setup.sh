@@ -97,7 +97,7 @@ else
     fi
     [ "$(id -u)" = 0 ] || die "vng missing and not running as root (use: sudo ci/setup.sh)"
     pip_args=(install --no-input --disable-pip-version-check virtme-ng==1.42)
-    if python3 -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
+    if python3 "$CI_DIR/py/externally_managed.py"; then
         pip_args+=(--break-system-packages)
     fi
     echo "python3 -m pip ${pip_args[*]}"

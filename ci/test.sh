@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ci/test.sh: the project's test command (CI: `bash ci/test.sh`; developer: `sudo ci/test.sh`).
 #
-# Steps: ci/setup.sh; cargo build; host tests; clippy -D warnings; rustdoc -D warnings;
+# Steps: ci/setup.sh; ci/knobs-check.sh; cargo build; host tests; clippy -D warnings; rustdoc -D warnings;
 # the fabric tests (ci/fabric.sh --suite: rdma::umad and umad_info on a simulated InfiniBand
 # fabric, ibsim and OpenSM on the host, three topologies); build the device test binary
 # (package rdma-tests, test `device`); one VM boot that sets up rxe0 and siw0 and runs the
@@ -16,45 +16,14 @@
 # Exits non-zero when any step fails, a provider has failures, a summary line is
 # missing, or the VM timed out.
 #
-# Knobs (environment):
-#   RDMA_CI_SKIP_SETUP=1     skip ci/setup.sh
-#   RDMA_CI_SKIP_HOST=1      skip the host steps (build, tests, clippy, doc)
-#   RDMA_CI_SKIP_MIRI=1      skip ci/miri.sh (pure-Rust tests under Miri; a host step, after fuzz)
-#   RDMA_CI_MATRIX=LIST      the version matrix after memcheck (ci/matrix.sh): "trixie" (default),
-#                            "all" (bookworm trixie sid), "none", or releases by name
-#   RDMA_CI_SKIP_MSRV=1      skip ci/msrv.sh (the workspace checked with exactly the rust-version toolchain)
-#   RDMA_TEST_FILTER=NAME    first argument of the device binary (run one test)
-#   RDMA_TEST_DEVICE_BIN=P   use this device test binary instead of building it
-#   RDMA_TEST_PROVIDERS      providers to run, in order (default "rxe siw")
-#   RDMA_TEST_PARALLEL=0     the providers one after the other in the VM (default 1: rxe
-#                            and siw at the same time, each its own device, addresses and
-#                            ports; also in the matrix releases' VM)
-#   RDMA_PROVIDER_TIMEOUT=S  per-provider limit inside the VM (default 900)
-#   RDMA_VM_TIMEOUT=S        limit for the whole VM run (default: the providers' limit + 300,
-#                            1200; one after the other, both limits + 300, 2100)
-#   RDMA_CI_SKIP_TWOHOST=1   skip ci/twohost.sh --suite (two VMs over one link; also skipped
-#                            with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
-#   RDMA_CI_SKIP_PERF=1      skip ci/perf.sh --short (ours vs perftest, after the device tests;
-#                            also skipped with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
-#   RDMA_CI_SKIP_FABRIC=1    skip ci/fabric.sh --suite (the fabric tests on a simulated InfiniBand
-#                            fabric: ibsim and OpenSM on the host, no VM; after the host steps;
-#                            also skipped with RDMA_TEST_FILTER or RDMA_TEST_DEVICE_BIN)
-#   RDMA_CI_PRUNE=1          remove each stage's own build tree once the stage is over (Miri's,
-#                            the MSRV one, the packages', docs.rs's, the fuzzer's, each matrix
-#                            release's): a full run then needs about 20 GiB free, not 35.
-#                            .ci/run sets it; by hand the trees stay for the next run.
-#   RDMA_CI_SKIP_MEMCHECK=1  skip ci/memcheck.sh (a subset of the device tests under valgrind
-#                            memcheck, own VM boot; also skipped with RDMA_TEST_FILTER or
-#                            RDMA_TEST_DEVICE_BIN)
+# Knobs (RDMA_CI_SKIP_*, RDMA_CI_MATRIX, RDMA_TEST_*, RDMA_PROVIDER_TIMEOUT, RDMA_VM_*, ...):
+# see the table in ci/README.md.
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 
 T_START=$(now)
-read -ra PROVIDERS <<<"${RDMA_TEST_PROVIDERS:-rxe siw}"
-for p in "${PROVIDERS[@]}"; do
-    case "$p" in rxe | siw) ;; *) die "unknown provider '$p' in RDMA_TEST_PROVIDERS (rxe|siw)" ;; esac
-done
+read_providers
 TIMINGS=()
 # Free space on target/'s file system: at the start and the least seen after a stage.
 DISK_START=$(disk_free_gib)
@@ -79,13 +48,14 @@ timed() { # timed NAME CMD...: run and record the duration
     disk_note "$name"
 }
 
-if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
-    step "setup (ci/setup.sh)"
-    timed setup bash "$CI_DIR/setup.sh"
-fi
+# Timed only when it runs (no `setup` timing with RDMA_CI_SKIP_SETUP=1).
+[ "${RDMA_CI_SKIP_SETUP:-0}" = 1 ] || timed setup ci_setup
 ensure_target_dir
 
 if [ "${RDMA_CI_SKIP_HOST:-0}" != 1 ]; then
+    step "every RDMA_*/PERF_* variable of ci/ in ci/README.md (ci/knobs-check.sh)"
+    timed knobs bash "$CI_DIR/knobs-check.sh"
+
     step "cargo build --workspace --all-targets"
     timed build cargo_cmd build --workspace --all-targets
 
@@ -163,8 +133,7 @@ if [ -n "${RDMA_TEST_FILTER:-}" ]; then ARGS=("$RDMA_TEST_FILTER"); fi
 PARALLEL=${RDMA_TEST_PARALLEL:-1}
 {
     guest_prelude "$RUN_DIR"
-    printf 'if ! source %q; then touch %q; echo 125 > %q; exit 125; fi\n' \
-        "$CI_DIR/guest-setup.sh" "$RUN_DIR/setup-failed" "$RUN_DIR/status"
+    guest_device_setup "$RUN_DIR"
     guest_provider_runs "$RUN_DIR" "device tests" "$PARALLEL" "${RDMA_PROVIDER_TIMEOUT:-900}" "${PROVIDERS[@]}" \
         -- "$DEVICE_BIN" "${ARGS[@]}"
     printf 'echo 0 > %q\n' "$RUN_DIR/status"
@@ -175,12 +144,7 @@ RDMA_VM_TIMEOUT=$DEVICE_VM_TIMEOUT vm_boot "$RUN_DIR" "$RUN_DIR/guest.sh"
 TIMINGS+=("vm ${VM_SECONDS}s")
 
 step "results"
-[ "$VM_TIMED_OUT" = 0 ] || FAIL+=("the VM timed out after $DEVICE_VM_TIMEOUT s (RDMA_VM_TIMEOUT)")
-if [ -f "$RUN_DIR/setup-failed" ]; then
-    FAIL+=("device setup in the VM failed (see the guest-setup messages above)")
-elif [ -z "$VM_STATUS" ] && [ "$VM_TIMED_OUT" = 0 ]; then
-    FAIL+=("the VM gave no status (vng exit $VM_RC; see $RUN_DIR/console.log)")
-fi
+vm_failures "$DEVICE_VM_TIMEOUT"
 tp=0 tf=0 ts=0
 provider_results "$RUN_DIR" "${PROVIDERS[@]}"
 # The cross-host suite: two VMs, two kernels, rxe (and siw) over one link.

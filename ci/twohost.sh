@@ -61,7 +61,7 @@ gid_v4() {
     read -r a b c d <<<"$1"
     printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d"
 }
-gid_v6() { python3 -c 'import ipaddress,sys; h=ipaddress.IPv6Address(sys.argv[1]).exploded; print(h)' "$1"; }
+gid_v6() { python3 "$CI_DIR/py/netaddr.py" ipv6-exploded "$1"; }
 
 guest_setup() {
     local self4 self6 peer4 siw4 ifc i t0 want4 want6
@@ -174,10 +174,7 @@ if [ "$#" -eq 0 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
     exit 0
 fi
 cd "$REPO_ROOT"
-if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
-    step "setup (ci/setup.sh)"
-    bash "$CI_DIR/setup.sh"
-fi
+ci_setup
 ensure_target_dir
 rm -f "$CI_WORK/twohost.summary"
 RUN_DIR=$(new_run_dir twohost)
@@ -205,7 +202,7 @@ VNG=$(find_vng) || die "vng not found (run ci/setup.sh)"
 TMO=${RDMA_VM_TIMEOUT:-900}
 
 # A free TCP port on the loopback for the link.
-LINK_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+LINK_PORT=$(python3 "$CI_DIR/py/netaddr.py" free-port)
 
 # boot ROLE NETDEV-OPTS MAC: one guest in the background; its console in ROLE.console.log.
 boot() {
@@ -261,9 +258,9 @@ chown_to_invoker "$RUN_DIR"
 step "results"
 FAIL=()
 for role in a b; do
-    rc=$(tr -dc "0-9" 2>/dev/null <"$RUN_DIR/$role.vng.rc" || true)
-    st=$(tr -dc "0-9" 2>/dev/null <"$RUN_DIR/$role.status" || true)
-    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then FAIL+=("host $role: the VM timed out after $TMO s (RDMA_VM_TIMEOUT)"); fi
+    rc=$(status_of "$RUN_DIR/$role.vng.rc")
+    st=$(status_of "$RUN_DIR/$role.status")
+    if timed_out "$rc"; then FAIL+=("host $role: the VM timed out after $TMO s (RDMA_VM_TIMEOUT)"); fi
     if [ -f "$RUN_DIR/$role.setup-failed" ]; then
         FAIL+=("host $role: guest setup failed (see $RUN_DIR/$role.console.log)")
     elif [ "$st" != 0 ]; then
@@ -273,8 +270,8 @@ done
 OK=0 BAD=0
 for ((i = 1; i <= NPAIRS; i++)); do
     IFS=$'\t' read -r name _ _ _ < <(sed -n "${i}p" "$PAIRS")
-    ra=$(tr -dc "0-9" 2>/dev/null <"$RUN_DIR/$i.a.rc" || true)
-    rb=$(tr -dc "0-9" 2>/dev/null <"$RUN_DIR/$i.b.rc" || true)
+    ra=$(status_of "$RUN_DIR/$i.a.rc")
+    rb=$(status_of "$RUN_DIR/$i.b.rc")
     if [ "$ra" = 0 ] && [ "$rb" = 0 ]; then
         OK=$((OK + 1))
         printf 'pair %-40s ok\n' "$name"

@@ -16,16 +16,13 @@ if [ "$#" -eq 0 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
     exit 0
 fi
 
-if [ "${RDMA_CI_SKIP_SETUP:-0}" != 1 ]; then
-    step "setup (ci/setup.sh)"
-    bash "$CI_DIR/setup.sh"
-fi
+ci_setup
 
 step "VM: $*"
 RUN_DIR=$(new_run_dir vm)
 {
     guest_prelude "$RUN_DIR"
-    printf 'if ! source %q; then touch %q; echo 125 > %q; exit 125; fi\n' "$CI_DIR/guest-setup.sh" "$RUN_DIR/setup-failed" "$RUN_DIR/status"
+    guest_device_setup "$RUN_DIR"
     if [ -n "${RDMA_VM_PROVIDER:-}" ]; then
         printf 'rdma_use_provider %q || { touch %q; echo 125 > %q; exit 125; }\n' "$RDMA_VM_PROVIDER" "$RUN_DIR/setup-failed" "$RUN_DIR/status"
     fi
