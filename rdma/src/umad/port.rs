@@ -16,8 +16,8 @@ use self::recv::RecvState;
 use super::ca::{ca_cstring, CaPort};
 use super::wire::{parse, Received, HDR_SIZE};
 use super::{Error, Result};
+use crate::error::errno;
 use crate::mad::Mad;
-use crate::os::errno;
 
 pub(crate) struct PortInner {
     fd: RawFd,
