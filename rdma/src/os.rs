@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub(crate) use crate::error::errno;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Sets or clears `O_NONBLOCK` on `fd`; the error carries fcntl's errno.
 pub(crate) fn set_nonblocking(fd: RawFd, nonblocking: bool) -> Result<()> {
