@@ -73,37 +73,13 @@ impl CompletionChannel {
 }
 
 /// Waits until `fd` is readable or `deadline` passes (`None`: no limit);
-/// whether it is readable. Interrupted polls (`EINTR`) are resumed with the
-/// time that is left.
+/// whether it is readable: [`crate::os::wait_readable`] for the waits of a
+/// CQ, which count in deadlines.
 pub(crate) fn wait_readable(fd: RawFd, deadline: Option<Instant>) -> Result<bool> {
-    let mut pfd = libc::pollfd {
+    crate::os::wait_readable(
         fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    loop {
-        let ms = match deadline {
-            None => -1,
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                // Rounded up: a wait rounded down would wake before the
-                // deadline and poll(2) again with 0, spinning.
-                left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
-            }
-        };
-        // SAFETY: one valid pollfd, writable for the call.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n > 0 {
-            return Ok(true);
-        }
-        if n == 0 {
-            return Ok(false);
-        }
-        let e = Error::last("poll");
-        if e.errno() != libc::EINTR {
-            return Err(e);
-        }
-    }
+        deadline.map(|d| d.saturating_duration_since(Instant::now())),
+    )
 }
 
 impl AsRawFd for CompletionChannel {

@@ -86,7 +86,7 @@ impl Error {
     /// An error of `verb` with the calling thread's errno.
     #[cold]
     pub fn last(verb: &'static str) -> Error {
-        Error::new(verb, crate::os::errno())
+        Error::new(verb, errno())
     }
 
     /// An error of `verb` from a C return code: an errno value, or -1 with
@@ -142,6 +142,13 @@ impl Error {
     pub fn into_details(self) -> ErrorDetails {
         *self.0
     }
+}
+
+/// The calling thread's errno (`EIO` when there is none).
+pub(crate) fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 fn hint(verb: &str, errno: i32) -> Option<&'static str> {

@@ -1,17 +1,14 @@
-//! The few operating-system helpers every module uses: errno, a file
-//! descriptor's blocking mode, and locks that outlive a panic.
+//! The few operating-system helpers every module uses: a file
+//! descriptor's blocking mode, the one wait for a readable fd, and locks
+//! that outlive a panic. Built on [`crate::error`], which imports nothing
+//! from here.
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use crate::{Error, Result};
-
-/// The calling thread's errno (`EIO` when there is none).
-pub(crate) fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
+pub(crate) use crate::error::errno;
+use crate::error::{Error, Result};
 
 /// Sets or clears `O_NONBLOCK` on `fd`; the error carries fcntl's errno.
 pub(crate) fn set_nonblocking(fd: RawFd, nonblocking: bool) -> Result<()> {
@@ -31,6 +28,79 @@ pub(crate) fn set_nonblocking(fd: RawFd, nonblocking: bool) -> Result<()> {
         return Err(Error::last("fcntl"));
     }
     Ok(())
+}
+
+/// The longest wait of one poll(2), in milliseconds: ibsim's umad2sim (an
+/// LD_PRELOAD shim over poll) multiplies the timeout by 1000 in an `int`,
+/// so a longer one would wrap (to a wait of microseconds, or of hours). A
+/// wait with more time left polls again; some 24 days apart, that costs
+/// nothing anywhere else.
+const MAX_POLL_MS: i32 = i32::MAX / 1000;
+
+/// `left` in whole milliseconds for poll(2), rounded up (a wait rounded
+/// down would wake before the deadline and poll again with 0: a spin), at
+/// most [`MAX_POLL_MS`]; -1 (forever) for `None`.
+fn poll_ms(left: Option<Duration>) -> i32 {
+    match left {
+        None => -1,
+        Some(l) => l.as_nanos().div_ceil(1_000_000).min(MAX_POLL_MS as u128) as i32,
+    }
+}
+
+/// Waits until `fd` is ready to read or `timeout` has passed (`None`, or a
+/// timeout too long for an [`Instant`]: forever); whether it is ready.
+///
+/// The one poll(2) wait of the crate. Each poll waits for the time left
+/// until a deadline taken on the monotonic clock at the call, rounded up
+/// to whole milliseconds, so that it never returns before the timeout and
+/// never spins on a wait shorter than a millisecond. A poll interrupted by
+/// a signal (`EINTR`) is resumed with the time that remains, as is one
+/// that returned early. `Some(Duration::ZERO)` polls once without waiting.
+/// "Ready" is what poll(2) says: `POLLIN`, or an error or hang-up, on
+/// which a read does not block either.
+pub(crate) fn wait_readable(fd: RawFd, timeout: Option<Duration>) -> Result<bool> {
+    Ok(poll_readable(fd, timeout)? != 0)
+}
+
+/// As [`wait_readable`], with the events poll(2) reported (`revents`:
+/// `POLLIN`, `POLLERR`, `POLLHUP`, `POLLNVAL`); 0 when the timeout passed.
+pub(crate) fn poll_readable(fd: RawFd, timeout: Option<Duration>) -> Result<libc::c_short> {
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    poll_until(fd, deadline, |pfd, ms| {
+        // SAFETY: one valid pollfd, writable for the call.
+        unsafe { libc::poll(pfd, 1, ms) }
+    })
+}
+
+/// The loop of [`poll_readable`] until `deadline`, over `poll` (poll(2) of
+/// one pollfd with a timeout in milliseconds; a unit test's stand-in).
+fn poll_until(
+    fd: RawFd,
+    deadline: Option<Instant>,
+    mut poll: impl FnMut(&mut libc::pollfd, i32) -> i32,
+) -> Result<libc::c_short> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        let ms = poll_ms(deadline.map(|d| d.saturating_duration_since(Instant::now())));
+        let n = poll(&mut pfd, ms);
+        if n > 0 {
+            return Ok(pfd.revents);
+        }
+        if n < 0 {
+            let e = errno();
+            if e != libc::EINTR {
+                return Err(Error::new("poll", e));
+            }
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(0);
+        }
+        // Interrupted, or woken before the deadline (a wait capped at
+        // MAX_POLL_MS): again, with the time that remains.
+    }
 }
 
 /// Locks `m`, taking the data as it is when a holder panicked: every
@@ -83,6 +153,215 @@ mod tests {
         // -1 is never an open fd (a closed number may be reused by another
         // test meanwhile).
         assert_eq!(set_nonblocking(-1, true).unwrap_err().errno(), libc::EBADF);
+    }
+
+    /// A pipe: (read end, write end), closed on drop.
+    struct Pipe([RawFd; 2]);
+
+    impl Pipe {
+        fn new() -> Pipe {
+            let mut fds = [0; 2];
+            // SAFETY: `fds` is two writable ints.
+            assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+            Pipe(fds)
+        }
+
+        fn write_byte(&self) {
+            // SAFETY: writes one byte from a live buffer into the pipe.
+            assert_eq!(
+                unsafe { libc::write(self.0[1], [1u8].as_ptr().cast(), 1) },
+                1
+            );
+        }
+    }
+
+    impl Drop for Pipe {
+        fn drop(&mut self) {
+            for fd in self.0 {
+                // SAFETY: the pipe's own fds, closed once.
+                unsafe { libc::close(fd) };
+            }
+        }
+    }
+
+    /// Sets the calling thread's errno.
+    fn set_errno(e: i32) {
+        // SAFETY: writing errno of the calling thread.
+        unsafe { *libc::__errno_location() = e };
+    }
+
+    #[test]
+    fn poll_timeouts_round_up_and_saturate() {
+        assert_eq!(poll_ms(None), -1);
+        assert_eq!(poll_ms(Some(Duration::ZERO)), 0);
+        assert_eq!(poll_ms(Some(Duration::from_nanos(1))), 1);
+        assert_eq!(poll_ms(Some(Duration::from_micros(1))), 1);
+        assert_eq!(poll_ms(Some(Duration::from_millis(1))), 1);
+        assert_eq!(poll_ms(Some(Duration::from_micros(1500))), 2);
+        assert_eq!(poll_ms(Some(Duration::MAX)), MAX_POLL_MS);
+        // What umad2sim makes of it (microseconds in an int) does not wrap.
+        assert!(MAX_POLL_MS.checked_mul(1000).is_some());
+        assert_eq!(
+            poll_ms(Some(Duration::from_millis(MAX_POLL_MS as u64 + 1))),
+            MAX_POLL_MS
+        );
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "calls poll(2)")]
+    fn a_readable_fd_is_ready_at_once() {
+        let p = Pipe::new();
+        p.write_byte();
+        assert!(wait_readable(p.0[0], Some(Duration::ZERO)).unwrap());
+        assert!(wait_readable(p.0[0], None).unwrap());
+        // A wait of an hour returns as soon as it polls.
+        assert!(wait_readable(p.0[0], Some(Duration::from_secs(3600))).unwrap());
+        assert!(wait_readable(p.0[0], Some(Duration::MAX)).unwrap());
+        assert_eq!(
+            poll_readable(p.0[0], Some(Duration::ZERO)).unwrap() & libc::POLLIN,
+            libc::POLLIN
+        );
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "calls poll(2)")]
+    fn a_wait_returns_no_sooner_than_its_timeout() {
+        let p = Pipe::new();
+        for t in [
+            Duration::ZERO,
+            Duration::from_micros(300),
+            Duration::from_millis(1),
+            Duration::from_micros(2500),
+            Duration::from_millis(30),
+        ] {
+            let start = Instant::now();
+            assert!(!wait_readable(p.0[0], Some(t)).unwrap());
+            let took = start.elapsed();
+            assert!(took >= t, "woke after {took:?} of {t:?}");
+        }
+    }
+
+    #[test]
+    fn a_wait_under_a_millisecond_polls_once_for_a_whole_millisecond() {
+        let mut calls = Vec::new();
+        let deadline = Instant::now() + Duration::from_micros(300);
+        let r = poll_until(0, Some(deadline), |_, ms| {
+            calls.push(ms);
+            std::thread::sleep(Duration::from_millis(ms as u64));
+            0
+        });
+        assert_eq!(r.unwrap(), 0);
+        // Rounded down it would have been 0, again and again until the
+        // deadline: a spin.
+        assert_eq!(calls, [1]);
+    }
+
+    #[test]
+    fn an_interrupted_poll_resumes_with_the_time_that_remains() {
+        let mut calls = Vec::new();
+        let start = Instant::now();
+        let timeout = Duration::from_millis(100);
+        let r = poll_until(0, Some(start + timeout), |_, ms| {
+            calls.push(ms);
+            if calls.len() == 1 {
+                // A signal 20 ms into the wait.
+                std::thread::sleep(Duration::from_millis(20));
+                set_errno(libc::EINTR);
+                return -1;
+            }
+            std::thread::sleep(Duration::from_millis(ms as u64));
+            0
+        });
+        assert_eq!(r.unwrap(), 0);
+        assert!(start.elapsed() >= timeout);
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[0], 100);
+        // The rest of the wait, not the whole of it again.
+        assert!(calls[1] > 0 && calls[1] <= 80, "{calls:?}");
+
+        // Interrupted past the deadline: one more poll, without waiting,
+        // and no error.
+        let mut calls = Vec::new();
+        let r = poll_until(0, Some(Instant::now()), |_, ms| {
+            calls.push(ms);
+            if calls.len() == 1 {
+                set_errno(libc::EINTR);
+                return -1;
+            }
+            0
+        });
+        assert_eq!((r.unwrap(), &calls[..]), (0, &[0, 0][..]));
+
+        // Interrupted while waiting forever: waits on, forever.
+        let mut calls = Vec::new();
+        let r = poll_until(0, None, |pfd, ms| {
+            calls.push(ms);
+            if calls.len() < 3 {
+                set_errno(libc::EINTR);
+                return -1;
+            }
+            pfd.revents = libc::POLLIN;
+            1
+        });
+        assert_eq!((r.unwrap(), &calls[..]), (libc::POLLIN, &[-1, -1, -1][..]));
+
+        // Any other failure is the caller's.
+        let r = poll_until(0, None, |_, _| {
+            set_errno(libc::ENOMEM);
+            -1
+        });
+        assert_eq!(r.unwrap_err().errno(), libc::ENOMEM);
+    }
+
+    /// How many SIGUSR1 the handler of the test below took.
+    static SIGNALS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    extern "C" fn count_signal(_: libc::c_int) {
+        SIGNALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "signals and poll(2)")]
+    fn signals_during_a_wait_neither_end_it_nor_restart_it() {
+        // SAFETY: sigaction is plain data; the handler only counts, which is
+        // async-signal-safe; no flags, so poll(2) fails with EINTR.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = count_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
+        }
+        let p = Pipe::new();
+        // SAFETY: the calling thread's own id.
+        let me = unsafe { libc::pthread_self() };
+        let timeout = Duration::from_millis(200);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let before = SIGNALS.load(std::sync::atomic::Ordering::Relaxed);
+        let (ready, took) = std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..10 {
+                    std::thread::sleep(Duration::from_millis(10));
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    // SAFETY: `me` is the test's thread, which lives until
+                    // this scope ends, and has a handler for SIGUSR1.
+                    assert_eq!(unsafe { libc::pthread_kill(me, libc::SIGUSR1) }, 0);
+                }
+            });
+            let start = Instant::now();
+            let ready = wait_readable(p.0[0], Some(timeout));
+            let took = start.elapsed();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            (ready, took)
+        });
+        let signals = SIGNALS.load(std::sync::atomic::Ordering::Relaxed) - before;
+        assert!(signals > 0, "no signal arrived");
+        assert!(!ready.unwrap(), "{signals} signals");
+        assert!(
+            took >= timeout,
+            "returned after {took:?} with {signals} signals"
+        );
     }
 
     #[test]

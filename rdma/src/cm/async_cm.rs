@@ -17,7 +17,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use tokio::task::JoinHandle;
 
-use super::id::event_error;
+use super::event::event_error;
 use super::{CmEvent, CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
 use crate::os::{io_error, lock, FdOwner};
 use crate::{Error, Result};

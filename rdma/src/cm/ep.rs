@@ -12,7 +12,7 @@ use rdmacm_sys as cm;
 
 use super::addr::from_raw;
 use super::event::{CmEvent, CmEventKind, ConnParam};
-use super::id::{CmId, EventChannel, PortSpace};
+use super::{CmId, EventChannel, PortSpace};
 use crate::{
     AccessFlags, CompletionChannel, CompletionQueue, Context, Error, IpFamily, MemoryRegion,
     ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, RemoteMemory, Result, SendFlags, SendWr,

@@ -5,7 +5,7 @@ use std::fmt;
 use rdmacm_sys as cm;
 
 use super::CmId;
-use crate::{Gid, Path};
+use crate::{Error, Gid, Path};
 
 /// The type of a CM event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -285,5 +285,78 @@ impl fmt::Debug for CmEvent {
             .field("status", &self.status)
             .field("private_data_len", &self.private_data().len())
             .finish()
+    }
+}
+
+/// An error for an unexpected event, with the errno the event implies.
+pub(crate) fn event_error(verb: &'static str, ev: &CmEvent, wanted: CmEventKind) -> Error {
+    let errno = match ev.kind {
+        CmEventKind::Rejected => libc::ECONNREFUSED,
+        CmEventKind::Unreachable => libc::EHOSTUNREACH,
+        CmEventKind::AddrError | CmEventKind::RouteError => {
+            if ev.status < 0 {
+                -ev.status
+            } else {
+                libc::EHOSTUNREACH
+            }
+        }
+        CmEventKind::ConnectError => libc::ECONNABORTED,
+        _ if ev.status < 0 => -ev.status,
+        _ => libc::EPROTO,
+    };
+    let hint = match ev.kind {
+        CmEventKind::Rejected => reject_hint(ev.status, ev.private_data().len()),
+        _ => format!("{:?} (status {}) instead of {wanted:?}", ev.kind, ev.status),
+    };
+    Error::new(verb, errno).with_hint(hint)
+}
+
+/// IB CM reject reasons (IBTA 12.6.7.2) a connect meets most.
+const IB_REJ_INVALID_SERVICE_ID: i32 = 8;
+const IB_REJ_CONSUMER: i32 = 28;
+
+/// What a `Rejected` event means, in one shape on every transport: on the
+/// IB CM (InfiniBand, RoCE) its status is the reject reason, on iWARP a
+/// negative errno (`-ECONNREFUSED` both when no one listens, as TCP
+/// answers, and for an MPA reject).
+pub(crate) fn reject_hint(status: i32, private_data_len: usize) -> String {
+    let nobody = "nothing listens at that address and port, or the listener rejected the request";
+    match status {
+        IB_REJ_INVALID_SERVICE_ID => {
+            "connection refused: nothing listens at that address and port \
+             (IB CM reject reason 8, invalid service ID)"
+                .to_string()
+        }
+        IB_REJ_CONSUMER => format!(
+            "connection refused: the listener rejected the request \
+             (IB CM reject reason 28, with {private_data_len} bytes of private data)"
+        ),
+        s if s == -libc::ECONNREFUSED && private_data_len > 0 => format!(
+            "connection refused: the listener rejected the request \
+             (with {private_data_len} bytes of private data)"
+        ),
+        s if s == -libc::ECONNREFUSED => format!("connection refused: {nobody}"),
+        s if s > 0 => format!("connection refused: IB CM reject reason {s}"),
+        s => format!("connection refused: {nobody} (status {s})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reject_reads_the_same_on_every_transport() {
+        // IB CM (rxe): no listener, and a consumer's reject.
+        assert!(reject_hint(8, 0).contains("nothing listens"));
+        assert!(reject_hint(28, 3).contains("the listener rejected the request"));
+        assert!(reject_hint(28, 3).contains("3 bytes"));
+        // iWARP (siw): a refused TCP connection, and an MPA reject with data.
+        let iw = reject_hint(-libc::ECONNREFUSED, 0);
+        assert!(iw.contains("nothing listens") && iw.contains("or the listener rejected"));
+        assert!(reject_hint(-libc::ECONNREFUSED, 5).contains("the listener rejected"));
+        for s in [8, 28, 12, -libc::ECONNREFUSED, -libc::ETIMEDOUT] {
+            assert!(reject_hint(s, 0).starts_with("connection refused"), "{s}");
+        }
     }
 }

@@ -108,12 +108,14 @@
 mod addr;
 #[cfg(feature = "tokio")]
 mod async_cm;
+mod channel;
 mod ep;
 mod event;
 mod id;
 
 #[cfg(feature = "tokio")]
 pub use self::async_cm::{AsyncCm, AsyncCmId, ConnectRequest, Listener};
+pub use channel::EventChannel;
 pub use ep::{AddrEntry, AddrHints, AddrInfo, Endpoint, EpAttr, Request};
 pub use event::{CmEvent, CmEventKind, ConnParam, UdParam};
-pub use id::{CmId, EventChannel, PortSpace};
+pub use id::{CmId, PortSpace};

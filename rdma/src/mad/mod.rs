@@ -42,26 +42,30 @@
 
 mod attr;
 mod header;
+mod notice;
 mod perf;
 mod rmpp;
 pub mod sa;
 mod sma;
 mod smp;
+mod tables;
 mod vendor;
 mod wire;
 
 pub use attr::{id as attr_id, Attribute, ClassPortInfo, NodeInfo, PortInfo};
 pub use header::{InvalidField, MadHeader, Method, Status};
+pub use notice::{Notice, Trap};
 pub use perf::{PortCounters, PortCountersExtended, PortSamplesControl, PERF_DATA_OFFSET};
 pub use rmpp::{RmppFlags, RmppHeader, RmppType};
 pub use sa::SaHeader;
-pub use sma::{
-    GuidInfo, LinearForwardingTable, MulticastForwardingTable, NodeDescription, Notice, PKeyTable,
-    SlToVlMappingTable, SmInfo, SwitchInfo, Trap, VlArbEntry, VlArbitrationTable,
-};
+pub use sma::{NodeDescription, SmInfo, SwitchInfo};
 pub use smp::{
     parse_path as parse_dr_path, DrHeader, DIRECTION_BIT, MAX_HOPS, PERMISSIVE_LID,
     SMP_DATA_OFFSET, SMP_DATA_SIZE,
+};
+pub use tables::{
+    GuidInfo, LinearForwardingTable, MulticastForwardingTable, PKeyTable, SlToVlMappingTable,
+    VlArbEntry, VlArbitrationTable,
 };
 pub use vendor::{Oui, VendorHeader};
 
