@@ -205,6 +205,7 @@ pub mod mr;
 mod mw;
 mod os;
 mod pd;
+mod provider;
 mod qp;
 #[cfg(feature = "tokio")]
 pub mod sa;
