@@ -23,11 +23,11 @@ bitflags::bitflags! {
         const QP_NUM = sys::IBV_WC_EX_WITH_QP_NUM as u64;
         /// [`ExCompletion::src_qp`].
         const SRC_QP = sys::IBV_WC_EX_WITH_SRC_QP as u64;
-        /// The source LID.
+        /// [`ExCompletion::slid`].
         const SLID = sys::IBV_WC_EX_WITH_SLID as u64;
-        /// The service level.
+        /// [`ExCompletion::sl`].
         const SL = sys::IBV_WC_EX_WITH_SL as u64;
-        /// The DLID path bits.
+        /// [`ExCompletion::dlid_path_bits`].
         const DLID_PATH_BITS = sys::IBV_WC_EX_WITH_DLID_PATH_BITS as u64;
         /// [`ExCompletion::completion_ts`] (the device's clock).
         const COMPLETION_TIMESTAMP = sys::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP as u64;
@@ -232,6 +232,39 @@ impl ExCompletion<'_> {
         // SAFETY: as above (SRC_QP).
         unsafe { sys::ibv_wc_read_src_qp(self.raw()) }
     }
+    /// The source LID; meaningful only for a successful UD receive on
+    /// InfiniBand (RoCE and iWARP have no LIDs); 0 on a CQ without
+    /// [`WcFlags::SLID`].
+    #[inline]
+    pub fn slid(&self) -> u16 {
+        if !self.flags.contains(WcFlags::SLID) {
+            return 0;
+        }
+        // SAFETY: as above (SLID). A LID is 16 bits, in the low half of
+        // what the reader returns (as `ibv_wc::slid`).
+        unsafe { sys::ibv_wc_read_slid(self.raw()) as u16 }
+    }
+    /// The service level; meaningful only for a successful UD receive on
+    /// InfiniBand; 0 on a CQ without [`WcFlags::SL`].
+    #[inline]
+    pub fn sl(&self) -> u8 {
+        if !self.flags.contains(WcFlags::SL) {
+            return 0;
+        }
+        // SAFETY: as above (SL).
+        unsafe { sys::ibv_wc_read_sl(self.raw()) }
+    }
+    /// The destination LID path bits; meaningful only for a successful UD
+    /// receive on InfiniBand; 0 on a CQ without
+    /// [`WcFlags::DLID_PATH_BITS`].
+    #[inline]
+    pub fn dlid_path_bits(&self) -> u8 {
+        if !self.flags.contains(WcFlags::DLID_PATH_BITS) {
+            return 0;
+        }
+        // SAFETY: as above (DLID_PATH_BITS).
+        unsafe { sys::ibv_wc_read_dlid_path_bits(self.raw()) }
+    }
     /// The `IBV_WC_*` flags; meaningful only for successful completions.
     #[inline]
     pub fn wc_flags(&self) -> u32 {
@@ -289,5 +322,49 @@ impl fmt::Debug for ExCompletion<'_> {
             .field("status", &self.status())
             .field("opcode", &self.opcode())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe extern "C" fn slid(_: *mut sys::ibv_cq_ex) -> u32 {
+        0x1234
+    }
+    unsafe extern "C" fn sl(_: *mut sys::ibv_cq_ex) -> u8 {
+        5
+    }
+    unsafe extern "C" fn path_bits(_: *mut sys::ibv_cq_ex) -> u8 {
+        3
+    }
+
+    /// A completion of an extended CQ whose LID, SL and path-bit readers
+    /// are filled, read as a CQ created with `flags` reads it.
+    fn read_with(flags: WcFlags) -> (u16, u8, u8) {
+        // SAFETY: plain C data; all zero is every pointer NULL, every op
+        // None.
+        let mut cq: Box<sys::ibv_cq_ex> = Box::new(unsafe { std::mem::zeroed() });
+        cq.read_slid = Some(slid);
+        cq.read_sl = Some(sl);
+        cq.read_dlid_path_bits = Some(path_bits);
+        let wc = ExCompletion {
+            cq: NonNull::from(&mut *cq),
+            flags,
+            _poll: PhantomData,
+        };
+        (wc.slid(), wc.sl(), wc.dlid_path_bits())
+    }
+
+    #[test]
+    fn lid_sl_and_path_bits_are_read_only_when_asked_for() {
+        let all = WcFlags::SLID | WcFlags::SL | WcFlags::DLID_PATH_BITS;
+        assert_eq!(read_with(WcFlags::STANDARD | all), (0x1234, 5, 3));
+        assert_eq!(read_with(WcFlags::SLID), (0x1234, 0, 0));
+        assert_eq!(read_with(WcFlags::SL), (0, 5, 0));
+        assert_eq!(read_with(WcFlags::DLID_PATH_BITS), (0, 0, 3));
+        // What was not asked for is not read: the provider left its
+        // readers unset.
+        assert_eq!(read_with(WcFlags::BYTE_LEN), (0, 0, 0));
     }
 }
