@@ -11,9 +11,8 @@ mod batch;
 mod post;
 mod query;
 
-pub use attr::{InitAttr, Mtu, Path, RtrAttr, RtsAttr};
+pub use attr::{InitAttr, Mtu, RtrAttr, RtsAttr};
 pub use batch::WrBatch;
-pub(crate) use post::post_error;
 pub use post::PreparedSend;
 pub use query::QpAttr;
 
