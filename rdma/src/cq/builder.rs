@@ -45,8 +45,8 @@ impl<'a> CqBuilder<'a> {
 
     /// The fields an extended queue's completions carry (default
     /// [`WcFlags::STANDARD`]); implies [`extended`](Self::extended). An
-    /// accessor of [`ExCompletion`] whose field was not asked for reads
-    /// nothing: it returns 0 or `None`.
+    /// accessor of [`ExCompletion`](crate::ExCompletion) whose field was
+    /// not asked for reads nothing: it returns 0 or `None`.
     ///
     /// Fields the provider cannot give are refused by [`build`](Self::build)
     /// (`EOPNOTSUPP`; rxe gives the standard ones only); a provider without

@@ -37,7 +37,8 @@ impl CompletionQueue {
     /// to `out.len()`); failed completions count like the others, so check
     /// each one's status. `min` larger than `out` fails with `EINVAL`.
     ///
-    /// With a completion channel ([`CqBuilder::channel`]) the thread
+    /// With a completion channel
+    /// ([`CqBuilder::channel`](crate::CqBuilder::channel)) the thread
     /// sleeps in the kernel: poll, arm ([`req_notify`](Self::req_notify)),
     /// poll again (a completion that came before the arm raises no event),
     /// then `poll(2)` on the channel's fd until the deadline, take the
