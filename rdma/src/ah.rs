@@ -1,10 +1,81 @@
-//! Address handles: where a UD datagram goes.
+//! Address handles and the paths they address: where a UD datagram (or a
+//! connected QP's traffic) goes.
 
 use std::fmt;
 use std::ptr::NonNull;
 
 use crate::sys;
-use crate::{Error, Path, ProtectionDomain, Result, WorkCompletion};
+use crate::{Error, Gid, ProtectionDomain, Result, WorkCompletion};
+
+/// Where a connected QP sends, or what an address handle addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Path {
+    /// The destination GID, for a global route (required on RoCE).
+    pub dgid: Option<Gid>,
+    /// The index of the local GID to send from (with `dgid`).
+    pub sgid_index: u8,
+    /// The hop limit (with `dgid`).
+    pub hop_limit: u8,
+    /// The traffic class (with `dgid`).
+    pub traffic_class: u8,
+    /// The flow label (with `dgid`).
+    pub flow_label: u32,
+    /// The destination LID (InfiniBand).
+    pub dlid: u16,
+    /// The service level.
+    pub sl: u8,
+    /// The local port (from 1).
+    pub port: u8,
+}
+
+impl Path {
+    /// A global route to `dgid` from local GID `sgid_index` on `port`.
+    pub fn to_gid(dgid: Gid, sgid_index: u8, port: u8) -> Path {
+        Path {
+            dgid: Some(dgid),
+            sgid_index,
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+            dlid: 0,
+            sl: 0,
+            port,
+        }
+    }
+
+    pub(crate) fn raw(&self) -> sys::ibv_ah_attr {
+        // SAFETY: plain data.
+        let mut ah: sys::ibv_ah_attr = unsafe { std::mem::zeroed() };
+        ah.dlid = self.dlid;
+        ah.sl = self.sl;
+        ah.port_num = self.port;
+        if let Some(dgid) = self.dgid {
+            ah.is_global = 1;
+            ah.grh.dgid = dgid.into();
+            ah.grh.sgid_index = self.sgid_index;
+            ah.grh.hop_limit = self.hop_limit;
+            ah.grh.traffic_class = self.traffic_class;
+            ah.grh.flow_label = self.flow_label;
+        }
+        ah
+    }
+
+    /// The path of an address vector (the GRH fields only when it is
+    /// global): what [`raw`](Self::raw) made, read back.
+    pub(crate) fn from_raw(ah: &sys::ibv_ah_attr) -> Path {
+        let global = ah.is_global != 0;
+        Path {
+            dgid: global.then(|| Gid::from(ah.grh.dgid)),
+            sgid_index: if global { ah.grh.sgid_index } else { 0 },
+            hop_limit: if global { ah.grh.hop_limit } else { 0 },
+            traffic_class: if global { ah.grh.traffic_class } else { 0 },
+            flow_label: if global { ah.grh.flow_label } else { 0 },
+            dlid: ah.dlid,
+            sl: ah.sl,
+            port: ah.port_num,
+        }
+    }
+}
 
 /// An address handle (`ibv_ah`).
 pub struct AddressHandle {

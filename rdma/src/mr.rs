@@ -357,6 +357,9 @@ impl MemoryRegion {
     /// The 8 bytes at `offset` as a native-endian word: what
     /// [`read`](Self::read) into an 8-byte array and `u64::from_ne_bytes`
     /// give, in one load where the bytes are an aligned word.
+    ///
+    /// For the header words of the stream (feature `tokio`).
+    #[cfg(feature = "tokio")]
     #[inline]
     pub(crate) fn read_word(&self, offset: usize) -> Result<u64> {
         let (off, _) = self.bounds(offset..offset.saturating_add(8), "MemoryRegion::read")?;
@@ -366,6 +369,9 @@ impl MemoryRegion {
     /// Writes `v` as the 8 bytes at `offset` (native-endian): what
     /// [`write`](Self::write) of `v.to_ne_bytes()` does, in one store where
     /// the bytes are an aligned word.
+    ///
+    /// For the header words of the stream (feature `tokio`).
+    #[cfg(feature = "tokio")]
     #[inline]
     pub(crate) fn write_word(&self, offset: usize, v: u64) -> Result<()> {
         let (off, _) = self.bounds(offset..offset.saturating_add(8), "MemoryRegion::write")?;

@@ -213,7 +213,7 @@ fn post_srq_recv_error(
     let size = std::mem::size_of::<RecvWr<'_>>();
     let off = (bad as usize).wrapping_sub(head as usize);
     let index = (off % size == 0 && off / size < len).then_some(off / size);
-    crate::qp::post_error("ibv_post_srq_recv", rc, index)
+    crate::wr::post_error("ibv_post_srq_recv", rc, index)
 }
 
 /// What [`SharedReceiveQueue::query`] reports.

@@ -12,7 +12,7 @@ use std::marker::PhantomData;
 use std::ptr;
 
 use crate::sys;
-use crate::{AddressHandle, RemoteMemory, Sge};
+use crate::{AddressHandle, Error, RemoteMemory, Sge};
 
 bitflags::bitflags! {
     /// Flags of a send work request (`IBV_SEND_*`).
@@ -544,6 +544,22 @@ pub(crate) fn link_list<W: Link>(wrs: &mut [W]) -> *mut W::Raw {
             wr = next;
         }
         W::raw_of(start)
+    }
+}
+
+/// The error of a refused post, naming the refused request when known.
+#[cold]
+#[inline(never)]
+pub(crate) fn post_error(verb: &'static str, rc: i32, index: Option<usize>) -> Error {
+    let e = Error::from_rc(verb, rc);
+    match index {
+        Some(i) => {
+            let cause = e.hint.clone().unwrap_or_default();
+            e.with_hint(format!(
+                "work request {i} and the ones after it were not posted; {cause}"
+            ))
+        }
+        None => e,
     }
 }
 

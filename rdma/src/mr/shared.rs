@@ -146,6 +146,7 @@ impl SharedBytes {
     ///
     /// # Panics
     /// If the range is outside the shared bytes.
+    #[cfg(any(feature = "tokio", test))]
     #[inline]
     pub(crate) fn load_word(&self, offset: usize) -> u64 {
         match self.on_words(offset, WORD) {
@@ -164,6 +165,7 @@ impl SharedBytes {
     ///
     /// # Panics
     /// If the range is outside the shared bytes.
+    #[cfg(any(feature = "tokio", test))]
     #[inline]
     pub(crate) fn store_word(&self, offset: usize, v: u64) {
         match self.on_words(offset, WORD) {

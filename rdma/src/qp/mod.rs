@@ -11,9 +11,8 @@ mod batch;
 mod post;
 mod query;
 
-pub use attr::{InitAttr, Mtu, Path, RtrAttr, RtsAttr};
+pub use attr::{InitAttr, Mtu, RtrAttr, RtsAttr};
 pub use batch::WrBatch;
-pub(crate) use post::post_error;
 pub use post::PreparedSend;
 pub use query::QpAttr;
 
@@ -280,7 +279,7 @@ impl<'a> QpBuilder<'a> {
                 max_inline_data: cap.max_inline_data,
             },
             sge_list_lengths_equal: ex.is_some()
-                && crate::cq::rxe_before(self.pd.context(), RXE_SGE_LIST_FIXED),
+                && crate::provider::rxe_sge_list_is_broken(self.pd.context()),
             _pd: self.pd.clone(),
             _send_cq: self.send_cq.clone(),
             _recv_cq: self.recv_cq.clone(),
@@ -288,11 +287,6 @@ impl<'a> QpBuilder<'a> {
         }
     }
 }
-
-/// The first rdma-core release whose rxe sums an SGE list's lengths in
-/// `ibv_wr_set_sge_list` (commit 406cd2ad0, "rxe: Fix dma.length
-/// computation in wr_set_sge_list").
-const RXE_SGE_LIST_FIXED: u32 = 64;
 
 /// A queue pair (`ibv_qp`).
 ///

@@ -2,12 +2,13 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::ops::RangeBounds;
 use std::ptr::{self, NonNull};
 
 use super::{QpType, QueuePair};
 use crate::sys;
-use crate::wr::UdFault;
-use crate::{Error, RecvWr, Result, SendWr};
+use crate::wr::{post_error, UdFault};
+use crate::{AccessFlags, Error, MemoryRegion, MemoryWindow, RecvWr, RemoteMemory, Result, SendWr};
 
 /// A list of send requests checked and linked once by
 /// [`QueuePair::prepare_send`], posted with one provider call per
@@ -324,18 +325,96 @@ fn post_recv_error(wrs: &[RecvWr<'_>], rc: i32, bad: *mut sys::ibv_recv_wr) -> E
     post_error("ibv_post_recv", rc, index)
 }
 
-/// The error of a refused post, naming the refused request when known.
-#[cold]
-#[inline(never)]
-pub(crate) fn post_error(verb: &'static str, rc: i32, index: Option<usize>) -> Error {
-    let e = Error::from_rc(verb, rc);
-    match index {
-        Some(i) => {
-            let cause = e.hint.clone().unwrap_or_default();
-            e.with_hint(format!(
-                "work request {i} and the ones after it were not posted; {cause}"
-            ))
+/// The classic bind of a type 1 window (`ibv_bind_mw`): a work request
+/// posted on a QP.
+impl MemoryWindow {
+    /// Binds a type 1 window to `range` of `mr` with remote `access`, by a
+    /// work request posted on `qp` (`ibv_bind_mw`; its completion carries
+    /// `wr_id` when signaled). The window's rkey changes; the returned
+    /// [`RemoteMemory`] carries the new one.
+    ///
+    /// The window, `qp` and `mr` must belong to one context (else `EINVAL`):
+    /// `ibv_bind_mw` runs the window's provider on the QP.
+    pub fn bind(
+        &mut self,
+        qp: &QueuePair,
+        wr_id: u64,
+        signaled: bool,
+        mr: &MemoryRegion,
+        range: impl RangeBounds<usize>,
+        access: AccessFlags,
+    ) -> Result<RemoteMemory> {
+        // ibv_bind_mw calls the window's provider, which takes the QP (and
+        // the region) for its own structures: they must be of its context.
+        let ctx = self.context();
+        crate::pd::same_context(
+            "ibv_bind_mw",
+            "memory window",
+            ctx,
+            "queue pair",
+            qp.context(),
+        )?;
+        crate::pd::same_context(
+            "ibv_bind_mw",
+            "memory window",
+            ctx,
+            "memory region",
+            mr.pd().context(),
+        )?;
+        let remote = mr.remote(range)?;
+        let mut bind = sys::ibv_mw_bind {
+            wr_id,
+            send_flags: if signaled { sys::IBV_SEND_SIGNALED } else { 0 },
+            bind_info: sys::ibv_mw_bind_info {
+                mr: mr.as_raw(),
+                addr: remote.addr,
+                length: remote.len,
+                mw_access_flags: access.bits(),
+            },
+        };
+        // SAFETY: a live QP, window and region, of one context (checked
+        // above), so the window's provider gets its own objects; of one PD,
+        // or the provider refuses the bind (EPERM/EINVAL); the bind
+        // describes a range inside the region.
+        let rc = unsafe { sys::ibv_bind_mw(qp.as_raw(), self.as_raw(), &mut bind) };
+        if rc != 0 {
+            return Err(Error::from_rc("ibv_bind_mw", rc));
         }
-        None => e,
+        Ok(RemoteMemory {
+            rkey: self.rkey(),
+            ..remote
+        })
+    }
+
+    /// Unbinds a type 1 window (`ibv_bind_mw` of length 0), by a work
+    /// request posted on `qp`: once it completes, RDMA through any key the
+    /// window had fails. The window's rkey changes, as on every bind.
+    ///
+    /// `mr` is any region of the window's PD (the one it was bound to,
+    /// say): verbs allows an unbind without one, but rxe's library reads the
+    /// region's key even for an unbind and crashes on none. The kernel
+    /// ignores it for a length of 0.
+    ///
+    /// `qp` and `mr` must belong to the window's context (else `EINVAL`);
+    /// a type 2 window is unbound by a [`SendWr::local_invalidate`] or a
+    /// peer's [`SendWr::send_with_invalidate`] instead (`EINVAL` here).
+    ///
+    /// [`SendWr::local_invalidate`]: crate::SendWr::local_invalidate
+    /// [`SendWr::send_with_invalidate`]: crate::SendWr::send_with_invalidate
+    pub fn unbind(
+        &mut self,
+        qp: &QueuePair,
+        wr_id: u64,
+        signaled: bool,
+        mr: &MemoryRegion,
+    ) -> Result<()> {
+        if self.is_type2() {
+            return Err(Error::invalid(
+                "ibv_bind_mw",
+                "only a type 1 window is unbound by ibv_bind_mw; a type 2 window by an invalidate",
+            ));
+        }
+        self.bind(qp, wr_id, signaled, mr, 0..0, AccessFlags::empty())
+            .map(|_| ())
     }
 }

@@ -1,7 +1,7 @@
 //! What `ibv_query_qp` reports of a queue pair.
 
 use crate::sys;
-use crate::{AccessFlags, Gid, Mtu, Path, QpCaps, QpState};
+use crate::{AccessFlags, Mtu, Path, QpCaps, QpState};
 
 /// The attributes a queue pair has, as the provider reports them
 /// ([`QueuePair::query`](crate::QueuePair::query), `ibv_query_qp`).
@@ -107,7 +107,7 @@ impl QpAttr {
             access: AccessFlags::from_bits_retain(a.qp_access_flags),
             pkey_index: a.pkey_index,
             port: a.port_num,
-            path: path_from_raw(&a.ah_attr),
+            path: Path::from_raw(&a.ah_attr),
             timeout: a.timeout,
             retry_cnt: a.retry_cnt,
             rnr_retry: a.rnr_retry,
@@ -119,24 +119,10 @@ impl QpAttr {
     }
 }
 
-/// The [`Path`] of an address vector (the GRH fields only when it is global).
-fn path_from_raw(ah: &sys::ibv_ah_attr) -> Path {
-    let global = ah.is_global != 0;
-    Path {
-        dgid: global.then(|| Gid::from(ah.grh.dgid)),
-        sgid_index: if global { ah.grh.sgid_index } else { 0 },
-        hop_limit: if global { ah.grh.hop_limit } else { 0 },
-        traffic_class: if global { ah.grh.traffic_class } else { 0 },
-        flow_label: if global { ah.grh.flow_label } else { 0 },
-        dlid: ah.dlid,
-        sl: ah.sl,
-        port: ah.port_num,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Gid;
 
     #[test]
     fn raw_attributes_decode_field_by_field() {
