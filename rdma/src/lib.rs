@@ -109,9 +109,9 @@
 //! # Posted buffers
 //! Registered memory is shared with the device, so safe code never holds a
 //! reference into it, and a region is deregistered before its memory is
-//! freed. Whether that fences the device depends on the provider (siw does
-//! not wait for a placement in progress): [`mr`] states the whole model,
-//! with what to take care of on siw.
+//! freed. Whether that keeps the device off freed memory depends on the
+//! provider: [`mr`] states the whole model, with what to take care of on
+//! siw.
 //!
 //! # Threads and memory
 //! The verbs objects are `Send` and `Sync`. Each `unsafe impl` rests on

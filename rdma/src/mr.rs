@@ -24,6 +24,11 @@
 //!   memory. If deregistration fails (a memory window is still bound, say),
 //!   the memory is leaked rather than freed.
 //!
+//! Owned memory is whole pages of the system's page size (the region's
+//! length stays what was asked), so no other allocation shares a page with
+//! it: `ibv_fork_init` marks registered pages not to be copied into a forked
+//! child, which must not take part of the heap with them.
+//!
 //! ## What deregistration fences, provider by provider
 //! Freeing the memory after `ibv_dereg_mr` is sound only where
 //! deregistration fences the device, that is where nothing the device does
@@ -47,11 +52,6 @@
 //!
 //! This is the one statement of the model; the crate docs, the README and
 //! the comments beside the code refer to it.
-//!
-//! Owned memory is whole pages of the system's page size (the region's
-//! length stays what was asked), so no other allocation shares a page with
-//! it: `ibv_fork_init` marks registered pages not to be copied into a forked
-//! child, which must not take part of the heap with them.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fmt;
