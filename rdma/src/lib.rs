@@ -1,11 +1,54 @@
 //! Safe RDMA for Rust over rdma-core.
 //!
-//! RAII types for the verbs of libibverbs; the raw bindings are
-//! [`ibverbs_sys`] (re-exported as [`sys`]). Every object exposes its raw
-//! pointer (`as_raw`) for what the crate does not cover.
-//! The module `stream` (feature `tokio`) carries byte streams over RC
-//! connections; the connection manager is [`cm`].
+//! RAII types for the verbs of libibverbs, the connection manager of
+//! librdmacm ([`cm`]) and the userspace management datagrams of libibumad
+//! ([`umad`], [`mad`]). The raw bindings are [`ibverbs_sys`] (re-exported
+//! as [`sys`]); every object exposes its raw pointer (`as_raw`) for what
+//! the crate does not cover.
 //!
+//! # What a program does
+//! 1. **Open a device.** [`DeviceList::new`] lists the devices, and
+//!    [`Device::open`] (or [`DeviceList::open`] by name) gives a
+//!    [`Context`], whose queries ([`Context::query_device`],
+//!    [`Context::query_port`]) say what the device offers.
+//! 2. **Register memory.** A [`ProtectionDomain`] groups the objects that
+//!    may work together. [`MemoryRegion::new`] allocates and registers
+//!    memory, which safe code fills and reads by copying
+//!    ([`MemoryRegion::write`], [`MemoryRegion::read`]): the device shares
+//!    it (see [`mr`]).
+//! 3. **Make the queues.** A [`CompletionQueue`], then a [`QueuePair`]
+//!    ([`QueuePair::builder`]), connected by hand ([`QueuePair::to_init`],
+//!    [`to_rtr`](QueuePair::to_rtr) and [`to_rts`](QueuePair::to_rts) with
+//!    the peer's QP number, PSN and GID) or through the connection manager
+//!    ([`cm`]).
+//! 4. **Post and poll.** Name registered memory by [`Sge`]s
+//!    ([`MemoryRegion::sge`]), post [`RecvWr`]s and [`SendWr`]s
+//!    ([`QueuePair::post_recv`], [`QueuePair::post_send`]), and poll the CQ
+//!    into a buffer of [`WorkCompletion`]s ([`CompletionQueue::poll`];
+//!    [`CompletionQueue::wait`] blocks until completions come).
+//!
+//! ```no_run
+//! use rdma::*;
+//!
+//! let ctx = DeviceList::new()?.open("rxe0")?;
+//! let pd = ProtectionDomain::new(&ctx)?;
+//! let cq = CompletionQueue::new(&ctx, 64)?;
+//! let qp = QueuePair::builder(&pd, QpType::Rc, &cq).build()?;
+//! let mr = MemoryRegion::new(&pd, 4096, AccessFlags::LOCAL_WRITE)?;
+//! // ... qp.to_init / to_rtr / to_rts with the peer's QPN, PSN and GID ...
+//! let recv = [mr.sge(1024..2048)?];
+//! qp.post_recv(&mut [RecvWr::new(2, &recv)])?;
+//! mr.write(0, b"hello")?;
+//! let send = [mr.sge(0..5)?];
+//! qp.post_send(&mut [SendWr::send(1, &send).signaled()])?;
+//! let mut wcs = [WorkCompletion::ZERO; 16]; // initialised once, polled into again and again
+//! for wc in cq.poll(&mut wcs)? {
+//!     assert!(wc.is_success(), "{wc:?}");
+//! }
+//! # Ok::<(), rdma::Error>(())
+//! ```
+//!
+//! Listing the devices and their ports:
 //! ```no_run
 //! for dev in rdma::DeviceList::new()?.iter() {
 //!     let ctx = dev.open()?;
@@ -17,6 +60,21 @@
 //! }
 //! # Ok::<(), rdma::Error>(())
 //! ```
+//!
+//! Beyond the verbs:
+//! - **The connection manager**, [`cm`]: connection set-up by IP address
+//!   on InfiniBand, RoCE and iWARP alike. A [`cm::CmId`] owns the QP it
+//!   communicates on; with feature `tokio`, `cm::AsyncCm` offers
+//!   `connect(addr).await` and a listener; [`cm::Endpoint`] is the
+//!   blocking face of rdma-core's `rdma_server.c` and `rdma_client.c`.
+//! - **Streams**, [`stream`] (feature `tokio`): `RdmaListener` and
+//!   `RdmaStream` shaped like tokio's TCP, whole messages, one-sided reads
+//!   and writes of a peer's advertised memory, and a blocking face.
+//! - **uMAD**, [`umad`]: a port, agents registered for a management class,
+//!   MADs sent and received with timeouts and matched to their requests;
+//!   [`mad`] builds and parses them. With feature `tokio`, `sa` is a client
+//!   of the subnet administrator; [`subnet`] holds the topology, LIDs and
+//!   routes of a subnet manager.
 //!
 //! # Three programs to start from
 //! Each is a whole program, in the crate's `examples/` (`cargo run -p rdma
@@ -51,7 +109,9 @@
 //! # Posted buffers
 //! Registered memory is shared with the device, so safe code never holds a
 //! reference into it, and a region is deregistered before its memory is
-//! freed: see [`mr`] for the whole model.
+//! freed. Whether that keeps the device off freed memory depends on the
+//! provider: [`mr`] states the whole model, with what to take care of on
+//! siw.
 //!
 //! # Threads and memory
 //! The verbs objects are `Send` and `Sync`. Each `unsafe impl` rests on
@@ -88,17 +148,6 @@
 //! as another thread's atomic store: each byte (each aligned 8-byte word)
 //! reads as its old or its new value.
 //!
-//! The posted-buffer model (a region is deregistered before its memory is
-//! freed) assumes that `ibv_dereg_mr` fences the device. rxe removes the key
-//! and waits until no packet holds the region; mlx5 destroys the key in
-//! firmware; siw invalidates the key, so every later placement fails, but
-//! does not wait for one already past its check: a frame being placed into
-//! a region at the moment it is dropped (a receive, or a peer's RDMA WRITE)
-//! may still land in its freed pages. Drop a region only when no work
-//! request on it is outstanding and no peer still holds its rkey. If
-//! deregistration fails (a memory window still bound), the memory is leaked
-//! rather than freed.
-//!
 //! Fork: a child inherits the verbs file descriptors but must not use the
 //! parent's objects (in Rust `fork` is `unsafe`; a child should exec or
 //! `_exit`). Kernels that copy DMA-pinned pages at fork (Linux 5.13 and
@@ -110,79 +159,13 @@
 //! the child has no mapping there at all. That is why a region's own memory
 //! is whole pages: no heap object shares a page with it and vanishes from
 //! the child.
-
 //!
-//! # Bad input
-//! Bad input gets a typed [`Error`] (the verb, the errno, the likely cause)
-//! and changes nothing. Each row is a device test (`tests/tests/device/`,
-//! `bad_input::*`, `verbs::*`, `verbs_more::*`, `cm::*`, `faults::*`; MAD
-//! cases in `mad`'s unit tests and the fuzzer):
-//!
-//! | input | error |
-//! |---|---|
-//! | unknown device name | `ibv_open_device`, `ENODEV`, lists the devices there are |
-//! | port 0, or past the last port | `ibv_query_port`, `EINVAL`, "past the device's last port" |
-//! | GID index past the table | `ibv_query_gid`, `EINVAL`/`ENODATA`, "no GID at that index" |
-//! | zero-length memory region | `ibv_reg_mr`, `EINVAL`, "a memory region cannot be empty" |
-//! | huge memory region (memlock) | `ibv_reg_mr`, `ENOMEM`, "raise it with `ulimit -l`" |
-//! | SGE or copy outside its region | `MemoryRegion::sge`/`write`/`read`, `EINVAL`, the range and the size |
-//! | too many SGEs | `ibv_post_recv`/`ibv_post_send`, `EINVAL`, which request was not posted |
-//! | inline data over the limit | `ibv_post_send`, `EINVAL`/`ENOMEM` |
-//! | post on a QP in RESET | `ibv_post_send`, `EINVAL`, "its state" |
-//! | illegal transition (RESET -> RTS, INIT -> RTS) | `ibv_modify_qp`, `EINVAL`, "transition Reset -> Rts refused" (the state the kernel reports: siw, which has no RESET, reports a new QP as Init from kernel 6.12 on) |
-//! | RTR without the remote side | `ibv_modify_qp`, `EINVAL` |
-//! | QP deeper than the device allows | `ibv_create_qp`, `EINVAL`, "exceed the device's limits" |
-//! | UD send without an address handle | `ibv_post_send`, `EINVAL`, "no address handle" |
-//! | UD QP: any request but a SEND or SEND with immediate (WRITE, READ, atomic, local invalidate, bind) | `ibv_post_send`, `EINVAL`, "a UD QP posts only SEND", which request; nothing posted (`sound_post::*`) |
-//! | UD send through an address handle of another context | `ibv_post_send`, `EINVAL`, "belongs to a different context" |
-//! | QP on a PD with a CQ or SRQ of another context (another device, or another open of it) | `ibv_create_qp`, `EINVAL`, "belong to different contexts" |
-//! | memory window bound through a QP, or over a region, of another context | `ibv_bind_mw` / `SendWr::bind_mw`, `EINVAL`, "belong to different contexts" |
-//! | batch operation the QP was not created with (`send_ops`) | `ibv_wr_*`, `EOPNOTSUPP` from `WrBatch::complete`, which request; nothing posted |
-//! | UD batch send without its address, `send_ud` on a connected QP, or an AH of another context | `ibv_wr_send` / `ibv_wr_set_ud_addr`, `EINVAL` from `WrBatch::complete` |
-//! | a second batch, a post or a bind while a batch is open | does not compile: `wr_batch` borrows the QP mutably |
-//! | more receives than an SRQ holds | `ibv_post_srq_recv`, the provider's errno, which request was not posted |
-//! | empty list to `prepare_send`, or a request index past a prepared list | `ibv_post_send`, `EINVAL` |
-//! | `poll`, `req_notify` or `start_poll` on a CQ while an [`ExPoll`] of it lives (any clone, any thread) | `ibv_poll_cq`/`ibv_req_notify_cq`/`ibv_start_poll`, `EBUSY`, "an extended poll of this CQ is in progress" (`sound_cq::*`) |
-//! | memory window where the provider has none (siw) | `ibv_alloc_mw`, `EOPNOTSUPP` |
-//! | CQ of fewer than 1 or more than the device's `max_cqe` entries, created or resized | `ibv_create_cq` / `ibv_resize_cq`, `EINVAL`, "exceed the device's max_cqe" (before the provider) |
-//! | completion vector outside `0..num_comp_vectors` | `ibv_create_cq`, `EINVAL`, "completion vector" (before the provider) |
-//! | CQ resize where the provider has none (siw) | `ibv_resize_cq`, `EOPNOTSUPP` |
-//! | CQ resize below the completions it holds (rxe) | `ibv_resize_cq`, `EINVAL`; the queue is unchanged |
-//! | CQ resize while an [`ExPoll`] of it lives | `ibv_resize_cq`, `EBUSY`, "an extended poll of this CQ is in progress" |
-//! | SRQ limit above the SRQ's size | `ibv_modify_srq`, `EINVAL`, "above the SRQ's" (before the provider) |
-//! | SRQ resized to 0, or where the provider cannot resize (siw) | `ibv_modify_srq`, `EINVAL` "at least 1" / `EOPNOTSUPP` |
-//! | P_Key index at or past the port's `pkey_tbl_len` | `ibv_query_pkey`, `EINVAL`, "past the port's P_Key table" (before sysfs is read) |
-//! | P_Key index of a P_Key on a port without a P_Key table (siw: `pkey_tbl_len` 0) | `ibv_get_pkey_index`, `EINVAL`, "no P_Key table" (before sysfs is read) |
-//! | SRQ query where the provider has none (siw) | `ibv_query_srq`, `EOPNOTSUPP` |
-//! | wrong rkey, or a region without the remote right | a `RemoteAccessError` completion |
-//! | `REMOTE_WRITE` or `REMOTE_ATOMIC` without `LOCAL_WRITE` | `ibv_reg_mr`, `EINVAL`, "need LOCAL_WRITE" (`verbs_edge::*`) |
-//! | receive past a full receive queue (rxe holds its whole ring, more than granted) | `ibv_post_recv`, `ENOMEM`, which request was not posted |
-//! | receive on a QP in RESET | rxe: `ibv_post_recv`, `EINVAL`; siw takes it |
-//! | atomic at an unaligned address | rxe: `ibv_post_send`, `EINVAL` (its library checks); elsewhere an error completion |
-//! | atomic with a bad rkey, or on a region without `REMOTE_ATOMIC` | a `RemoteAccessError` completion; the target unchanged |
-//! | atomic where the provider has none (siw) | refused at the post (`EINVAL`/`EOPNOTSUPP`) or an error completion |
-//! | RDMA through a window after a local invalidate, a SEND with invalidate, an unbind or its drop, or a write through a window bound without `REMOTE_WRITE` | a `RemoteAccessError` completion |
-//! | SEND with invalidate of a region's STag on siw | the receive completes with `RemoteInvalidRequest` (siw invalidates no STag of `ibv_reg_mr`) |
-//! | [`MemoryWindow::unbind`] of a type 2 window | `ibv_bind_mw`, `EINVAL`, "only a type 1 window" (before the provider) |
-//! | batch `set_sge_list` before any request, or after an inline request, a bind or a local invalidate | `ibv_wr_set_sge_list`, `EINVAL` from `WrBatch::complete`, which request; nothing posted |
-//! | batch bind of a region or window of another context, or a range outside the region | `ibv_wr_bind_mw`, `EINVAL` from `WrBatch::complete`; nothing posted |
-//! | receiver not ready past the RNR retries | an `RnrRetryExceeded` completion |
-//! | CM bind to an address no device has | `rdma_bind_addr`, `EADDRNOTAVAIL`/`ENODEV` |
-//! | CM bind to a port in use | `rdma_bind_addr`, `EADDRINUSE`, "already bound" |
-//! | CM QP before the id has a device | `rdma_create_qp`, `EINVAL`, "not bound to a device" |
-//! | CM private data over 255 bytes | `rdma_connect`/`rdma_reject`, `EINVAL` |
-//! | CM ACK timeout code past 31, or on a UDP id | `rdma_set_option`, `EINVAL` ("at most 31", before the kernel; "connected port space") |
-//! | CM AF-only changed on a listening id | `rdma_set_option`, `EINVAL`, "before the id listens" |
-//! | IPv4 connect to an AF-only `[::]` listener (and on siw to any `[::]` listener) | [`Error::is_refused`] (`cm_options::*`) |
-//! | a name `rdma_getaddrinfo` cannot resolve (or a name with `numeric_host`) | [`cm::AddrInfo::resolve`], `EADDRNOTAVAIL`, the resolver's reason; a NUL byte `EINVAL` |
-//! | an [`cm::Endpoint`]'s verbs helpers on one made without `EpAttr` | `EINVAL`, "the endpoint has no QP" |
-//! | `get_request`, `connect` or `accept` of an endpoint with nothing coming | `ETIMEDOUT` at its timeout ([`Error::is_timeout`]); a connect to nothing or to a dropped request is [`Error::is_refused`] (`cm_ep::*`) |
-//! | a second QP for a CM id ([`cm::CmId::attach_qp`]), or one of another device | `rdma_create_qp`, `EINVAL` (before the kernel); a QP that is not new: `ibv_modify_qp`, `EINVAL` |
-//! | address handle without a GRH on RoCE | `ibv_create_ah`, `EINVAL`, "no destination GID" |
-//! | extended CQ fields the provider's CQs lack ([`CqBuilder::wc_flags`]; rxe: any past the standard ones) | `ibv_create_cq_ex`, `EOPNOTSUPP`, "carry no"; an [`ExCompletion`] field not asked for reads 0 or `None` |
-//! | address without a route | an `AddrError` event, or `rdma_resolve_addr` failing |
-//! | malformed, short or long MAD bytes | [`mad`]'s decoders: a typed `mad::Error` |
-//! | `umad::AsyncPort::new` on a port with agents registered | `EBUSY`, "a port with registered agents" (`sound_umad::*`) |
+//! # Errors
+//! A call that fails returns a typed [`Error`]: the verb, the errno and the
+//! likely cause, with questions such as [`Error::is_refused`] and
+//! [`Error::is_timeout`]. Bad input gets such an error and changes nothing;
+//! every bad-input case, its error and the device test that proves it are
+//! listed in the repository's `docs/testing.md`.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -20,18 +20,38 @@
 //! - Work requests name registered memory by [`Sge`]s, which are
 //!   bounds-checked against their region when built and borrow it only for
 //!   the post call.
-//! - Dropping a region deregisters it *before* freeing its memory. After
-//!   `ibv_dereg_mr` returns the device can no longer reach the memory, and a
-//!   work request still outstanding on it completes with an error instead.
-//!
-//! So no safe call can make the device touch freed memory, whatever the order
-//! in which objects are dropped, also when user code panics with work
-//! requests outstanding.
+//! - Dropping a region deregisters it (`ibv_dereg_mr`) *before* freeing its
+//!   memory. If deregistration fails (a memory window is still bound, say),
+//!   the memory is leaked rather than freed.
 //!
 //! Owned memory is whole pages of the system's page size (the region's
 //! length stays what was asked), so no other allocation shares a page with
 //! it: `ibv_fork_init` marks registered pages not to be copied into a forked
 //! child, which must not take part of the heap with them.
+//!
+//! ## What deregistration fences, provider by provider
+//! Freeing the memory after `ibv_dereg_mr` is sound only where
+//! deregistration fences the device, that is where nothing the device does
+//! after `ibv_dereg_mr` returns reaches the memory:
+//!
+//! - rxe removes the key and waits until no packet holds the region; mlx5
+//!   destroys the key in firmware. A work request still outstanding on the
+//!   region, or a peer's access through its rkey, then fails with an error
+//!   completion instead. On these providers no safe call can make the device
+//!   touch freed memory, whatever the order in which objects are dropped,
+//!   also when user code panics with work requests outstanding.
+//! - siw invalidates the key, so every later placement fails, but does not
+//!   wait for one already past its check: a frame being placed into a region
+//!   at the moment it is dropped (a receive, or a peer's RDMA WRITE) may
+//!   still land in its freed pages. On siw, safe code can therefore free
+//!   memory that the device is still writing. This crate does not prevent it
+//!   yet: drop a region only when no work request on it is outstanding (each
+//!   has completed, successfully or flushed) and no peer still holds its
+//!   rkey. [`stream`](crate::stream)'s one-sided requests keep their region
+//!   (an `Arc`) until they complete.
+//!
+//! This is the one statement of the model; the crate docs, the README and
+//! the comments beside the code refer to it.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fmt;
@@ -462,9 +482,12 @@ impl MemoryRegion {
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        // SAFETY: deregistered once. After this the device cannot access the
-        // memory, so freeing it below is sound even with work requests
-        // outstanding (they complete with an error).
+        // SAFETY: deregistered once. Where `ibv_dereg_mr` fences the device
+        // (rxe, mlx5) it cannot access the memory after this, so freeing it
+        // below is sound even with work requests outstanding (they complete
+        // with an error); siw does not wait for a placement already past its
+        // key check, which can still land in the freed pages (see the module
+        // docs, "What deregistration fences").
         let rc = unsafe { sys::ibv_dereg_mr(self.raw.as_ptr()) };
         if let Memory::Owned { ptr, layout } = self.memory {
             if rc == 0 {

@@ -459,9 +459,11 @@ impl<'qp> WrBatch<'qp> {
             // window and a region, live and of the QP's context (checked
             // above), the range inside the region; the provider reads the
             // window, the region and `info` during the call only (rxe,
-            // mlx5). Memory stays sound whatever the device does with the
-            // region afterwards: a region is freed only after a successful
-            // deregistration, after which the device cannot reach it.
+            // mlx5). What the device may do with the region afterwards is
+            // bounded by its deregistration: a region is freed only after a
+            // successful one (see `crate::mr`, "What deregistration fences",
+            // for the providers where that fences the device and siw, where
+            // it does not).
             unsafe { sys::ibv_wr_bind_mw(self.raw(), mw.as_raw(), rkey, &info) };
             mw.set_rkey(rkey);
         }
