@@ -4,7 +4,6 @@ use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::time::Instant;
 
 pub(crate) use crate::os::set_nonblocking;
 
@@ -72,16 +71,6 @@ impl CompletionChannel {
     }
 }
 
-/// Waits until `fd` is readable or `deadline` passes (`None`: no limit);
-/// whether it is readable: [`crate::os::wait_readable`] for the waits of a
-/// CQ, which count in deadlines.
-pub(crate) fn wait_readable(fd: RawFd, deadline: Option<Instant>) -> Result<bool> {
-    crate::os::wait_readable(
-        fd,
-        deadline.map(|d| d.saturating_duration_since(Instant::now())),
-    )
-}
-
 impl AsRawFd for CompletionChannel {
     fn as_raw_fd(&self) -> RawFd {
         // SAFETY: a live channel; `fd` is set at creation.
@@ -101,51 +90,5 @@ impl fmt::Debug for CompletionChannel {
         f.debug_struct("CompletionChannel")
             .field("fd", &self.as_raw_fd())
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    /// A pipe: (read end, write end), closed on drop.
-    struct Pipe([RawFd; 2]);
-
-    impl Pipe {
-        fn new() -> Pipe {
-            let mut fds = [0; 2];
-            // SAFETY: `fds` is two writable ints.
-            assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-            Pipe(fds)
-        }
-    }
-
-    impl Drop for Pipe {
-        fn drop(&mut self) {
-            for fd in self.0 {
-                // SAFETY: the pipe's own fds, closed once.
-                unsafe { libc::close(fd) };
-            }
-        }
-    }
-
-    #[test]
-    #[cfg_attr(miri, ignore = "calls poll(2)")]
-    fn waiting_for_a_readable_fd_ends_at_the_deadline_or_when_readable() {
-        let p = Pipe::new();
-        let start = Instant::now();
-        let limit = Duration::from_millis(30);
-        assert!(!wait_readable(p.0[0], Some(start + limit)).unwrap());
-        let took = start.elapsed();
-        assert!(took >= limit, "woke after {took:?}, before the deadline");
-        assert!(took < limit + Duration::from_secs(2), "took {took:?}");
-        // A deadline already past: one poll, no wait.
-        assert!(!wait_readable(p.0[0], Some(Instant::now())).unwrap());
-        // SAFETY: writes one byte from a live buffer into the pipe.
-        assert_eq!(unsafe { libc::write(p.0[1], [1u8].as_ptr().cast(), 1) }, 1);
-        assert!(wait_readable(p.0[0], None).unwrap());
-        assert!(wait_readable(p.0[0], Some(Instant::now())).unwrap());
     }
 }

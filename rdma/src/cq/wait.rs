@@ -171,7 +171,8 @@ impl WaitSteps for CqWait<'_> {
         let Some(ch) = self.0.channel() else {
             return Ok(false);
         };
-        if !crate::channel::wait_readable(ch.as_raw_fd(), deadline)? {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if !crate::os::wait_readable(ch.as_raw_fd(), left)? {
             return Ok(false);
         }
         // Readable, so a blocking read returns at once (unless another

@@ -12,7 +12,7 @@ use crate::{AccessFlags, Mtu, Path, QpCaps, QpState};
 /// `max_rd_atomic` and `max_dest_rd_atomic`, which rxe rounds up to a power
 /// of two (3 reads 4), and `caps`, which may exceed what was granted (see
 /// there). siw (iWARP, connected through the CM) keeps few of them; on
-/// Linux 6.1 (`verbs_more::qp_query_reports_what_was_set`) it reports:
+/// Linux 6.1 (`qp::qp_query_reports_what_was_set`) it reports:
 ///
 /// | field | siw |
 /// |---|---|
