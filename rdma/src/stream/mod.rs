@@ -8,6 +8,8 @@
 //! RDMA unchanged.
 //!
 //! ```no_run
+//! # #[cfg(feature = "tokio")]
+//! # mod demo {
 //! use rdma::stream::{RdmaListener, RdmaStream};
 //! use tokio::io::{AsyncReadExt, AsyncWriteExt};
 //!
@@ -33,6 +35,7 @@
 //! stream.read_to_end(&mut echo).await?;
 //! assert_eq!(echo, b"hello over RDMA");
 //! # Ok(())
+//! # }
 //! # }
 //! ```
 //!
