@@ -126,8 +126,13 @@ pub(super) const STANDBY: Duration = Duration::from_millis(1);
 
 /// The longest standby: a read dropped mid-poll leaves the CQ to no one
 /// for about this long at most (the timer's tick of a millisecond
-/// added); its completions wait, none is lost. The wake-up after a standby
-/// that passed checks that a read still polls ([`Driver::busy_poll`]).
+/// added) while nothing else uses the connection; its completions wait,
+/// none is lost. Sooner when it is used: a new read polls the CQ itself
+/// (and starts a wait of its own, [`super::split::STALE_WAIT`]), and
+/// anything that wakes the driver from a standby (a write that waits, a
+/// shutdown, a one-sided request, a half dropped, a new busy-poll time)
+/// makes it check at once that a read still polls, as the wake-up after
+/// a standby that passed does ([`Driver::busy_poll`]).
 pub(super) const STANDBY_MAX: Duration = Duration::from_millis(8);
 
 /// The length of the driver's standbys (see [`STANDBY`]).
@@ -137,6 +142,9 @@ pub(super) struct Backoff {
     pub(super) last: Duration,
     /// It passed, and nothing was posted or woke the driver since.
     pub(super) passed: bool,
+    /// A standby ended (it passed, or the driver was woken) and the busy
+    /// poll after it has not checked yet that a half still polls.
+    pub(super) recheck: bool,
 }
 
 impl Default for Backoff {
@@ -144,6 +152,7 @@ impl Default for Backoff {
         Backoff {
             last: STANDBY,
             passed: false,
+            recheck: false,
         }
     }
 }
@@ -158,6 +167,12 @@ impl Backoff {
         };
         self.passed = false;
         self.last
+    }
+
+    /// A standby ended, however it ended: the next busy poll checks
+    /// that the half that asked for it still polls.
+    pub(super) fn ended(&mut self) {
+        self.recheck = true;
     }
 
     /// A standby passed (its timer fired).
@@ -358,6 +373,9 @@ impl Driver {
             if gone {
                 return Ok(Exit::PeerGone);
             }
+            if standby {
+                backoff.ended();
+            }
         }
     }
 
@@ -395,7 +413,8 @@ impl Driver {
     /// runtime's worker, a [`blocking`](super::blocking) caller) that has
     /// not run by the next pass costs a turn it did not need.
     ///
-    /// After a standby that passed ([`Backoff`]), a `HALF_POLLS` left from
+    /// After a standby, whether it passed ([`Backoff`]) or something woke
+    /// the driver from it, a `HALF_POLLS` left from
     /// before may be stale (the read's future dropped since): it is
     /// cleared, and the driver yields once, so that a read that still
     /// polls says so again (a task spawned on the same current-thread
@@ -408,7 +427,7 @@ impl Driver {
         // Raised before the yield below: a half's change meanwhile is
         // pumped when the busy poll ends, without a wake-up.
         let _spinning = Raised::new(&shared.spinning);
-        if backoff.passed {
+        if std::mem::take(&mut backoff.recheck) {
             let _ = shared.half_polling.compare_exchange(
                 HALF_POLLS,
                 0,
@@ -529,6 +548,12 @@ mod tests {
         assert_eq!(b.start(), STANDBY);
         // A standby that did not pass (the driver was woken) as well.
         assert_eq!(b.start(), STANDBY);
+        // Every standby, passed or woken from, has the next busy poll
+        // check that a half still polls, once.
+        assert!(!b.recheck);
+        b.ended();
+        assert!(std::mem::take(&mut b.recheck));
+        assert!(!b.recheck);
     }
 
     #[test]

@@ -56,29 +56,24 @@ pub(super) struct Spin {
     pub(super) until: Option<Instant>,
     /// This wait told the driver that a half polls.
     pub(super) told: bool,
+    /// The wait's last look at the clock.
+    pub(super) looked: Option<Instant>,
 }
+
+/// A gap between two looks at the clock of one wait longer than this
+/// shows that the read that waited was dropped or cancelled (a read that
+/// keeps waiting looks every [`HALF_CLOCK_EVERY`] polls of its task,
+/// microseconds apart) and that this poll is of a new read: its wait
+/// starts anew, with the whole busy-poll time, rather than end at once
+/// at the deadline of the read that went.
+pub(super) const STALE_WAIT: Duration = Duration::from_millis(1);
 
 impl Spin {
     /// After a poll that found nothing to read: whether the reader polls
     /// again (its task wakes itself) rather than sleep until the driver
     /// wakes it.
     pub(super) fn again(&mut self, shared: &Shared) -> bool {
-        let again = match shared.busy_poll.load(Ordering::Relaxed) {
-            0 => false,
-            BUSY_POLL_FOREVER => true,
-            us => {
-                self.polls = self.polls.wrapping_add(1);
-                if self.polls % HALF_CLOCK_EVERY != 0 {
-                    true
-                } else {
-                    let now = Instant::now();
-                    let until = *self
-                        .until
-                        .get_or_insert_with(|| now + Duration::from_micros(us));
-                    now < until
-                }
-            }
-        };
+        let again = self.keeps_polling(shared.busy_poll.load(Ordering::Relaxed), Instant::now);
         if again {
             shared.half_polling.store(HALF_POLLS, Ordering::Relaxed);
             self.told = true;
@@ -103,6 +98,37 @@ impl Spin {
         self.polls = 0;
         self.until = None;
         self.told = false;
+        self.looked = None;
+    }
+
+    /// [`again`](Self::again)'s decision, with the connection's busy-poll
+    /// time `budget` ([`Shared::busy_poll`]'s units) and the clock `now`,
+    /// read every [`HALF_CLOCK_EVERY`] polls.
+    pub(super) fn keeps_polling(&mut self, budget: u64, now: impl FnOnce() -> Instant) -> bool {
+        match budget {
+            0 => false,
+            BUSY_POLL_FOREVER => true,
+            us => {
+                self.polls = self.polls.wrapping_add(1);
+                if self.polls % HALF_CLOCK_EVERY != 0 {
+                    return true;
+                }
+                let now = now();
+                // A wait left by a read dropped or cancelled: see
+                // STALE_WAIT.
+                if self
+                    .looked
+                    .is_some_and(|t| now.saturating_duration_since(t) > STALE_WAIT)
+                {
+                    self.until = None;
+                }
+                self.looked = Some(now);
+                let until = *self
+                    .until
+                    .get_or_insert_with(|| now + Duration::from_micros(us));
+                now < until
+            }
+        }
     }
 }
 
@@ -431,5 +457,72 @@ impl Drop for OwnedWriteHalf {
         st.writer.clear();
         drop(st);
         self.shared.poke();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The clock at `us` microseconds after `t0`.
+    fn at(t0: Instant, us: u64) -> impl FnOnce() -> Instant {
+        move || t0 + Duration::from_micros(us)
+    }
+
+    #[test]
+    fn a_waiting_read_polls_until_its_busy_poll_time_passes() {
+        let t0 = Instant::now();
+        let mut s = Spin::default();
+        // The clock is read every HALF_CLOCK_EVERY polls: the first look
+        // sets the deadline, 50 us on.
+        assert!(s.keeps_polling(50, at(t0, 0)));
+        assert!(s.keeps_polling(50, at(t0, 0)));
+        assert_eq!(s.until, Some(t0 + Duration::from_micros(50)));
+        assert!(s.keeps_polling(50, at(t0, 40)));
+        assert!(s.keeps_polling(50, at(t0, 40)));
+        assert!(s.keeps_polling(50, at(t0, 60)));
+        assert!(!s.keeps_polling(50, at(t0, 60)));
+        // No busy poll: sleep at once; forever: never look at the clock.
+        assert!(!Spin::default().keeps_polling(0, || unreachable!()));
+        let mut s = Spin::default();
+        for _ in 0..10 {
+            assert!(s.keeps_polling(BUSY_POLL_FOREVER, || unreachable!()));
+        }
+    }
+
+    /// A read dropped or cancelled mid-wait leaves its Spin behind (no
+    /// code of the half runs when tokio's read future is dropped): the
+    /// next read's wait is a new one, with the whole busy-poll time, not
+    /// one cut short at the deadline of the read that went.
+    #[test]
+    fn a_wait_left_by_a_dropped_read_does_not_cut_the_next_reads_short() {
+        let t0 = Instant::now();
+        let mut s = Spin::default();
+        assert!(s.keeps_polling(50, at(t0, 0)));
+        assert!(s.keeps_polling(50, at(t0, 0)));
+        s.told = true;
+        // The read's future is dropped here; a new read waits 5 ms later.
+        let later = 5_000;
+        assert!(s.keeps_polling(50, at(t0, later)));
+        assert!(
+            s.keeps_polling(50, at(t0, later)),
+            "the new read's wait ended at the old read's deadline"
+        );
+        assert_eq!(s.until, Some(t0 + Duration::from_micros(later + 50)));
+        // Its own deadline holds: looks microseconds apart.
+        assert!(s.keeps_polling(50, at(t0, later + 60)));
+        assert!(!s.keeps_polling(50, at(t0, later + 60)));
+        // A gap of up to STALE_WAIT is the same wait.
+        let mut s = Spin::default();
+        assert!(s.keeps_polling(2_000, at(t0, 0)));
+        assert!(s.keeps_polling(2_000, at(t0, 0)));
+        assert!(s.keeps_polling(2_000, at(t0, 1_000)));
+        assert!(s.keeps_polling(2_000, at(t0, 1_000)));
+        assert!(s.keeps_polling(2_000, at(t0, 2_000)));
+        assert!(!s.keeps_polling(2_000, at(t0, 2_000)));
+        // A reset (data came, or the wait ended) forgets everything.
+        s.told = true;
+        s.reset();
+        assert_eq!((s.polls, s.until, s.told, s.looked), (0, None, false, None));
     }
 }
