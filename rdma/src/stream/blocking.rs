@@ -57,7 +57,8 @@ use tokio::runtime::Handle;
 
 use crate::os::lock;
 
-use super::io::{OwnedReadHalf, OwnedWriteHalf, Shared};
+use super::shared::Shared;
+use super::{OwnedReadHalf, OwnedWriteHalf};
 
 /// The process-wide runtime's handle, started on first use.
 fn runtime() -> io::Result<&'static Handle> {

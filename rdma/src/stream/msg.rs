@@ -10,7 +10,11 @@ use std::time::Duration;
 
 use crate::{AccessFlags, MemoryRegion, ProtectionDomain, RemoteMemory};
 
-use super::io::{connect, ended_error, io_err, recv_at, send_at, Mode, RdmaListener, Shared};
+use super::error::{ended_error, io_err};
+use super::layout::{recv_at, send_at};
+use super::setup::connect;
+use super::shared::{Mode, Shared};
+use super::RdmaListener;
 use super::{HEADER_LEN, MAX_MESSAGE, RECV_SLOTS};
 
 /// A listener that accepts [`MessageEndpoint`]s.
