@@ -108,10 +108,10 @@
 //!
 //! # Posted buffers
 //! Registered memory is shared with the device, so safe code never holds a
-//! reference into it, and a region is deregistered before its memory is
-//! freed. Whether that keeps the device off freed memory depends on the
-//! provider: [`mr`] states the whole model, with what to take care of on
-//! siw.
+//! reference into it, and a region is deregistered before its memory (a
+//! mapping of its own) is unmapped, so no write the device still makes
+//! reaches memory the process can use, on any provider: [`mr`] states the
+//! whole model.
 //!
 //! # Threads and memory
 //! The verbs objects are `Send` and `Sync`. Each `unsafe impl` rests on

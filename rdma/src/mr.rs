@@ -20,41 +20,50 @@
 //! - Work requests name registered memory by [`Sge`]s, which are
 //!   bounds-checked against their region when built and borrow it only for
 //!   the post call.
-//! - Dropping a region deregisters it (`ibv_dereg_mr`) *before* freeing its
-//!   memory. If deregistration fails (a memory window is still bound, say),
-//!   the memory is leaked rather than freed.
+//! - Dropping a region deregisters it (`ibv_dereg_mr`) *before* unmapping
+//!   its memory. If deregistration fails (a memory window is still bound,
+//!   say), the memory is leaked rather than unmapped.
 //!
-//! Owned memory is whole pages of the system's page size (the region's
-//! length stays what was asked), so no other allocation shares a page with
-//! it: `ibv_fork_init` marks registered pages not to be copied into a forked
-//! child, which must not take part of the heap with them.
+//! Owned memory is an anonymous mapping of whole pages made for the region
+//! alone (the region's length stays what was asked), so no other allocation
+//! shares a page with it: `ibv_fork_init` marks registered pages not to be
+//! copied into a forked child, which must not take part of the heap with
+//! them.
 //!
 //! ## What deregistration fences, provider by provider
-//! Freeing the memory after `ibv_dereg_mr` is sound only where
-//! deregistration fences the device, that is where nothing the device does
-//! after `ibv_dereg_mr` returns reaches the memory:
+//! After `ibv_dereg_mr` returns no new access through the region's keys
+//! starts: a work request still outstanding on the region, or a peer's
+//! access through its rkey, fails with an error completion. Whether an
+//! access already under way can still land differs:
 //!
 //! - rxe removes the key and waits until no packet holds the region; mlx5
-//!   destroys the key in firmware. A work request still outstanding on the
-//!   region, or a peer's access through its rkey, then fails with an error
-//!   completion instead. On these providers no safe call can make the device
-//!   touch freed memory, whatever the order in which objects are dropped,
-//!   also when user code panics with work requests outstanding.
+//!   destroys the key in firmware. Nothing the device does after
+//!   deregistration reaches the memory.
 //! - siw invalidates the key, so every later placement fails, but does not
 //!   wait for one already past its check: a frame being placed into a region
-//!   at the moment it is dropped (a receive, or a peer's RDMA WRITE) may
-//!   still land in its freed pages. On siw, safe code can therefore free
-//!   memory that the device is still writing. This crate does not prevent it
-//!   yet: drop a region only when no work request on it is outstanding (each
-//!   has completed, successfully or flushed) and no peer still holds its
-//!   rkey. [`stream`](crate::stream)'s one-sided requests keep their region
-//!   (an `Arc`) until they complete.
+//!   at the moment it is dropped (a receive, or a peer's RDMA WRITE) still
+//!   lands. That placement holds a reference on the registration, which
+//!   keeps its pages pinned until the placement ends.
+//!
+//! That is why a region's own memory is a mapping of its own, unmapped
+//! (`munmap`) after deregistration, never heap memory handed back to the
+//! allocator: unmapping takes the pages out of the process at once, the
+//! pin keeps them alive in the kernel until the last placement into them
+//! is over, and no later allocation can be given those pages (a new
+//! anonymous mapping, even at the same address, starts with fresh zeroed
+//! pages). So on every provider, whatever the order in which objects are
+//! dropped, also when user code panics with work requests outstanding, no
+//! safe call can make the device write memory the process can still reach
+//! after its region is gone. Memory registered with the `unsafe`
+//! [`MemoryRegion::from_raw_parts`] is the caller's: its contract says how
+//! long it must stay valid. [`stream`](crate::stream)'s one-sided requests
+//! keep their region (an `Arc`) until they complete.
 //!
 //! This is the one statement of the model; the crate docs, the README and
 //! the comments beside the code refer to it.
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::ops::{Bound, RangeBounds};
 use std::ptr::NonNull;
 use std::sync::OnceLock;
@@ -64,7 +73,9 @@ use bitflags::bitflags;
 use crate::sys;
 use crate::{Error, ProtectionDomain, Result};
 
+mod pages;
 mod shared;
+use pages::Pages;
 use shared::SharedBytes;
 
 bitflags! {
@@ -110,7 +121,7 @@ pub struct MemoryRegion {
 /// Who frees the memory of a region.
 enum Memory {
     /// Allocated by the region; freed after deregistration.
-    Owned { ptr: NonNull<u8>, layout: Layout },
+    Owned(ManuallyDrop<Pages>),
     /// Provided by the caller of `from_raw_parts`, who frees it.
     Borrowed,
 }
@@ -149,41 +160,24 @@ fn outside(verb: &'static str, start: usize, end: usize, len: usize) -> Error {
     )
 }
 
-/// The layout of the whole pages that hold `len` bytes (at least one page),
-/// aligned to a page; `None` when that is too large to allocate.
-fn whole_pages(len: usize, page: usize) -> Option<Layout> {
-    let size = len.max(1).checked_next_multiple_of(page)?;
-    Layout::from_size_align(size, page).ok()
-}
-
 impl MemoryRegion {
     /// Allocates `len` zeroed bytes on whole pages of their own and
     /// registers them; the region is `len` bytes long.
     pub fn new(pd: &ProtectionDomain, len: usize, access: AccessFlags) -> Result<MemoryRegion> {
-        let layout = whole_pages(len, page_size()).ok_or_else(|| {
-            Error::invalid(
-                "ibv_reg_mr",
-                format!("a memory region of {len} bytes cannot be allocated"),
-            )
-        })?;
-        // SAFETY: `layout` has a non-zero size (at least one page).
-        let ptr = NonNull::new(unsafe { alloc_zeroed(layout) })
-            .ok_or_else(|| Error::new("ibv_reg_mr", libc::ENOMEM))?;
-        // SAFETY: `ptr` is `layout.size() >= len` valid bytes that the region
-        // will own and free only after deregistration (`Drop`); no Rust
-        // reference to them exists.
+        let pages = Pages::new(len, page_size())?;
+        let ptr = pages.ptr();
+        // SAFETY: `ptr` is at least `len` valid bytes (whole pages) that the
+        // region will own and unmap only after deregistration (`Drop`); no
+        // Rust reference to them exists.
         match unsafe { Self::register(pd, ptr.as_ptr(), len, access) } {
             Ok(raw) => Ok(Self::assemble(
                 raw,
-                Memory::Owned { ptr, layout },
+                Memory::Owned(ManuallyDrop::new(pages)),
                 access,
                 pd,
             )),
-            Err(e) => {
-                // SAFETY: allocated above with `layout`, never registered.
-                unsafe { dealloc(ptr.as_ptr(), layout) };
-                Err(e)
-            }
+            // Never registered: `pages` is unmapped as it goes.
+            Err(e) => Err(e),
         }
     }
 
@@ -482,20 +476,21 @@ impl MemoryRegion {
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        // SAFETY: deregistered once. Where `ibv_dereg_mr` fences the device
-        // (rxe, mlx5) it cannot access the memory after this, so freeing it
-        // below is sound even with work requests outstanding (they complete
-        // with an error); siw does not wait for a placement already past its
-        // key check, which can still land in the freed pages (see the module
-        // docs, "What deregistration fences").
+        // SAFETY: deregistered once. After it no new access through the
+        // region's keys starts; an access already under way (a siw
+        // placement past its key check) holds the pinned pages, not the
+        // mapping, so unmapping them below takes them out of the process
+        // whatever the device still writes (module docs, "What
+        // deregistration fences").
         let rc = unsafe { sys::ibv_dereg_mr(self.raw.as_ptr()) };
-        if let Memory::Owned { ptr, layout } = self.memory {
+        if let Memory::Owned(pages) = &mut self.memory {
             if rc == 0 {
-                // SAFETY: allocated in `new` with `layout`; no longer registered.
-                unsafe { dealloc(ptr.as_ptr(), layout) };
+                // SAFETY: taken once, here, and the field is never used
+                // again: the region is being dropped.
+                drop(unsafe { ManuallyDrop::take(pages) });
             }
             // If deregistration failed the device may still reach the memory:
-            // it is leaked rather than freed.
+            // it is leaked rather than unmapped.
         }
     }
 }
@@ -717,40 +712,5 @@ mod tests {
         let sys = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         assert_eq!(page_size() as libc::c_long, sys);
         assert!(page_size().is_power_of_two());
-    }
-
-    #[test]
-    fn owned_memory_is_whole_pages() {
-        for page in [4096, 16384, 65536] {
-            for len in [0, 1, 13, page - 1, page, page + 1, 7 * page + 5] {
-                let l = whole_pages(len, page).unwrap();
-                assert_eq!(l.align(), page, "{len} bytes, {page}-byte pages");
-                assert_eq!(l.size() % page, 0, "{len} bytes, {page}-byte pages");
-                assert!(l.size() >= len.max(1) && l.size() - len.max(1) < page);
-            }
-            assert!(whole_pages(usize::MAX - 3, page).is_none());
-            assert!(whole_pages(isize::MAX as usize, page).is_none());
-        }
-    }
-
-    #[test]
-    fn owned_memory_shares_no_page_with_the_heap() {
-        let page = page_size();
-        let layout = whole_pages(100, page).unwrap();
-        // SAFETY: a non-zero size; freed below with the same layout.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        assert!(!ptr.is_null());
-        let pages = ptr as usize..ptr as usize + layout.size();
-        assert_eq!(pages.start % page, 0);
-        let others: Vec<Box<[u8; 24]>> = (0..64).map(|_| Box::new([0; 24])).collect();
-        for b in &others {
-            let at = b.as_ptr() as usize;
-            assert!(
-                !pages.contains(&at),
-                "a heap object at {at:#x} in {pages:x?}"
-            );
-        }
-        // SAFETY: allocated above with `layout`.
-        unsafe { dealloc(ptr, layout) };
     }
 }

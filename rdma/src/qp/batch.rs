@@ -460,10 +460,9 @@ impl<'qp> WrBatch<'qp> {
             // above), the range inside the region; the provider reads the
             // window, the region and `info` during the call only (rxe,
             // mlx5). What the device may do with the region afterwards is
-            // bounded by its deregistration: a region is freed only after a
-            // successful one (see `crate::mr`, "What deregistration fences",
-            // for the providers where that fences the device and siw, where
-            // it does not).
+            // bounded by its deregistration: a region's memory is unmapped
+            // only after a successful one (see `crate::mr`, "What
+            // deregistration fences").
             unsafe { sys::ibv_wr_bind_mw(self.raw(), mw.as_raw(), rkey, &info) };
             mw.set_rkey(rkey);
         }

@@ -251,9 +251,82 @@ pub fn odd_length_region_on_whole_pages(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+/// Whether the page at `addr` is mapped in this process (`mincore` fails
+/// with ENOMEM on an unmapped range).
+fn mapped(addr: usize) -> R<bool> {
+    let mut v = 0u8;
+    // SAFETY: `addr` is page-aligned and `v` holds the one page's byte;
+    // mincore reads no memory of the range, it only looks it up.
+    if unsafe { libc::mincore(addr as *mut libc::c_void, page_size(), &mut v) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    check!(e.raw_os_error() == Some(libc::ENOMEM), "mincore: {e}");
+    Ok(false)
+}
+
+/// A region dropped while a peer's RDMA WRITEs into it are in flight: its
+/// pages leave the process at once (so a placement still under way, which
+/// siw does not wait for at deregistration, lands in pages no part of the
+/// process can reach), every write completes (landed, refused or flushed),
+/// and a region made right after the drop keeps what was written into it.
+pub fn a_region_dropped_while_a_peer_writes_it_leaves_the_process(env: &TestEnv) -> TestResult {
+    const LEN: usize = 16384;
+    const WRITES: u64 = 12;
+    // The look at the pages races with any other thread's mmap into the
+    // hole they leave: a round counts once its pages were seen unmapped.
+    for round in 0..3 {
+        let p = pair(env)?;
+        let src = MemoryRegion::new(&p.pd, LEN, ACCESS)?;
+        src.fill(.., 0xc3)?;
+        let sge = [src.sge(..)?];
+        let target = MemoryRegion::new(&p.pd, LEN, ACCESS)?;
+        let at = target.remote(..)?;
+        let pages: Vec<usize> = (0..LEN)
+            .step_by(page_size())
+            .map(|o| target.addr() as usize + o)
+            .collect();
+        for i in 0..WRITES {
+            p.qp_a
+                .post_send(&mut [SendWr::rdma_write(i, &sge, at).signaled()])?;
+        }
+        drop(target);
+        let mut unmapped = true;
+        for &a in &pages {
+            unmapped &= !mapped(a)?;
+        }
+        let fresh = MemoryRegion::new(&p.pd, LEN, ACCESS)?;
+        fresh.fill(.., 0x5a)?;
+        let mut statuses = Vec::new();
+        let mut buf = vec![rdma::WorkCompletion::ZERO; 16];
+        let start = Instant::now();
+        while (statuses.len() as u64) < WRITES {
+            check!(
+                start.elapsed() < TIMEOUT,
+                "{} of {WRITES} writes completed: {statuses:?}",
+                statuses.len()
+            );
+            for wc in p.cq_a.wait(&mut buf[..], 1, TIMEOUT)? {
+                statuses.push(wc.status());
+            }
+        }
+        println!("    round {round}: the writes completed {statuses:?}");
+        check!(
+            fresh.to_vec(..)?.iter().all(|&b| b == 0x5a),
+            "a write into the dropped region reached the region made after it"
+        );
+        if unmapped {
+            return Ok(Outcome::Passed);
+        }
+        println!("    round {round}: a page of the dropped region was mapped again");
+    }
+    fail!("the dropped region's pages were found mapped after its drop in each of 3 rounds")
+}
+
 rdma_tests::tests!(
     "mr":
     remote_writes_need_local_write,
     copies_from_threads_while_the_device_writes,
     odd_length_region_on_whole_pages,
+    a_region_dropped_while_a_peer_writes_it_leaves_the_process,
 );
