@@ -498,10 +498,15 @@ fn shorten_rnr_timer(cfg: &Config, ctx: &Context, id: &CmId) -> Result<()> {
     let mut a: rdma::sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
     a.qp_state = rdma::sys::IBV_QPS_RTS;
     a.min_rnr_timer = MIN_RNR_TIMER;
-    qp.modify(
-        &mut a,
-        rdma::sys::IBV_QP_STATE | rdma::sys::IBV_QP_MIN_RNR_TIMER,
-    )
+    // SAFETY: RTS -> RTS with only the RNR NAK timer: the CM has finished
+    // with the QP (connected), and the state, path and peer stay as it set
+    // them.
+    unsafe {
+        qp.modify(
+            &mut a,
+            rdma::sys::IBV_QP_STATE | rdma::sys::IBV_QP_MIN_RNR_TIMER,
+        )
+    }
     .map_err(|e| format!("Failed to set the RNR NAK timer: {e}"))
 }
 

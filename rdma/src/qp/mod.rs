@@ -430,12 +430,36 @@ impl QueuePair {
         Ok(QpAttr::from_raw(&attr, &init))
     }
 
-    /// Modifies the QP with a raw attribute and mask (`ibv_modify_qp`).
+    /// Modifies the QP with a raw attribute and mask (`ibv_modify_qp`),
+    /// for what the typed transitions ([`to_init`](Self::to_init),
+    /// [`to_rtr`](Self::to_rtr), [`to_rts`](Self::to_rts),
+    /// [`set_state`](Self::set_state)) do not set.
     ///
     /// On failure the error names the transition that was refused.
-    pub fn modify(&self, attr: &mut sys::ibv_qp_attr, mask: u32) -> Result<()> {
-        // SAFETY: a live QP; `attr` is a complete attribute for `mask`
-        // (a wrong one is refused by the provider with EINVAL).
+    ///
+    /// # Safety
+    /// The provider applies `attr` and `mask` as they are, and this crate
+    /// cannot tell what the change means to the QP's other users. The
+    /// caller makes sure it leaves intact what they rely on:
+    /// - a QP whose connection the CM drives (one made by
+    ///   [`CmId::create_qp`](crate::cm::CmId::create_qp), attached with
+    ///   `attach_qp`, or moved by [`CmId::init_qp_attr`](crate::cm::CmId::init_qp_attr)'s
+    ///   attributes on the CM's schedule) is changed only in ways the CM's
+    ///   next step expects: a raw modify can move it back to a state the CM
+    ///   does not, or give it a path, PSN or destination its peer never
+    ///   agreed to, so that its traffic goes to another QP;
+    /// - moving a QP to RESET drops its outstanding work requests without
+    ///   completions: code that waits for those completions before reusing
+    ///   or releasing what it posted must not depend on them.
+    pub unsafe fn modify(&self, attr: &mut sys::ibv_qp_attr, mask: u32) -> Result<()> {
+        self.modify_raw(attr, mask)
+    }
+
+    /// [`modify`](Self::modify) for the typed transitions, whose
+    /// attributes are complete for their masks.
+    fn modify_raw(&self, attr: &mut sys::ibv_qp_attr, mask: u32) -> Result<()> {
+        // SAFETY: a live QP; `attr` is plain data the provider reads during
+        // the call only (an incomplete one is refused with EINVAL).
         let rc = unsafe { sys::ibv_modify_qp(self.as_raw(), attr, mask as i32) };
         if rc == 0 {
             return Ok(());
@@ -484,7 +508,7 @@ impl QueuePair {
                 mask |= sys::IBV_QP_ACCESS_FLAGS;
             }
         }
-        self.modify(&mut a, mask)
+        self.modify_raw(&mut a, mask)
     }
 
     /// INIT -> RTR. For UD only the state changes (`rtr` is ignored: pass
@@ -513,7 +537,7 @@ impl QueuePair {
                 mask |= sys::IBV_QP_MAX_DEST_RD_ATOMIC | sys::IBV_QP_MIN_RNR_TIMER;
             }
         }
-        self.modify(&mut a, mask)
+        self.modify_raw(&mut a, mask)
     }
 
     /// RTR -> RTS.
@@ -533,7 +557,7 @@ impl QueuePair {
                 | sys::IBV_QP_RNR_RETRY
                 | sys::IBV_QP_MAX_QP_RD_ATOMIC;
         }
-        self.modify(&mut a, mask)
+        self.modify_raw(&mut a, mask)
     }
 
     /// Moves the QP to `state` with no other attribute (RESET, ERROR, SQD).
@@ -541,7 +565,7 @@ impl QueuePair {
         // SAFETY: plain data.
         let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         a.qp_state = state.raw();
-        self.modify(&mut a, sys::IBV_QP_STATE)
+        self.modify_raw(&mut a, sys::IBV_QP_STATE)
     }
 }
 

@@ -220,7 +220,9 @@ pub fn establish_a_qp_built_outside_the_cm(env: &TestEnv) -> TestResult {
     let qp = QueuePair::builder(&pd, QpType::Rc, &cq).build()?;
     let to = |state| -> R<()> {
         let (mut attr, mask) = id.init_qp_attr(state)?;
-        qp.modify(&mut attr, mask)?;
+        // SAFETY: the attributes rdma_init_qp_attr made for this QP's next
+        // step of the connection this test drives; no CM id owns the QP.
+        unsafe { qp.modify(&mut attr, mask)? };
         Ok(())
     };
     to(rdma::sys::IBV_QPS_INIT)?;

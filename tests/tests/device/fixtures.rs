@@ -311,7 +311,10 @@ pub mod cm {
             "rdma_init_qp_attr",
         )?;
         attr.qp_access_flags |= ACCESS.bits();
-        qp.modify(&mut attr, mask as u32 | rdma::sys::IBV_QP_ACCESS_FLAGS)?;
+        // SAFETY: the CM's own attributes for this step, with the access
+        // rights of the test's regions; the QP is the test's, connected on
+        // this schedule.
+        unsafe { qp.modify(&mut attr, mask as u32 | rdma::sys::IBV_QP_ACCESS_FLAGS)? };
         Ok(())
     }
 
