@@ -197,6 +197,90 @@ pub fn extended_cq_fields_chosen_by_the_caller(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+/// An extended CQ made with the standard fields reads a UD receive's
+/// source LID, SL and DLID path bits (`ExCompletion::slid`, `sl`,
+/// `dlid_path_bits`) as a classic CQ's completion of the same exchange
+/// carries them; one made without those fields reads 0 for each.
+pub fn extended_cq_reads_lid_sl_and_path_bits_as_the_classic_one(env: &TestEnv) -> TestResult {
+    use rdma::WcFlags;
+    if env.provider == Provider::Siw {
+        return Ok(Outcome::Skipped("siw has no extended CQ and no UD".into()));
+    }
+    let ctx = fixtures::open(env)?;
+    let pd = rdma::ProtectionDomain::new(&ctx)?;
+    let classic = rdma::CompletionQueue::new(&ctx, 8)?;
+    let standard = rdma::CompletionQueue::builder(&ctx)
+        .cqe(8)
+        .wc_flags(WcFlags::STANDARD)
+        .build()?;
+    let few = rdma::CompletionQueue::builder(&ctx)
+        .cqe(8)
+        .wc_flags(WcFlags::BYTE_LEN | WcFlags::QP_NUM)
+        .build()?;
+    check!(
+        standard.is_extended() && few.is_extended(),
+        "rxe made a classic CQ"
+    );
+    let qkey = 0x2222_4444;
+    let ud = |rcq: &rdma::CompletionQueue| -> R<QueuePair> {
+        let qp = QueuePair::builder(&pd, rdma::QpType::Ud, &classic)
+            .recv_cq(rcq)
+            .build()?;
+        qp.to_init(&rdma::InitAttr {
+            qkey,
+            ..rdma::InitAttr::new(1)
+        })?;
+        qp.to_rtr(None)?;
+        qp.to_rts(&rdma::RtsAttr::default())?;
+        Ok(qp)
+    };
+    let (sender, to_classic, to_standard, to_few) =
+        (ud(&classic)?, ud(&classic)?, ud(&standard)?, ud(&few)?);
+    let (gid, idx) = fixtures::roce_gid(&ctx, env)?;
+    let ah = rdma::AddressHandle::new(&pd, &rdma::Path::to_gid(gid, idx, 1))?;
+    let mr = MemoryRegion::new(&pd, 4096, AccessFlags::LOCAL_WRITE)?;
+    let ss = [mr.sge(0..9)?];
+    for (i, qp) in [&to_classic, &to_standard, &to_few].into_iter().enumerate() {
+        let at = 1024 + 256 * i;
+        let rs = [mr.sge(at..at + 256)?];
+        qp.post_recv(&mut [RecvWr::new(10 + i as u64, &rs)])?;
+        sender.post_send(&mut [SendWr::send(i as u64, &ss)
+            .ud(&ah, qp.qp_num(), qkey)
+            .signaled()])?;
+    }
+    // The sends' completions and the classic receive, on the classic CQ.
+    let got = fixtures::wait(&classic, 4)?;
+    let recv = got
+        .iter()
+        .find(|wc| wc.opcode() == WcOpcode::Recv)
+        .ok_or(format!("no receive on the classic CQ: {got:?}"))?;
+    let want = (recv.slid(), recv.sl(), recv.dlid_path_bits());
+    let read = |cq: &rdma::CompletionQueue| -> R<(u16, u8, u8)> {
+        let deadline = std::time::Instant::now() + T;
+        while std::time::Instant::now() < deadline {
+            if let Some(mut poll) = cq.start_poll()? {
+                if let Some(c) = poll.next() {
+                    check!(c.is_success(), "{:?}", c.status());
+                    return Ok((c.slid(), c.sl(), c.dlid_path_bits()));
+                }
+            }
+        }
+        fail!("no receive within {T:?}")
+    };
+    let standard_read = read(&standard)?;
+    let few_read = read(&few)?;
+    println!("    classic {want:?}, standard fields {standard_read:?}, without them {few_read:?}");
+    check!(
+        standard_read == want,
+        "the extended CQ read (slid, sl, path bits) {standard_read:?}, the classic {want:?}"
+    );
+    check!(
+        few_read == (0, 0, 0),
+        "fields not asked for read {few_read:?}"
+    );
+    Ok(Outcome::Passed)
+}
+
 /// What a stack slot may hold before a poll.
 const POISON: u8 = 0xa5;
 
@@ -607,6 +691,7 @@ rdma_tests::tests!(
     extended_cq_falls_back_where_missing,
     extended_batch_and_lending_poll,
     extended_cq_fields_chosen_by_the_caller,
+    extended_cq_reads_lid_sl_and_path_bits_as_the_classic_one,
     poll_into_poisoned_storage_reads_no_garbage,
     poll_into_initialised_storage_keeps_skipped_fields,
     ex_poll_refuses_reentry_with_ebusy,
