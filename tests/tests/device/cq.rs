@@ -499,11 +499,27 @@ pub fn an_async_cq_makes_its_own_channel(env: &TestEnv) -> TestResult {
         // A channel of another context (the same device, opened again).
         let other = open(env)?;
         let ch = CompletionChannel::new(&other)?;
+        let before = rdma_tests::resource_counts(&env.device)?;
         let e = match CompletionQueue::builder(&ctx).cqe(4).channel(&ch).build() {
             Ok(_) => return Err("a CQ was made with another context's channel".into()),
             Err(e) => e,
         };
-        check!(e.errno() == libc::EINVAL, "another context's channel: {e}");
+        check!(
+            e.errno() == libc::EINVAL && e.to_string().contains("different contexts"),
+            "another context's channel: {e}"
+        );
+        let after = rdma_tests::resource_counts(&env.device)?;
+        check!(
+            before == after,
+            "the refused build left objects: before {before:?}, after {after:?}"
+        );
+        // The same builder with a channel of the CQ's own context works.
+        let own = CompletionChannel::new(&ctx)?;
+        let cq = CompletionQueue::builder(&ctx)
+            .cqe(4)
+            .channel(&own)
+            .build()?;
+        check!(cq.channel().is_some(), "the CQ lost its channel");
         drop((a, b));
         Ok(())
     });
