@@ -78,6 +78,13 @@ impl Path {
 }
 
 /// An address handle (`ibv_ah`).
+///
+/// Keep it until the UD sends posted through it have completed: rxe's
+/// kernel finds a request's address handle by number when it sends the
+/// datagram, so a handle dropped while a request is still queued fails
+/// that request (an error completion), and a number reused by a newer
+/// handle of the same PD would send it there. The memory of a dropped
+/// handle is never read: providers copy the address vector at post time.
 pub struct AddressHandle {
     raw: NonNull<sys::ibv_ah>,
     _pd: ProtectionDomain,
@@ -90,8 +97,11 @@ unsafe impl Sync for AddressHandle {}
 
 impl Drop for AddressHandle {
     fn drop(&mut self) {
-        // SAFETY: destroyed once. Work requests already posted with it do not
-        // need it: providers copy the address vector at post time.
+        // SAFETY: destroyed once. No posted work request points to the
+        // `ibv_ah` memory: providers copy the address vector into the
+        // request at post time (rxe also copies the kernel's AH number,
+        // which its kernel looks up when it sends: a request still queued
+        // then fails with an error completion, see the type's docs).
         unsafe { sys::ibv_destroy_ah(self.raw.as_ptr()) };
     }
 }
