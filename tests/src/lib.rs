@@ -21,7 +21,7 @@ pub mod scratch;
 pub mod sys;
 
 pub use defer::Defer;
-pub use scratch::{DeviceSet, ScratchDevice};
+pub use scratch::{rdmacm_lists, DeviceSet, ScratchDevice};
 
 /// What a test that did not fail reports.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -173,9 +173,70 @@ impl ScratchDevice {
     }
 }
 
+/// How long a dropped [`ScratchDevice`] waits for its device's removal.
+pub const REMOVAL_WAIT: Duration = Duration::from_secs(30);
+
+/// Whether librdmacm lists a device named `name` (`rdma_get_devices`,
+/// which also makes it notice devices that are gone and close the context
+/// it keeps on each).
+pub fn rdmacm_lists(name: &str) -> bool {
+    // SAFETY: NULL for the count is allowed; NULL on failure.
+    let list = unsafe { rdmacm_sys::rdma_get_devices(std::ptr::null_mut()) };
+    if list.is_null() {
+        return false;
+    }
+    let mut found = false;
+    let mut p = list;
+    // SAFETY: a NULL-terminated list of open contexts, freed below.
+    unsafe {
+        while !(*p).is_null() {
+            let dev = std::ffi::CStr::from_ptr(ibverbs_sys::ibv_get_device_name((**p).device));
+            found |= dev.to_bytes() == name.as_bytes();
+            p = p.add(1);
+        }
+        rdmacm_sys::rdma_free_devices(list);
+    }
+    found
+}
+
 impl Drop for ScratchDevice {
+    /// Removes the device and its netdev. The removal waits until every
+    /// context on the device is closed, and librdmacm keeps one open on
+    /// each device it has seen until `rdma_get_devices` shows it gone: a
+    /// test that ends (or fails) before removing its device itself still
+    /// holds that context, so waiting for the removal alone would wait for
+    /// this process forever. The drop starts the removal, makes librdmacm
+    /// look again while it runs, and waits [`REMOVAL_WAIT`] at most: past
+    /// that the device goes when this process exits (a scratch device's
+    /// test runs in a process of its own), and the drop says so.
     fn drop(&mut self) {
-        self.remove();
+        let Ok(mut removal) = self.start_removal() else {
+            self.remove();
+            return;
+        };
+        let start = Instant::now();
+        loop {
+            match removal.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if start.elapsed() < REMOVAL_WAIT => {
+                    rdmacm_lists(self.name);
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                _ => {
+                    eprintln!(
+                        "scratch device {}: its removal still waits after {REMOVAL_WAIT:?} \
+                         (a context on it is open); it completes when this process exits",
+                        self.name
+                    );
+                    return;
+                }
+            }
+        }
+        let _ = Command::new("ip")
+            .args(["link", "del", self.netdev])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
     }
 }
 

@@ -1,7 +1,6 @@
 //! Regression tests for the soundness holes of the issue "Sound by
 //! construction" (sound_cm): each names the behaviour it proves.
 
-use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -192,28 +191,6 @@ pub fn multicast_join_leaves_no_qp_behind(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// Whether librdmacm lists a device named `name` (`rdma_get_devices`,
-/// which also makes it notice devices that are gone).
-fn rdmacm_lists(name: &str) -> bool {
-    // SAFETY: NULL for the count is allowed; NULL on failure.
-    let list = unsafe { rdmacm_sys::rdma_get_devices(std::ptr::null_mut()) };
-    if list.is_null() {
-        return false;
-    }
-    let mut found = false;
-    let mut p = list;
-    // SAFETY: a NULL-terminated list of open contexts, freed below.
-    unsafe {
-        while !(*p).is_null() {
-            let dev = CStr::from_ptr(ibverbs_sys::ibv_get_device_name((**p).device));
-            found |= dev.to_bytes() == name.as_bytes();
-            p = p.add(1);
-        }
-        rdmacm_sys::rdma_free_devices(list);
-    }
-    found
-}
-
 fn wait_exit(child: &mut Child, limit: Duration) -> R<Option<std::process::ExitStatus>> {
     let start = Instant::now();
     loop {
@@ -267,7 +244,7 @@ pub fn cm_context_outlives_its_ids_and_its_device(env: &TestEnv) -> TestResult {
     // CQ and MR keep one.
     let mut removal = dev.start_removal()?;
     let start = Instant::now();
-    while rdmacm_lists(dev.name) {
+    while rdma_tests::rdmacm_lists(dev.name) {
         check!(
             start.elapsed() < T,
             "librdmacm still lists {} after {T:?}",
