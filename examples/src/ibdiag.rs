@@ -604,10 +604,10 @@ pub fn dump_port_info(p: &PortInfo, tabs: usize) -> String {
         "LinkWidthSupported",
         link_width_supported(p.link_width_supported),
     );
-    field(f, "LinkWidthActive", link_width(p.link_width_active));
+    field(f, "LinkWidthActive", p.link_width_active);
     field(f, "LinkSpeedSupported", link_speeds(p.link_speed_supported));
-    field(f, "LinkState", port_state(p.port_state));
-    field(f, "PhysLinkState", phys_state(p.port_physical_state));
+    field(f, "LinkState", p.port_state);
+    field(f, "PhysLinkState", p.port_physical_state);
     field(
         f,
         "LinkDownDefState",
@@ -615,7 +615,7 @@ pub fn dump_port_info(p: &PortInfo, tabs: usize) -> String {
     );
     field(f, "ProtectBits", p.m_key_protect_bits);
     field(f, "LMC", p.lmc);
-    field(f, "LinkSpeedActive", link_speed(p.link_speed_active));
+    field(f, "LinkSpeedActive", p.link_speed_active);
     field(f, "LinkSpeedEnabled", link_speeds(p.link_speed_enabled));
     field(f, "NeighborMTU", mtu(p.neighbor_mtu));
     field(f, "SMSL", p.master_sm_sl);
@@ -658,11 +658,7 @@ pub fn dump_port_info(p: &PortInfo, tabs: usize) -> String {
     field(f, "MaxCreditHint", p.max_credit_hint);
     field(f, "RoundTrip", p.link_round_trip_latency);
     field(f, "CapabilityMask2", port_cap_mask2(p.capability_mask2));
-    field(
-        f,
-        "LinkSpeedExtActive",
-        link_speed_ext(p.link_speed_ext_active),
-    );
+    field(f, "LinkSpeedExtActive", p.link_speed_ext_active);
     field(
         f,
         "LinkSpeedExtSupported",
