@@ -8,11 +8,12 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use rdma::mad::diag::Hex;
 use rdma::mad::{
     attr_id, Attribute, ClassPortInfo, Method, NodeInfo, PortCounters, PortCountersExtended,
     PortSamplesControl, SwitchInfo,
 };
-use rdma_examples::ibdiag::{self, field, hex, Common, Dest, Diag};
+use rdma_examples::ibdiag::{self, field, Common, Dest, Diag};
 
 /// Read the performance counters of a port (like perfquery).
 #[derive(Parser, Debug)]
@@ -57,7 +58,7 @@ const ADDL_PORT_CTRS_EXT_SUP: u32 = 1 << 1;
 fn dump_counters(pc: &PortCounters) -> String {
     let mut s = String::new();
     field(&mut s, "PortSelect", pc.port_select);
-    field(&mut s, "CounterSelect", hex(pc.counter_select.into(), 2));
+    field(&mut s, "CounterSelect", Hex(pc.counter_select.into(), 2));
     field(&mut s, "SymbolErrorCounter", pc.symbol_error_counter);
     field(
         &mut s,
@@ -87,7 +88,7 @@ fn dump_counters(pc: &PortCounters) -> String {
         "PortRcvConstraintErrors",
         pc.port_rcv_constraint_errors,
     );
-    field(&mut s, "CounterSelect2", hex(pc.counter_select2.into(), 1));
+    field(&mut s, "CounterSelect2", Hex(pc.counter_select2.into(), 1));
     field(
         &mut s,
         "LocalLinkIntegrityErrors",
@@ -110,35 +111,35 @@ fn dump_counters(pc: &PortCounters) -> String {
 
 fn dump_samples_control(p: &PortSamplesControl) -> String {
     let mut s = String::new();
-    field(&mut s, "OpCode", hex(p.op_code.into(), 1));
+    field(&mut s, "OpCode", Hex(p.op_code.into(), 1));
     field(&mut s, "PortSelect", p.port_select);
-    field(&mut s, "Tick", hex(p.tick.into(), 1));
+    field(&mut s, "Tick", Hex(p.tick.into(), 1));
     field(&mut s, "CounterWidth", p.counter_width);
-    field(&mut s, "CounterMask0", hex(p.counter_mask0.into(), 1));
+    field(&mut s, "CounterMask0", Hex(p.counter_mask0.into(), 1));
     field(
         &mut s,
         "CounterMasks1to9",
-        hex(p.counter_masks1to9.into(), 4),
+        Hex(p.counter_masks1to9.into(), 4),
     );
     field(
         &mut s,
         "CounterMasks10to14",
-        hex(p.counter_masks10to14.into(), 2),
+        Hex(p.counter_masks10to14.into(), 2),
     );
     field(&mut s, "SampleMechanisms", p.sample_mechanisms);
     field(&mut s, "SampleStatus", p.sample_status);
-    field(&mut s, "OptionMask", hex(p.option_mask, 8));
-    field(&mut s, "VendorMask", hex(p.vendor_mask, 8));
+    field(&mut s, "OptionMask", Hex(p.option_mask, 8));
+    field(&mut s, "VendorMask", Hex(p.vendor_mask, 8));
     field(&mut s, "SampleStart", p.sample_start);
     field(&mut s, "SampleInterval", p.sample_interval);
-    field(&mut s, "Tag", hex(p.tag.into(), 2));
+    field(&mut s, "Tag", Hex(p.tag.into(), 2));
     for (i, c) in p.counter_select.iter().enumerate() {
-        field(&mut s, &format!("CounterSelect{i}"), hex((*c).into(), 2));
+        field(&mut s, &format!("CounterSelect{i}"), Hex((*c).into(), 2));
     }
     field(
         &mut s,
         "SamplesOnlyOptionMask",
-        hex(p.samples_only_option_mask, 8),
+        Hex(p.samples_only_option_mask, 8),
     );
     s
 }
@@ -146,7 +147,7 @@ fn dump_samples_control(p: &PortSamplesControl) -> String {
 fn dump_ext(pc: &PortCountersExtended, cap: u16, cap2: u32) -> String {
     let mut s = String::new();
     field(&mut s, "PortSelect", pc.port_select);
-    field(&mut s, "CounterSelect", hex(pc.counter_select.into(), 2));
+    field(&mut s, "CounterSelect", Hex(pc.counter_select.into(), 2));
     field(&mut s, "PortXmitData", pc.port_xmit_data);
     field(&mut s, "PortRcvData", pc.port_rcv_data);
     field(&mut s, "PortXmitPkts", pc.port_xmit_pkts);
@@ -158,7 +159,7 @@ fn dump_ext(pc: &PortCountersExtended, cap: u16, cap2: u32) -> String {
         field(&mut s, "PortMulticastRcvPkts", pc.port_multicast_rcv_pkts);
     }
     if cap2 & ADDL_PORT_CTRS_EXT_SUP != 0 {
-        field(&mut s, "CounterSelect2", hex(pc.counter_select2.into(), 4));
+        field(&mut s, "CounterSelect2", Hex(pc.counter_select2.into(), 4));
         let rows: [(&str, u64); 14] = [
             ("SymbolErrorCounter", pc.symbol_error_counter),
             ("LinkErrorRecoveryCounter", pc.link_error_recovery_counter),

@@ -24,6 +24,9 @@
 //! variant so that every byte decodes and encodes back, and a `Display` that
 //! writes libibmad's name.
 //!
+//! [`diag`] prints attributes as infiniband-diags does (`smpquery`'s
+//! `Name:.....value` lines): [`PortInfo::diag`], [`NodeInfo::diag`].
+//!
 //! An attribute ID means different things in different classes (0x0012 is
 //! SwitchInfo for the SMA and PortCounters for PerfMgt), so
 //! [`Mad::attribute`] checks the class as well as the ID.
@@ -46,6 +49,7 @@
 //! ```
 
 mod attr;
+pub mod diag;
 mod header;
 mod notice;
 mod perf;
