@@ -19,7 +19,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use rdma::mad::{
-    Attribute, Mad, Method, NodeDescription, NodeInfo, PortInfo, SwitchInfo, PERMISSIVE_LID,
+    Attribute, Mad, Method, NodeDescription, NodeInfo, PhysPortState, PortInfo, SwitchInfo,
+    PERMISSIVE_LID,
 };
 use rdma_examples::ibdiag::{self, smi_address, Common, Diag};
 
@@ -48,7 +49,6 @@ struct Args {
 const SWITCH: u8 = 2;
 const CA: u8 = 1;
 const ROUTER: u8 = 3;
-const LINK_UP: u8 = 5;
 /// PortInfo:CapabilityMask IsExtendedSpeedsSupported.
 const CAP_EXT_SPEEDS: u32 = 1 << 14;
 
@@ -275,7 +275,7 @@ impl Sweep<'_> {
         }
         let from = self.from == Some((n, p));
         if p != 0
-            && pi.port_physical_state == LINK_UP
+            && pi.port_physical_state == PhysPortState::LinkUp
             && ((is_switch && p != pi.local_port_num) || from)
         {
             let mut next = path.to_vec();
@@ -448,10 +448,11 @@ fn topology(s: &Sweep<'_>) -> String {
             let info = p.info.unwrap_or_default();
             let (speed, espeed) = match cap {
                 None => (0, 0),
-                Some(c) if c & CAP_EXT_SPEEDS != 0 => {
-                    (info.link_speed_active, info.link_speed_ext_active)
-                }
-                Some(_) => (info.link_speed_active, 0),
+                Some(c) if c & CAP_EXT_SPEEDS != 0 => (
+                    info.link_speed_active.into(),
+                    info.link_speed_ext_active.into(),
+                ),
+                Some(_) => (info.link_speed_active.into(), 0),
             };
             let _ = write!(o, "[{}]\t{}[{}]", p.num, node_name(rn), rp.num);
             if rn.info.node_type != SWITCH {
@@ -462,7 +463,7 @@ fn topology(s: &Sweep<'_>) -> String {
                 "\t\t# \"{}\" lid {} {}",
                 clean(&rn.desc),
                 lid_of(rn, rp),
-                link_str(info.link_width_active, speed, espeed)
+                link_str(info.link_width_active.into(), speed, espeed)
             );
         }
     }
@@ -483,7 +484,7 @@ fn topology(s: &Sweep<'_>) -> String {
                 let (rn, rp) = remote(r);
                 let info = p.info.unwrap_or_default();
                 let espeed = if info.capability_mask & CAP_EXT_SPEEDS != 0 {
-                    info.link_speed_ext_active
+                    info.link_speed_ext_active.into()
                 } else {
                     0
                 };
@@ -505,7 +506,11 @@ fn topology(s: &Sweep<'_>) -> String {
                     p.lmc,
                     clean(&rn.desc),
                     lid_of(rn, rp),
-                    link_str(info.link_width_active, info.link_speed_active, espeed)
+                    link_str(
+                        info.link_width_active.into(),
+                        info.link_speed_active.into(),
+                        espeed,
+                    )
                 );
             }
         }

@@ -12,7 +12,7 @@ use rdma::mad::{
     attr_id, Attribute, ClassPortInfo, Method, NodeInfo, PortCounters, PortCountersExtended,
     PortSamplesControl, SwitchInfo,
 };
-use rdma_examples::ibdiag::{self, field, hex, Common, Dest, Diag};
+use rdma_examples::ibdiag::{self, Common, Dest, Diag};
 
 /// Read the performance counters of a port (like perfquery).
 #[derive(Parser, Debug)]
@@ -53,140 +53,6 @@ const EXT_WIDTH_SUPPORTED: u16 = 1 << 9;
 const XMIT_WAIT_SUP: u16 = 1 << 12;
 const QP1_DROP_SUP: u16 = 1 << 15;
 const ADDL_PORT_CTRS_EXT_SUP: u32 = 1 << 1;
-
-fn dump_counters(pc: &PortCounters) -> String {
-    let mut s = String::new();
-    field(&mut s, "PortSelect", pc.port_select);
-    field(&mut s, "CounterSelect", hex(pc.counter_select.into(), 2));
-    field(&mut s, "SymbolErrorCounter", pc.symbol_error_counter);
-    field(
-        &mut s,
-        "LinkErrorRecoveryCounter",
-        pc.link_error_recovery_counter,
-    );
-    field(&mut s, "LinkDownedCounter", pc.link_downed_counter);
-    field(&mut s, "PortRcvErrors", pc.port_rcv_errors);
-    field(
-        &mut s,
-        "PortRcvRemotePhysicalErrors",
-        pc.port_rcv_remote_physical_errors,
-    );
-    field(
-        &mut s,
-        "PortRcvSwitchRelayErrors",
-        pc.port_rcv_switch_relay_errors,
-    );
-    field(&mut s, "PortXmitDiscards", pc.port_xmit_discards);
-    field(
-        &mut s,
-        "PortXmitConstraintErrors",
-        pc.port_xmit_constraint_errors,
-    );
-    field(
-        &mut s,
-        "PortRcvConstraintErrors",
-        pc.port_rcv_constraint_errors,
-    );
-    field(&mut s, "CounterSelect2", hex(pc.counter_select2.into(), 1));
-    field(
-        &mut s,
-        "LocalLinkIntegrityErrors",
-        pc.local_link_integrity_errors,
-    );
-    field(
-        &mut s,
-        "ExcessiveBufferOverrunErrors",
-        pc.excessive_buffer_overrun_errors,
-    );
-    field(&mut s, "QP1Dropped", pc.qp1_dropped);
-    field(&mut s, "VL15Dropped", pc.vl15_dropped);
-    field(&mut s, "PortXmitData", pc.port_xmit_data);
-    field(&mut s, "PortRcvData", pc.port_rcv_data);
-    field(&mut s, "PortXmitPkts", pc.port_xmit_pkts);
-    field(&mut s, "PortRcvPkts", pc.port_rcv_pkts);
-    field(&mut s, "PortXmitWait", pc.port_xmit_wait);
-    s
-}
-
-fn dump_samples_control(p: &PortSamplesControl) -> String {
-    let mut s = String::new();
-    field(&mut s, "OpCode", hex(p.op_code.into(), 1));
-    field(&mut s, "PortSelect", p.port_select);
-    field(&mut s, "Tick", hex(p.tick.into(), 1));
-    field(&mut s, "CounterWidth", p.counter_width);
-    field(&mut s, "CounterMask0", hex(p.counter_mask0.into(), 1));
-    field(
-        &mut s,
-        "CounterMasks1to9",
-        hex(p.counter_masks1to9.into(), 4),
-    );
-    field(
-        &mut s,
-        "CounterMasks10to14",
-        hex(p.counter_masks10to14.into(), 2),
-    );
-    field(&mut s, "SampleMechanisms", p.sample_mechanisms);
-    field(&mut s, "SampleStatus", p.sample_status);
-    field(&mut s, "OptionMask", hex(p.option_mask, 8));
-    field(&mut s, "VendorMask", hex(p.vendor_mask, 8));
-    field(&mut s, "SampleStart", p.sample_start);
-    field(&mut s, "SampleInterval", p.sample_interval);
-    field(&mut s, "Tag", hex(p.tag.into(), 2));
-    for (i, c) in p.counter_select.iter().enumerate() {
-        field(&mut s, &format!("CounterSelect{i}"), hex((*c).into(), 2));
-    }
-    field(
-        &mut s,
-        "SamplesOnlyOptionMask",
-        hex(p.samples_only_option_mask, 8),
-    );
-    s
-}
-
-fn dump_ext(pc: &PortCountersExtended, cap: u16, cap2: u32) -> String {
-    let mut s = String::new();
-    field(&mut s, "PortSelect", pc.port_select);
-    field(&mut s, "CounterSelect", hex(pc.counter_select.into(), 2));
-    field(&mut s, "PortXmitData", pc.port_xmit_data);
-    field(&mut s, "PortRcvData", pc.port_rcv_data);
-    field(&mut s, "PortXmitPkts", pc.port_xmit_pkts);
-    field(&mut s, "PortRcvPkts", pc.port_rcv_pkts);
-    if cap & EXT_WIDTH_SUPPORTED != 0 {
-        field(&mut s, "PortUnicastXmitPkts", pc.port_unicast_xmit_pkts);
-        field(&mut s, "PortUnicastRcvPkts", pc.port_unicast_rcv_pkts);
-        field(&mut s, "PortMulticastXmitPkts", pc.port_multicast_xmit_pkts);
-        field(&mut s, "PortMulticastRcvPkts", pc.port_multicast_rcv_pkts);
-    }
-    if cap2 & ADDL_PORT_CTRS_EXT_SUP != 0 {
-        field(&mut s, "CounterSelect2", hex(pc.counter_select2.into(), 4));
-        let rows: [(&str, u64); 14] = [
-            ("SymbolErrorCounter", pc.symbol_error_counter),
-            ("LinkErrorRecoveryCounter", pc.link_error_recovery_counter),
-            ("LinkDownedCounter", pc.link_downed_counter),
-            ("PortRcvErrors", pc.port_rcv_errors),
-            (
-                "PortRcvRemotePhysicalErrors",
-                pc.port_rcv_remote_physical_errors,
-            ),
-            ("PortRcvSwitchRelayErrors", pc.port_rcv_switch_relay_errors),
-            ("PortXmitDiscards", pc.port_xmit_discards),
-            ("PortXmitConstraintErrors", pc.port_xmit_constraint_errors),
-            ("PortRcvConstraintErrors", pc.port_rcv_constraint_errors),
-            ("LocalLinkIntegrityErrors", pc.local_link_integrity_errors),
-            (
-                "ExcessiveBufferOverrunErrors",
-                pc.excessive_buffer_overrun_errors,
-            ),
-            ("VL15Dropped", pc.vl15_dropped),
-            ("PortXmitWait", pc.port_xmit_wait),
-            ("QP1Dropped", pc.qp1_dropped),
-        ];
-        for (n, v) in rows {
-            field(&mut s, n, v);
-        }
-    }
-    s
-}
 
 /// Adds `v` to `acc`, saturating at the counter's width (IB counters stop
 /// at their maximum).
@@ -314,6 +180,7 @@ struct Query<'a> {
     diag: &'a Diag,
     lid: u16,
     dest: Dest,
+    cpi: ClassPortInfo,
     cap: u16,
     cap2: u32,
 }
@@ -340,7 +207,7 @@ impl Query<'_> {
             .unwrap_or_else(|_| ibdiag::exit_error("perfquery", "perfextquery"))
     }
 
-    fn print(&self, extended: bool, port: u8, body: &str) {
+    fn print(&self, extended: bool, port: u8, body: impl std::fmt::Display) {
         let who = self.dest.describe();
         if extended {
             print!(
@@ -438,6 +305,7 @@ fn main() -> ExitCode {
         dest,
         cap: cpi.capability_mask,
         cap2: cpi.capability_mask2,
+        cpi,
     };
     let mut all_ports_loop = false;
     if q.cap & ALL_PORT_SELECT == 0 {
@@ -455,7 +323,7 @@ fn main() -> ExitCode {
         print!(
             "# PortSamplesControl: {} port {port}\n{}",
             q.dest.describe(),
-            dump_samples_control(&p)
+            p.diag()
         );
         return ExitCode::SUCCESS;
     }
@@ -501,24 +369,24 @@ fn main() -> ExitCode {
                 if agg {
                     aggregate_ext(&mut acc_x, &pc, q.cap, q.cap2);
                 } else {
-                    q.print(true, p, &dump_ext(&pc, q.cap, q.cap2));
+                    q.print(true, p, pc.diag(&q.cpi));
                 }
             } else {
                 let pc = q.counters(p);
                 if agg {
                     aggregate(&mut acc, &pc);
                 } else {
-                    q.print(false, p, &dump_counters(&pc));
+                    q.print(false, p, pc.diag());
                 }
             }
         }
         if agg {
             if a.extended {
                 acc_x.port_select = ALL_PORTS;
-                q.print(true, ALL_PORTS, &dump_ext(&acc_x, q.cap, q.cap2));
+                q.print(true, ALL_PORTS, acc_x.diag(&q.cpi));
             } else {
                 acc.port_select = ALL_PORTS;
-                q.print(false, ALL_PORTS, &dump_counters(&acc));
+                q.print(false, ALL_PORTS, acc.diag());
             }
         }
         if !a.reset {
@@ -558,31 +426,6 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn samples_control_dumps_with_libibmad_widths() {
-        let p = PortSamplesControl {
-            op_code: 1,
-            port_select: 2,
-            counter_masks1to9: 0x49,
-            tag: 0xbeef,
-            option_mask: 1,
-            ..Default::default()
-        };
-        let s = dump_samples_control(&p);
-        let lines: Vec<&str> = s.lines().collect();
-        assert_eq!(lines.len(), 30);
-        assert_eq!(lines[0], "OpCode:..........................0x01");
-        assert_eq!(lines[1], "PortSelect:......................2");
-        assert_eq!(lines[5], "CounterMasks1to9:................0x00000049");
-        assert_eq!(lines[6], "CounterMasks10to14:..............0x0000");
-        assert_eq!(
-            lines[9],
-            "OptionMask:......................0x0000000000000001"
-        );
-        assert_eq!(lines[13], "Tag:.............................0xbeef");
-        assert_eq!(lines[28], "CounterSelect14:.................0x0000");
-    }
 
     #[test]
     fn counters_aggregate_saturating_at_their_width() {

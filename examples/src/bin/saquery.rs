@@ -364,7 +364,7 @@ fn dump_portinfo_record(o: &mut String, r: &PortInfoRecord) {
         r.endport_lid,
         r.port_num,
         r.options,
-        ibdiag::dump_port_info(&r.port_info, 2)
+        r.port_info.diag().indent(2)
     );
 }
 

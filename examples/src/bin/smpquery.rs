@@ -8,11 +8,12 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use rdma::mad::diag::Hex;
 use rdma::mad::{
     GuidInfo, NodeDescription, PKeyTable, PortInfo, SlToVlMappingTable, SwitchInfo,
     VlArbitrationTable,
 };
-use rdma_examples::ibdiag::{self, field, hex, Common, Dest, Diag};
+use rdma_examples::ibdiag::{self, field, Common, Dest, Diag};
 
 /// Query a node's SMA attributes (like smpquery).
 #[derive(Parser, Debug)]
@@ -62,11 +63,7 @@ impl Ctx<'_> {
             .diag
             .node_info(&self.dest)
             .map_err(|_| "node info query failed")?;
-        print!(
-            "# Node info: {}\n{}",
-            self.dest.describe(),
-            ibdiag::dump_node_info(&n)
-        );
+        print!("# Node info: {}\n{}", self.dest.describe(), n.diag());
         Ok(())
     }
 
@@ -97,7 +94,7 @@ impl Ctx<'_> {
             "# Port info: {} port {}\n{}",
             self.dest.describe(),
             self.port,
-            ibdiag::dump_port_info(&p, 0)
+            p.diag()
         );
         Ok(())
     }
@@ -152,7 +149,7 @@ impl Ctx<'_> {
         field(
             &mut o,
             "MulticastFDBTop",
-            hex(s.multicast_fdb_top.into(), 2),
+            Hex(s.multicast_fdb_top.into(), 2),
         );
         print!("# Switch info: {}\n{o}", self.dest.describe());
         Ok(())

@@ -76,11 +76,8 @@ fn rate_text(rate: u32, fdr10: bool) -> String {
 fn print_port(p: &CaPort, alone: bool) {
     let (hdr, pre) = if alone { ("", "") } else { ("\t", "\t\t") };
     println!("{hdr}Port {}:", p.port_num);
-    println!("{pre}State: {}", umad::port_state_name(p.state));
-    println!(
-        "{pre}Physical state: {}",
-        umad::phys_state_name(p.phys_state)
-    );
+    println!("{pre}State: {}", p.state.ibstat_name());
+    println!("{pre}Physical state: {}", p.phys_state.ibstat_name());
     println!("{pre}Rate: {}", rate(p));
     println!("{pre}Base lid: {}", p.base_lid);
     println!("{pre}LMC: {}", p.lmc);

@@ -2,6 +2,7 @@
 //! ClassPortInfo (every class), NodeInfo and PortInfo (SMA, also the records
 //! of SA queries).
 
+use super::port::{LinkSpeed, LinkSpeedExt, LinkWidth, PhysPortState, PortState};
 use super::wire::{fit, nibbles, In, Out};
 use super::Result;
 use crate::Gid;
@@ -349,18 +350,19 @@ pub struct PortInfo {
     pub local_port_num: u8,
     pub link_width_enabled: u8,
     pub link_width_supported: u8,
-    pub link_width_active: u8,
+    pub link_width_active: LinkWidth,
     pub link_speed_supported: u8,
-    /// 1 Down, 2 Init, 3 Armed, 4 Active.
-    pub port_state: u8,
-    /// 5 LinkUp, 3 Disabled, 2 Polling, ...
-    pub port_physical_state: u8,
+    /// 4 bits: 1 Down, 2 Initialize, 3 Armed, 4 Active.
+    pub port_state: PortState,
+    /// 4 bits: 5 LinkUp, 3 Disabled, 2 Polling, ...
+    pub port_physical_state: PhysPortState,
     pub link_down_default_state: u8,
     /// 2 bits.
     pub m_key_protect_bits: u8,
     /// 3 bits.
     pub lmc: u8,
-    pub link_speed_active: u8,
+    /// 4 bits.
+    pub link_speed_active: LinkSpeed,
     pub link_speed_enabled: u8,
     pub neighbor_mtu: u8,
     pub master_sm_sl: u8,
@@ -403,7 +405,8 @@ pub struct PortInfo {
     /// 24 bits.
     pub link_round_trip_latency: u32,
     pub capability_mask2: u16,
-    pub link_speed_ext_active: u8,
+    /// 4 bits.
+    pub link_speed_ext_active: LinkSpeedExt,
     pub link_speed_ext_supported: u8,
     /// 5 bits.
     pub link_speed_ext_enabled: u8,
@@ -443,14 +446,14 @@ impl Attribute for PortInfo {
             local_port_num: r.u8(28)?,
             link_width_enabled: r.u8(29)?,
             link_width_supported: r.u8(30)?,
-            link_width_active: r.u8(31)?,
+            link_width_active: r.u8(31)?.into(),
             link_speed_supported: hi(32)?,
-            port_state: lo(32)?,
-            port_physical_state: hi(33)?,
+            port_state: lo(32)?.into(),
+            port_physical_state: hi(33)?.into(),
             link_down_default_state: lo(33)?,
             m_key_protect_bits: b34 >> 6,
             lmc: b34 & 7,
-            link_speed_active: hi(35)?,
+            link_speed_active: hi(35)?.into(),
             link_speed_enabled: lo(35)?,
             neighbor_mtu: hi(36)?,
             master_sm_sl: lo(36)?,
@@ -481,7 +484,7 @@ impl Attribute for PortInfo {
             max_credit_hint: r.u16(54)?,
             link_round_trip_latency: r.u24_low(56)?,
             capability_mask2: r.u16(60)?,
-            link_speed_ext_active: hi(62)?,
+            link_speed_ext_active: hi(62)?.into(),
             link_speed_ext_supported: lo(62)?,
             link_speed_ext_enabled: r.u8(63)? & 0x1f,
         })
@@ -500,21 +503,21 @@ impl Attribute for PortInfo {
         w.u8(28, self.local_port_num)?;
         w.u8(29, self.link_width_enabled)?;
         w.u8(30, self.link_width_supported)?;
-        w.u8(31, self.link_width_active)?;
+        w.u8(31, self.link_width_active.into())?;
         w.u8(
             32,
             nibbles(
                 "LinkSpeedSupported",
                 self.link_speed_supported,
                 "PortState",
-                self.port_state,
+                self.port_state.into(),
             )?,
         )?;
         w.u8(
             33,
             nibbles(
                 "PortPhysicalState",
-                self.port_physical_state,
+                self.port_physical_state.into(),
                 "LinkDownDefaultState",
                 self.link_down_default_state,
             )?,
@@ -527,7 +530,7 @@ impl Attribute for PortInfo {
             35,
             nibbles(
                 "LinkSpeedActive",
-                self.link_speed_active,
+                self.link_speed_active.into(),
                 "LinkSpeedEnabled",
                 self.link_speed_enabled,
             )?,
@@ -607,7 +610,7 @@ impl Attribute for PortInfo {
             62,
             nibbles(
                 "LinkSpeedExtActive",
-                self.link_speed_ext_active,
+                self.link_speed_ext_active.into(),
                 "LinkSpeedExtSupported",
                 self.link_speed_ext_supported,
             )?,
@@ -748,14 +751,14 @@ mod tests {
             local_port_num: 1,
             link_width_enabled: 3,
             link_width_supported: 3,
-            link_width_active: 2,
+            link_width_active: LinkWidth::X4,
             link_speed_supported: 7,
-            port_state: 4,
-            port_physical_state: 5,
+            port_state: PortState::Active,
+            port_physical_state: PhysPortState::LinkUp,
             link_down_default_state: 2,
             m_key_protect_bits: 1,
             lmc: 3,
-            link_speed_active: 4,
+            link_speed_active: LinkSpeed::Qdr,
             link_speed_enabled: 7,
             neighbor_mtu: 5,
             master_sm_sl: 0,
@@ -786,7 +789,7 @@ mod tests {
             max_credit_hint: 0,
             link_round_trip_latency: 0x12_3456,
             capability_mask2: 0x0020,
-            link_speed_ext_active: 1,
+            link_speed_ext_active: LinkSpeedExt::Fdr,
             link_speed_ext_supported: 3,
             link_speed_ext_enabled: 0x1e,
         }
@@ -832,7 +835,7 @@ mod tests {
         let base = sample_port_info();
         let too_wide = [
             PortInfo {
-                port_state: 16,
+                port_state: PortState::Other(16),
                 ..base
             },
             PortInfo { lmc: 8, ..base },

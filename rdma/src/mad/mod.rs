@@ -19,6 +19,14 @@
 //!   [`PortCountersExtended`];
 //! - subnet administration: the records of [`sa`].
 //!
+//! PortInfo's enumerated fields are typed: [`PortState`], [`PhysPortState`],
+//! [`LinkWidth`], [`LinkSpeed`], [`LinkSpeedExt`], each with an `Other`
+//! variant so that every byte decodes and encodes back, and a `Display` that
+//! writes libibmad's name.
+//!
+//! [`diag`] prints attributes as infiniband-diags does (`smpquery`'s
+//! `Name:.....value` lines): [`PortInfo::diag`], [`NodeInfo::diag`].
+//!
 //! An attribute ID means different things in different classes (0x0012 is
 //! SwitchInfo for the SMA and PortCounters for PerfMgt), so
 //! [`Mad::attribute`] checks the class as well as the ID.
@@ -41,9 +49,11 @@
 //! ```
 
 mod attr;
+pub mod diag;
 mod header;
 mod notice;
 mod perf;
+mod port;
 mod rmpp;
 pub mod sa;
 mod sma;
@@ -56,6 +66,7 @@ pub use attr::{id as attr_id, Attribute, ClassPortInfo, NodeInfo, PortInfo};
 pub use header::{InvalidField, MadHeader, Method, Status};
 pub use notice::{Notice, Trap};
 pub use perf::{PortCounters, PortCountersExtended, PortSamplesControl, PERF_DATA_OFFSET};
+pub use port::{LinkSpeed, LinkSpeedExt, LinkWidth, PhysPortState, PortState};
 pub use rmpp::{RmppFlags, RmppHeader, RmppType};
 pub use sa::SaHeader;
 pub use sma::{NodeDescription, SmInfo, SwitchInfo};

@@ -3,6 +3,7 @@
 use std::ffi::{c_char, CString};
 
 use super::{Error, Result};
+use crate::mad::{PhysPortState, PortState};
 
 /// A channel adapter with a umad device (`umad_get_ca`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,10 +45,10 @@ pub struct CaPort {
     pub sm_lid: u32,
     /// The subnet manager's service level.
     pub sm_sl: u32,
-    /// The logical state (see [`port_state_name`]).
-    pub state: u32,
-    /// The physical state (see [`phys_state_name`]).
-    pub phys_state: u32,
+    /// The logical state (`ibstat` prints [`PortState::ibstat_name`]).
+    pub state: PortState,
+    /// The physical state (`ibstat` prints [`PhysPortState::ibstat_name`]).
+    pub phys_state: PhysPortState,
     /// The rate in Gb/s.
     pub rate: u32,
     /// The capability mask (PortInfo:CapabilityMask).
@@ -91,30 +92,22 @@ impl CaPort {
 
 /// The name of a logical port state, as ibstat prints it (`???` for 0,
 /// NOP, and anything past Active, as its table has no more).
+#[deprecated(note = "CaPort::state is a mad::PortState: use PortState::ibstat_name")]
 pub fn port_state_name(state: u32) -> &'static str {
-    match state {
-        1 => "Down",
-        2 => "Initializing",
-        3 => "Armed",
-        4 => "Active",
-        _ => "???",
-    }
+    state_byte::<PortState>(state).ibstat_name()
 }
 
 /// The name of a physical port state, as ibstat prints it (`???` past
 /// PhyTest).
+#[deprecated(note = "CaPort::phys_state is a mad::PhysPortState: use PhysPortState::ibstat_name")]
 pub fn phys_state_name(state: u32) -> &'static str {
-    match state {
-        0 => "No state change",
-        1 => "Sleep",
-        2 => "Polling",
-        3 => "Disabled",
-        4 => "PortConfigurationTraining",
-        5 => "LinkUp",
-        6 => "LinkErrorRecovery",
-        7 => "PhyTest",
-        _ => "???",
-    }
+    state_byte::<PhysPortState>(state).ibstat_name()
+}
+
+/// A state libibumad read from sysfs as a number: the byte's value, or
+/// `Other(255)` for a number past a byte (no state has one).
+fn state_byte<S: From<u8>>(v: u32) -> S {
+    S::from(u8::try_from(v).unwrap_or(u8::MAX))
 }
 
 /// The name of a node type, as ibstat prints it (`???` for others).
@@ -252,8 +245,8 @@ impl CaPort {
             lmc: p.lmc,
             sm_lid: p.sm_lid,
             sm_sl: p.sm_sl,
-            state: p.state,
-            phys_state: p.phys_state,
+            state: state_byte(p.state),
+            phys_state: state_byte(p.phys_state),
             rate: p.rate,
             capability_mask: u32::from_be(p.capmask),
             gid_prefix: u64::from_be(p.gid_prefix),
@@ -316,6 +309,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(deprecated)]
     fn state_names_match_ibstat() {
         // ibstat's tables (infiniband-diags' ibstat.c).
         let ports = ["???", "Down", "Initializing", "Armed", "Active", "???"];

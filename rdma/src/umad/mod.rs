@@ -50,9 +50,9 @@ pub use addr::{Address, Grh, GSI_QKEY};
 pub use agent::{Agent, AgentView, Registration};
 #[cfg(feature = "tokio")]
 pub use async_port::{AsyncAgent, AsyncPort, AsyncResponder};
-pub use ca::{
-    ca_names, cas, gid_index, node_type_name, phys_state_name, port_state_name, Ca, CaPort,
-};
+pub use ca::{ca_names, cas, gid_index, node_type_name, Ca, CaPort};
+#[allow(deprecated)]
+pub use ca::{phys_state_name, port_state_name};
 pub use issm::IsSm;
 pub use port::{Port, PortView};
 pub use wire::Received;

@@ -10,7 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdma::mad::{InvalidField, Mad, MadHeader, Method, Oui, VendorHeader};
+use rdma::mad::{
+    InvalidField, Mad, MadHeader, Method, Oui, PhysPortState, PortState, VendorHeader,
+};
 use rdma::umad::{self, Address, AsyncPort, Error, Port, Registration};
 use rdma::Gid;
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
@@ -107,12 +109,12 @@ fn discovery_lists_the_ca_and_its_port(env: &TestEnv) -> TestResult {
         fail!("{} has no port 1: {:?}", r.ca, ca.ports);
     };
     check!(port.is_ethernet(), "link layer {:?}", port.link_layer);
+    check!(port.state == PortState::Active, "port state {}", port.state);
     check!(
-        port.state == 4,
-        "port state {}",
-        umad::port_state_name(port.state)
+        port.phys_state == PhysPortState::LinkUp,
+        "phys state {}",
+        port.phys_state
     );
-    check!(port.phys_state == 5, "phys state {}", port.phys_state);
     check!(
         port.base_lid == 0,
         "RoCE has no LIDs, got {}",

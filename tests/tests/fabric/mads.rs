@@ -9,7 +9,8 @@ use std::error::Error as StdError;
 use std::time::{Duration, Instant};
 
 use rdma::mad::{
-    class, Attribute, ClassPortInfo, Mad, MadHeader, Method, NodeInfo, PortCounters, SaHeader,
+    class, Attribute, ClassPortInfo, Mad, MadHeader, Method, NodeInfo, PortCounters, PortState,
+    SaHeader,
 };
 use rdma::umad::{self, Address, Agent, AsyncPort, Error, Port, Received, Registration};
 use rdma_tests::fabric::{Fabric, FabricTest, NodeKind};
@@ -176,7 +177,11 @@ fn the_simulated_ca_is_the_attached_node(f: &Fabric) -> TestResult {
         port.as_raw_fd()
     );
     let info = port.info()?;
-    check!(info.state == 4, "port state {} (not Active)", info.state);
+    check!(
+        info.state == PortState::Active,
+        "port state {} (not Active)",
+        info.state
+    );
     check!(
         info.sm_lid == u32::from(f.sm_lid),
         "SM lid {} (sminfo: {})",

@@ -10,7 +10,8 @@ use rdma::mad::sa::{
     SaRecord, SaStatusCode, Selector,
 };
 use rdma::mad::{
-    attr_id, ClassPortInfo, Mad, MadHeader, Method, NodeDescription, PortInfo, Status,
+    attr_id, ClassPortInfo, LinkSpeed, LinkWidth, Mad, MadHeader, Method, NodeDescription,
+    PortInfo, Status,
 };
 use rdma::subnet::{NodeId, NodeKind};
 use rdma::umad::{AgentView, Received};
@@ -423,16 +424,15 @@ fn link_records(s: &Subnet) -> Vec<LinkRecord> {
 /// The rate code (IBA table 205) of a link's active width and speed.
 fn rate_code(pi: &PortInfo) -> u8 {
     let lanes = match pi.link_width_active {
-        1 => 1,
-        2 => 4,
-        4 => 8,
-        8 => 12,
+        LinkWidth::X4 => 4,
+        LinkWidth::X8 => 8,
+        LinkWidth::X12 => 12,
         _ => 1,
     };
     // Tenths of Gb/s per lane.
     let lane = match pi.link_speed_active {
-        2 => 50,
-        4 => 100,
+        LinkSpeed::Ddr => 50,
+        LinkSpeed::Qdr => 100,
         _ => 25,
     };
     match lanes * lane {
@@ -524,7 +524,10 @@ fn path(s: &Subnet, slid: u16, dlid: u16) -> Option<PathRecord> {
             }
         }
     }
-    let links: Vec<&&PortInfo> = ports.iter().filter(|p| p.link_width_active != 0).collect();
+    let links: Vec<&&PortInfo> = ports
+        .iter()
+        .filter(|p| u8::from(p.link_width_active) != 0)
+        .collect();
     let mtu = ports
         .iter()
         .map(|p| p.mtu_cap)

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rdma::mad::{
     attr_id, Attribute, LinearForwardingTable, Mad, Method, MulticastForwardingTable,
-    NodeDescription, NodeInfo, PortInfo, SmInfo, SwitchInfo,
+    NodeDescription, NodeInfo, PhysPortState, PortInfo, PortState, SmInfo, SwitchInfo,
 };
 use rdma::subnet::{Lids, NodeId, NodeKind, Routes, Topology};
 use rdma::umad::{Address, AsyncAgent};
@@ -20,13 +20,6 @@ const SMP_TIMEOUT: Duration = Duration::from_millis(200);
 const SMP_RETRIES: u32 = 3;
 /// Concurrent SMPs of one sweep step.
 const IN_FLIGHT: usize = 32;
-
-/// PortState values (IBA 14.2.5.6).
-pub const PORT_INIT: u8 = 2;
-pub const PORT_ARMED: u8 = 3;
-pub const PORT_ACTIVE: u8 = 4;
-/// PortPhysicalState LinkUp.
-const PHYS_LINK_UP: u8 = 5;
 
 /// The default subnet prefix.
 pub const SUBNET_PREFIX: u64 = 0xfe80_0000_0000_0000;
@@ -347,7 +340,7 @@ impl Sm {
                     pi.port_state
                 )),
                 // The last heavy sweep did not get it to Active: again.
-                Ok(pi) if pi.port_state != PORT_ACTIVE => changed.push(format!(
+                Ok(pi) if pi.port_state != PortState::Active => changed.push(format!(
                     "port {p} of {guid:#x} is in state {}, not Active",
                     pi.port_state
                 )),
@@ -531,7 +524,7 @@ impl Sm {
                 let (id, p) = (*id, *p);
                 match r {
                     Ok(pi) => {
-                        let up = pi.port_physical_state == PHYS_LINK_UP;
+                        let up = pi.port_physical_state == PhysPortState::LinkUp;
                         s.port_info.insert((id, p), pi);
                         let explore = match s.topo.node(id).kind {
                             NodeKind::Switch => {
@@ -603,8 +596,8 @@ impl Sm {
                 w.master_sm_lid = sm_lid;
                 w.gid_prefix = SUBNET_PREFIX;
                 w.lmc = 0;
-                w.port_state = 0;
-                w.port_physical_state = 0;
+                w.port_state = PortState::NoChange;
+                w.port_physical_state = PhysPortState::NoChange;
                 w.subnet_timeout = 18;
                 jobs.push((id, p, s.paths[&id].clone(), w));
             }
@@ -722,7 +715,10 @@ impl Sm {
             }
         }
         // Port states: Init to Armed, then Armed to Active.
-        for (from, to) in [(PORT_INIT, PORT_ARMED), (PORT_ARMED, PORT_ACTIVE)] {
+        for (from, to) in [
+            (PortState::Initialize, PortState::Armed),
+            (PortState::Armed, PortState::Active),
+        ] {
             let mut jobs = Vec::new();
             for (&(id, p), pi) in &s.port_info {
                 let node = s.topo.node(id);
@@ -731,7 +727,7 @@ impl Sm {
                 if pi.port_state == from && (linked || is_port0) {
                     let mut w = *pi;
                     w.port_state = to;
-                    w.port_physical_state = 0;
+                    w.port_physical_state = PhysPortState::NoChange;
                     jobs.push((id, p, s.paths[&id].clone(), w));
                 }
             }
@@ -740,7 +736,7 @@ impl Sm {
             for ((id, p, _, _), r) in jobs.into_iter().zip(results) {
                 match r {
                     Ok(pi) => {
-                        if to == PORT_ARMED {
+                        if to == PortState::Armed {
                             rep.armed += 1;
                         } else {
                             rep.activated += 1;
@@ -748,7 +744,7 @@ impl Sm {
                         let mut pi = pi;
                         // A Set answers with the state it asked for once
                         // the port takes it.
-                        if pi.port_state == 0 {
+                        if pi.port_state == PortState::NoChange {
                             pi.port_state = to;
                         }
                         s.port_info.insert((id, p), pi);

@@ -470,7 +470,7 @@ mod tests {
     fn port_info_record_matches_the_spec_layout() {
         let pi = PortInfo {
             lid: 0x0011,
-            port_state: 4,
+            port_state: crate::mad::PortState::Active,
             lmc: 2,
             ..Default::default()
         };
