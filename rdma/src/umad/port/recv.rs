@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
-use super::super::wire::Received;
+use super::super::wire::{parse, Received, HDR_SIZE};
 use super::super::{Error, Result};
-use super::{PortInner, PortView, Read};
+use super::{failed_errno, grown_read_len, PortInner, PortView, Read, MAX_READ};
+use crate::mad::Mad;
 use crate::os::lock;
 
 pub(super) struct RecvState {
@@ -150,6 +151,16 @@ impl PortView {
     pub fn malformed_mads(&self) -> u64 {
         self.inner.malformed.load(Ordering::Relaxed)
     }
+    /// How many MADs were dropped because they were longer than the
+    /// largest read a port makes (64 MiB, the umad header included: an
+    /// RMPP transfer that the kernel reassembled), since the port was
+    /// opened. The kernel has acknowledged every segment of such a
+    /// transfer, so its sender sees it delivered; a receive whose match
+    /// accepts its first segment gets [`Error::MadTooLong`], every other
+    /// receive skips it.
+    pub fn too_long_mads(&self) -> u64 {
+        self.inner.too_long.load(Ordering::Relaxed)
+    }
 }
 
 impl PortInner {
@@ -184,6 +195,13 @@ impl PortInner {
     /// queue: that thread's poll may have announced the next MAD, and on a
     /// blocking fd (umad2sim) its read would sleep if this one took it.
     pub(crate) fn try_recv(&self) -> Result<Option<Received>> {
+        self.try_recv_with(|timeout| self.read_one(timeout))
+    }
+    /// [`PortInner::try_recv`] with `read` for `read_one`.
+    fn try_recv_with(
+        &self,
+        mut read: impl FnMut(Option<Duration>) -> Result<Read>,
+    ) -> Result<Option<Received>> {
         let mut st = lock(&self.recv);
         if let Some(r) = st.pending.take(|_| true) {
             return Ok(Some(r));
@@ -195,10 +213,11 @@ impl PortInner {
         drop(st);
         let _reading = Reading(self);
         loop {
-            match self.read_one(Some(Duration::ZERO))? {
+            match read(Some(Duration::ZERO))? {
                 Read::Mad(r, _) => return Ok(Some(r)),
                 Read::Nothing => return Ok(None),
-                Read::Malformed => {}
+                // Dropped and counted, whichever agent they were for.
+                Read::Malformed | Read::TooLong(_) => {}
             }
         }
     }
@@ -226,10 +245,23 @@ impl PortInner {
     /// others wait on the condition variable for what it queues, or to take
     /// over the fd when it returns. No thread wakes up unless a MAD came or
     /// its time is up.
+    ///
+    /// A MAD longer than the largest read is dropped (and counted); when
+    /// `want` accepts its first segment (the header of the response this
+    /// receive waits for), the receive returns [`Error::MadTooLong`].
     pub(crate) fn recv_matching(
         &self,
         timeout: Option<Duration>,
         want: impl Fn(&Received) -> bool,
+    ) -> Result<Received> {
+        self.recv_matching_with(timeout, want, |left| self.read_one(left))
+    }
+    /// [`PortInner::recv_matching`] with `read` for `read_one`.
+    fn recv_matching_with(
+        &self,
+        timeout: Option<Duration>,
+        want: impl Fn(&Received) -> bool,
+        mut read: impl FnMut(Option<Duration>) -> Result<Read>,
     ) -> Result<Received> {
         // A timeout too long for an Instant waits forever.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
@@ -263,10 +295,11 @@ impl PortInner {
         let _reading = Reading(self);
         loop {
             let left = remaining(deadline);
-            match self.read_one(left)? {
+            match read(left)? {
                 Read::Mad(r, _) if want(&r) => return Ok(r),
                 Read::Mad(r, solicited) => self.queue(r, solicited),
-                Read::Nothing | Read::Malformed => {}
+                Read::TooLong(t) if t.first.as_ref().is_some_and(&want) => return Err(t.error()),
+                Read::Nothing | Read::Malformed | Read::TooLong(_) => {}
             }
             // Checked after every read, not only after an empty poll: a
             // steady stream of MADs for others would otherwise keep this
@@ -296,5 +329,350 @@ impl PortInner {
                 e => e,
             }
         })
+    }
+}
+
+/// The largest read a dropped MAD is read with: the umad header and the
+/// longest MAD ib_umad can hand over. Its length is a C `int` there (the
+/// reassembled transfer's `mad_len`, which grows only by segments that
+/// arrived in order within its 40 s, each held in kernel memory until it
+/// is read), so the length word it reports is at most this.
+const DISCARD_MAX: usize = HDR_SIZE + i32::MAX as usize;
+
+/// What the next read is after ENOSPC on a buffer of `len` bytes, when the
+/// kernel's length word (the header included) is `need`.
+#[derive(Debug, PartialEq)]
+enum Retry {
+    /// Into a buffer of this length.
+    Grow(usize),
+    /// Into a scratch mapping of this length, only to drop the MAD.
+    Discard(usize),
+    /// None: a length no umad read needs, or one that would not grow the
+    /// buffer past [`MAX_READ`].
+    Refuse,
+}
+
+fn retry_after_enospc(len: usize, need: usize) -> Retry {
+    if need > MAX_READ {
+        if need <= DISCARD_MAX {
+            Retry::Discard(need)
+        } else {
+            Retry::Refuse
+        }
+    } else {
+        grown_read_len(len, need).map_or(Retry::Refuse, Retry::Grow)
+    }
+}
+
+/// A MAD longer than [`MAX_READ`], read once into a scratch mapping and
+/// dropped.
+pub(crate) struct TooLong {
+    /// The MAD's length (what the read delivered after the umad header).
+    pub(super) len: usize,
+    /// The umad header and the transfer's first segment (its MAD and RMPP
+    /// headers: agent, TID, class, method), if they decode.
+    pub(super) first: Option<Received>,
+}
+
+impl TooLong {
+    pub(super) fn error(&self) -> Error {
+        Error::MadTooLong {
+            len: self.len,
+            reason: "an RMPP transfer longer than a receive reads (64 MiB) is dropped",
+        }
+    }
+}
+
+/// An anonymous private mapping that reserves no swap and is never touched
+/// but by a read's copy, unmapped on drop: what a MAD too long to keep is
+/// read into, so that the kernel dequeues it. Its pages exist only while
+/// the copy fills them, and go with the mapping.
+struct Scratch {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Scratch {
+    fn new(len: usize) -> Result<Scratch> {
+        // SAFETY: a new anonymous mapping, placed by the kernel: no memory
+        // of this process is affected.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::io("mmap", crate::error::errno()));
+        }
+        Ok(Scratch {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is readable and writable for `len` bytes
+        // (at most DISCARD_MAX, under isize::MAX), zero-filled (so
+        // initialized) and mapped while `self` lives; the borrow of `self`
+        // makes this the only reference to it.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `len` are the mapping made in `new`, which no
+        // reference outlives (`as_mut_slice` borrows `self`).
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// A read buffer: on the heap up to [`MAX_READ`], a scratch mapping past it.
+enum Buf {
+    Heap(Vec<u8>),
+    Scratch(Scratch),
+}
+
+impl Buf {
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            Buf::Heap(v) => v,
+            Buf::Scratch(s) => s.as_mut_slice(),
+        }
+    }
+}
+
+impl PortInner {
+    /// Reads one MAD with `read` (the read(2) of the fd, on a buffer) once
+    /// poll(2) said the fd is readable (`broken`: with an error).
+    ///
+    /// A read whose buffer is too short for an RMPP transfer fails with
+    /// ENOSPC, and the kernel writes the umad header (whose length word is
+    /// what the read needs) and the first segment, and keeps the MAD at the
+    /// head of its queue: every later read would fail the same way. So a
+    /// MAD that fits [`MAX_READ`] is read again into a buffer of its length,
+    /// and a longer one into a [`Scratch`] mapping, which dequeues it; it is
+    /// then dropped, counted in `too_long`, and returned as
+    /// [`Read::TooLong`] for the receive to match. The kernel has already
+    /// acknowledged every segment, so nothing can tell the sender (an RMPP
+    /// ABORT needs a transfer in progress). A length word no umad read
+    /// reports (over [`DISCARD_MAX`]) is refused (EMSGSIZE), as is one that
+    /// would not grow a buffer already at [`MAX_READ`].
+    pub(super) fn read_mad(
+        &self,
+        broken: bool,
+        mut read: impl FnMut(&mut [u8]) -> isize,
+    ) -> Result<Read> {
+        let mut buf = Buf::Heap(vec![0u8; HDR_SIZE + Mad::SIZE]);
+        loop {
+            let scratch = matches!(buf, Buf::Scratch(_));
+            let b = buf.as_mut_slice();
+            let n = read(b);
+            // A umad fd never reads 0 bytes; an fd at its end would read 0
+            // forever, so it is an error rather than a MAD to drop.
+            if n == 0 {
+                return Err(Error::io("read", libc::EIO));
+            }
+            if n > 0 {
+                let got = &b[..(n as usize).min(b.len())];
+                if scratch {
+                    return Ok(Read::TooLong(self.drop_too_long(got)));
+                }
+                let Ok(r) = parse(got) else {
+                    // Not this reader's failure: the MAD may be for any
+                    // agent, and the next one may decode.
+                    self.malformed.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Read::Malformed);
+                };
+                let solicited = self.settle(&r);
+                return Ok(Read::Mad(r, solicited));
+            }
+            match failed_errno(n) {
+                // The fd reports an error with nothing to read, which a
+                // retry would only spin on.
+                libc::EAGAIN if broken => return Err(Error::io("poll", libc::EIO)),
+                libc::EAGAIN => return Ok(Read::Nothing),
+                libc::EINTR => continue,
+                libc::ENOSPC => {
+                    // An RMPP transfer larger than the buffer: the kernel
+                    // wrote the header with the length it needs and kept it.
+                    let need = u32::from_ne_bytes([b[16], b[17], b[18], b[19]]) as usize;
+                    buf = match retry_after_enospc(b.len(), need) {
+                        Retry::Grow(len) => Buf::Heap(vec![0u8; len]),
+                        Retry::Discard(len) => Buf::Scratch(Scratch::new(len)?),
+                        Retry::Refuse => return Err(Error::io("read", libc::EMSGSIZE)),
+                    };
+                }
+                e => return Err(Error::io("read", e)),
+            }
+        }
+    }
+
+    /// Counts a MAD too long to keep, of which `got` is what its read
+    /// delivered, and keeps its first segment's headers for the receive to
+    /// match (settling the request it answers, if any).
+    fn drop_too_long(&self, got: &[u8]) -> TooLong {
+        self.too_long.fetch_add(1, Ordering::Relaxed);
+        let first = parse(&got[..got.len().min(HDR_SIZE + Mad::SIZE)]).ok();
+        if let Some(r) = &first {
+            self.settle(r);
+        }
+        TooLong {
+            len: got.len().saturating_sub(HDR_SIZE),
+            first,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mad::{MadHeader, Method};
+    use crate::umad::addr::Address;
+    use crate::umad::port::tests::fake_port;
+    use crate::umad::wire::send_header;
+    use std::collections::VecDeque;
+
+    const CLIENT: u32 = 1;
+    const SERVER: u32 = 2;
+    /// An RMPP transfer's length past the largest read.
+    const HUGE: usize = 100 << 20;
+
+    /// A stand-in for ib_umad's side of a read: a queue of MADs of any
+    /// length, of which it holds the umad header and the first segment,
+    /// handed over as the kernel does (ENOSPC with the header and first
+    /// segment written, the MAD kept at the head, until a read's buffer
+    /// takes the whole MAD).
+    #[derive(Default)]
+    struct Kernel {
+        /// The header and first segment of each MAD, and its whole read's
+        /// length.
+        queue: VecDeque<(Vec<u8>, usize)>,
+        /// The buffer length of every read.
+        reads: Vec<usize>,
+    }
+
+    impl Kernel {
+        fn deliver(&mut self, agent: u32, method: Method, tid: u64, mad_len: usize) {
+            let total = HDR_SIZE + mad_len;
+            let mut b = send_header(agent, 0, 0, total, &Address::gsi_lid(1)).to_vec();
+            b.extend_from_slice(Mad::new(&MadHeader::request(0x32, 1, method, tid, 0)).as_bytes());
+            self.queue.push_back((b, total));
+        }
+
+        fn read(&mut self, buf: &mut [u8]) -> isize {
+            self.reads.push(buf.len());
+            let Some((first, total)) = self.queue.front() else {
+                return -(libc::EAGAIN as isize);
+            };
+            if buf.len() < first.len() {
+                return -(libc::EINVAL as isize);
+            }
+            buf[..first.len()].copy_from_slice(first);
+            if buf.len() < *total {
+                return -(libc::ENOSPC as isize);
+            }
+            // The rest of the transfer would be copied here.
+            let n = *total as isize;
+            self.queue.pop_front();
+            n
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair and mmap(2)
+    fn a_mad_past_the_largest_read_is_dropped_and_the_next_one_served() {
+        let (port, _w) = fake_port();
+        let mut k = Kernel::default();
+        k.deliver(SERVER, Method::GET, 1, HUGE);
+        k.deliver(SERVER, Method::GET, 2, Mad::SIZE);
+        let r = port.try_recv_with(|_| port.read_mad(false, |b| k.read(b)));
+        assert_eq!(r.unwrap().map(|r| r.tid()), Some(2));
+        // One read learnt the length, one into the scratch mapping dequeued
+        // it (no heap buffer on the way), one read the next MAD.
+        let small = HDR_SIZE + Mad::SIZE;
+        assert_eq!(k.reads, [small, HDR_SIZE + HUGE, small]);
+        let view = PortView {
+            inner: port.clone(),
+        };
+        assert_eq!(view.too_long_mads(), 1);
+        assert_eq!((view.malformed_mads(), view.dropped_mads()), (0, 0));
+        // The queue is served: empty now, not wedged.
+        let r = port.try_recv_with(|_| port.read_mad(false, |b| k.read(b)));
+        assert!(r.unwrap().is_none());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // a socket pair and mmap(2)
+    fn a_receive_waiting_for_a_mad_past_the_largest_read_gets_mad_too_long() {
+        let (port, _w) = fake_port();
+        let mut k = Kernel::default();
+        assert!(port.add_outstanding(CLIENT, 0x42));
+        k.deliver(CLIENT, Method::GET_RESP, 0x42, HUGE);
+        k.deliver(CLIENT, Method::GET_RESP, 0x43, Mad::SIZE);
+        let response = |tid: u32| move |r: &Received| r.agent_id == CLIENT && r.tid() as u32 == tid;
+        let wait = Some(Duration::from_secs(5));
+        let r = port.recv_matching_with(wait, response(0x42), |_| {
+            port.read_mad(false, |b| k.read(b))
+        });
+        assert!(
+            matches!(r, Err(Error::MadTooLong { len: HUGE, .. })),
+            "{r:?}"
+        );
+        // Reading it settled the request.
+        assert!(port.add_outstanding(CLIENT, 0x42));
+        let r = port.recv_matching_with(wait, response(0x43), |_| {
+            port.read_mad(false, |b| k.read(b))
+        });
+        assert_eq!(r.unwrap().tid(), 0x43);
+        // One for another receive is dropped, not queued for it.
+        k.deliver(CLIENT, Method::GET, 7, HUGE);
+        k.deliver(SERVER, Method::GET, 8, Mad::SIZE);
+        let r = port.recv_matching_with(
+            wait,
+            |r| r.agent_id == SERVER,
+            |_| port.read_mad(false, |b| k.read(b)),
+        );
+        assert_eq!(r.unwrap().tid(), 8);
+        assert_eq!(lock(&port.recv).pending.len(), 0);
+        assert_eq!(port.too_long.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn enospc_past_the_largest_read_discards_up_to_what_ib_umad_can_report() {
+        let small = HDR_SIZE + Mad::SIZE;
+        assert!(matches!(
+            retry_after_enospc(small, HDR_SIZE + 4096),
+            Retry::Grow(n) if (HDR_SIZE + 4096..=MAX_READ).contains(&n)
+        ));
+        assert_eq!(retry_after_enospc(small, MAX_READ), Retry::Grow(MAX_READ));
+        assert_eq!(
+            retry_after_enospc(small, MAX_READ + 1),
+            Retry::Discard(MAX_READ + 1)
+        );
+        assert_eq!(
+            retry_after_enospc(small, DISCARD_MAX),
+            Retry::Discard(DISCARD_MAX)
+        );
+        // Past what ib_umad's int length can be: not a umad read's.
+        assert_eq!(retry_after_enospc(small, DISCARD_MAX + 1), Retry::Refuse);
+        assert_eq!(retry_after_enospc(small, u32::MAX as usize), Retry::Refuse);
+        // A length that would not grow a buffer at the bound.
+        assert_eq!(retry_after_enospc(MAX_READ, 100), Retry::Refuse);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // mmap(2)
+    fn a_scratch_mapping_is_zeroed_and_writable_at_both_ends() {
+        let mut s = Scratch::new(HUGE).unwrap();
+        let b = s.as_mut_slice();
+        assert_eq!((b.len(), b[0], b[HUGE - 1]), (HUGE, 0, 0));
+        b[0] = 1;
+        b[HUGE - 1] = 1;
     }
 }
