@@ -354,7 +354,8 @@ struct Reader {
 /// A read error (EIO once the device is gone) ends the task, and with it
 /// every wait: retrying would spin on an fd that stays readable. MADs that
 /// do not decode are dropped by `try_recv` and counted in
-/// [`PortView::malformed_mads`].
+/// [`PortView::malformed_mads`], and MADs too long to read in
+/// [`PortView::too_long_mads`]; the reader goes on with the next.
 async fn reader(r: Reader, mut stop: oneshot::Receiver<()>) {
     let Reader { afd, shared } = &r;
     loop {
@@ -400,7 +401,9 @@ fn sim_reader(shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
         }
         match shared.port.inner.recv_matching(Some(SIM_POLL), |_| true) {
             Ok(r) => shared.dispatch(r),
-            Err(Error::RecvTimeout(_)) => {}
+            // A MAD too long to read is dropped (and counted), as
+            // `try_recv` drops it for the reader task.
+            Err(Error::RecvTimeout(_) | Error::MadTooLong { .. }) => {}
             Err(e) => {
                 shared.fail(e.errno().unwrap_or(libc::EIO));
                 return;

@@ -110,8 +110,11 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// A MAD longer than 256 bytes that cannot go as one RMPP transfer.
-    #[error("a MAD of {len} bytes cannot be sent: {reason}")]
+    /// A MAD longer than 256 bytes that cannot go as one RMPP transfer; or
+    /// a received RMPP transfer longer than the largest read (64 MiB), which
+    /// was dropped (see [`PortView::too_long_mads`]), returned by the
+    /// receive that waited for it.
+    #[error("a MAD of {len} bytes is too long: {reason}")]
     MadTooLong {
         /// Its length.
         len: usize,

@@ -14,10 +14,9 @@ use std::time::Duration;
 
 use self::recv::RecvState;
 use super::ca::{ca_cstring, CaPort};
-use super::wire::{parse, Received, HDR_SIZE};
+use super::wire::{Received, HDR_SIZE};
 use super::{Error, Result};
 use crate::error::errno;
-use crate::mad::Mad;
 
 pub(crate) struct PortInner {
     fd: RawFd,
@@ -36,6 +35,8 @@ pub(crate) struct PortInner {
     dropped: AtomicU64,
     /// MADs dropped because they did not decode.
     malformed: AtomicU64,
+    /// MADs dropped because they were longer than [`MAX_READ`].
+    too_long: AtomicU64,
     /// (agent ID, lower 32 bits of the TID) of requests sent with a timeout
     /// whose response or timeout has not been read yet.
     outstanding: Mutex<HashSet<(u32, u32)>>,
@@ -68,11 +69,15 @@ fn umad2sim_fcntl_failure(fd: RawFd, errno: i32) -> bool {
     errno == libc::EBADF && fd >= UMAD2SIM_FD_BASE
 }
 
-/// The largest read buffer an RMPP transfer may ask for.
+/// The largest read buffer a MAD is received into: an RMPP transfer that
+/// needs more (the kernel reassembles transfers of up to 2 GiB) is read
+/// into a scratch mapping and dropped (see `PortInner::read_mad`), so that
+/// a peer cannot make a receiver hold more than this at once.
 const MAX_READ: usize = 64 << 20;
 
 /// The buffer length to retry a read with after ENOSPC on `len` bytes, when
-/// the header says the MAD needs `need` bytes after it; `None` past
+/// the header's length word is `need` (the kernel's counts the header
+/// too, so asking for the header's size more is only generous); `None` past
 /// [`MAX_READ`]. A length that would not grow the buffer, or is over the
 /// cap, is not believed: the buffer doubles instead, so that a bogus one
 /// costs a handful of reads rather than one per byte.
@@ -80,8 +85,9 @@ fn grown_read_len(len: usize, need: usize) -> Option<usize> {
     if len >= MAX_READ {
         return None;
     }
-    let asked = HDR_SIZE.saturating_add(need);
-    Some(if asked > len && asked <= MAX_READ {
+    // Within 64 bytes of the bound, the bound itself holds what is needed.
+    let asked = HDR_SIZE.saturating_add(need).min(MAX_READ);
+    Some(if asked > len && need <= MAX_READ {
         asked
     } else {
         len.saturating_mul(2).min(MAX_READ)
@@ -96,6 +102,8 @@ pub(crate) enum Read {
     Nothing,
     /// A MAD that did not decode, dropped and counted.
     Malformed,
+    /// A MAD longer than [`MAX_READ`], dropped and counted.
+    TooLong(recv::TooLong),
 }
 
 impl Drop for PortInner {
@@ -141,7 +149,10 @@ pub struct Port {
 /// of the port's own requests are always kept: there is one per request in
 /// flight, and a request whose wait ends without its response drops it. A
 /// MAD that does not decode is dropped whichever receive reads it, and
-/// counted in [`malformed_mads`](PortView::malformed_mads). An
+/// counted in [`malformed_mads`](PortView::malformed_mads). So is an
+/// RMPP transfer longer than the largest read (64 MiB), counted in
+/// [`too_long_mads`](PortView::too_long_mads); the receive waiting for it
+/// gets [`Error::MadTooLong`](super::Error::MadTooLong). An
 /// `AsyncPort` bounds each server agent's stream of
 /// requests the same way.
 pub struct PortView {
@@ -266,6 +277,7 @@ impl PortInner {
             queued: Condvar::new(),
             dropped: AtomicU64::new(0),
             malformed: AtomicU64::new(0),
+            too_long: AtomicU64::new(0),
             outstanding: Mutex::default(),
         }
     }
@@ -294,43 +306,10 @@ impl PortInner {
             return Ok(Read::Nothing);
         }
         let broken = revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0;
-        let mut buf = vec![0u8; HDR_SIZE + Mad::SIZE];
-        loop {
+        self.read_mad(broken, |buf| {
             // SAFETY: `buf` is writable for its whole length.
-            let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
-            // A umad fd never reads 0 bytes; an fd at its end would read 0
-            // forever, so it is an error rather than a MAD to drop.
-            if n == 0 {
-                return Err(Error::io("read", libc::EIO));
-            }
-            if n > 0 {
-                let Ok(r) = parse(&buf[..(n as usize).min(buf.len())]) else {
-                    // Not this reader's failure: the MAD may be for any
-                    // agent, and the next one may decode.
-                    self.malformed.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Read::Malformed);
-                };
-                let solicited = self.settle(&r);
-                return Ok(Read::Mad(r, solicited));
-            }
-            match failed_errno(n) {
-                // The fd reports an error with nothing to read, which a
-                // retry would only spin on.
-                libc::EAGAIN if broken => return Err(Error::io("poll", libc::EIO)),
-                libc::EAGAIN => return Ok(Read::Nothing),
-                libc::EINTR => continue,
-                libc::ENOSPC => {
-                    // An RMPP transfer larger than the buffer: the kernel
-                    // wrote the header with the length it needs and kept it.
-                    let need = u32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]) as usize;
-                    let Some(want) = grown_read_len(buf.len(), need) else {
-                        return Err(Error::io("read", libc::EMSGSIZE));
-                    };
-                    buf.resize(want, 0);
-                }
-                e => return Err(Error::io("read", e)),
-            }
-        }
+            unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) }
+        })
     }
 
     /// Writes one MAD with its header.

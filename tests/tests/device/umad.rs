@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdma::mad::{
-    InvalidField, Mad, MadHeader, Method, Oui, PhysPortState, PortState, VendorHeader,
+    InvalidField, Mad, MadHeader, Method, Oui, PhysPortState, PortState, RmppFlags, RmppHeader,
+    RmppType, VendorHeader,
 };
 use rdma::umad::{self, Address, AsyncPort, Error, Port, Registration};
 use rdma::Gid;
@@ -31,6 +32,7 @@ rdma_tests::tests!(
     umad_info_example_lists_the_port,
     madping_example_pings_its_server,
     agent_dropped_with_requests_outstanding_leaves_the_port_usable,
+    rmpp_transfer_past_the_largest_read_is_dropped_and_the_port_serves_on,
 );
 
 const SIW_SKIP: &str = "siw has no MADs: iWARP devices have no umad port";
@@ -540,5 +542,92 @@ fn madping_example_pings_its_server(env: &TestEnv) -> TestResult {
     check!(out.contains("rtt min/avg/max"), "{out}");
     let (server_ok, server_out) = server?;
     check!(server_ok, "the server failed:\n{server_out}");
+    Ok(Outcome::Passed)
+}
+
+/// A vendor Set of `len` bytes as one RMPP transfer (the kernel segments
+/// it): RMPP version 1, an Active DATA segment whose PayloadLength is left
+/// for the kernel to fill in.
+fn rmpp_set(tid: u64, len: usize) -> Result<Mad, Box<dyn std::error::Error>> {
+    let mut m = vendor_request(CLASS, Method::SET, tid, b"")?
+        .as_bytes()
+        .to_vec();
+    m.resize(len, 0x5a);
+    let h = RmppHeader {
+        version: 1,
+        rmpp_type: RmppType::Data,
+        resp_time: 0x1f,
+        flags: RmppFlags::ACTIVE,
+        ..RmppHeader::default()
+    };
+    h.encode_into(&mut m[RmppHeader::OFFSET..])?;
+    Ok(Mad::decode(&m)?)
+}
+
+/// The largest read a umad port makes, the umad header included.
+const MAX_READ: usize = 64 << 20;
+
+/// An RMPP transfer just over the largest read a port makes reaches the
+/// port (the kernel reassembles it and acknowledges every segment), is
+/// dropped and counted, the receive waiting for it gets `MadTooLong`, and
+/// a MAD sent right after it arrives: the receive queue is not wedged.
+///
+/// The kernel drops a transfer that takes over 40 s to arrive; a transfer
+/// of 1 MiB first measures the rate, and the test is skipped, with it, when
+/// the long one could not arrive in time (as under emulation).
+fn rmpp_transfer_past_the_largest_read_is_dropped_and_the_port_serves_on(
+    env: &TestEnv,
+) -> TestResult {
+    let Some(r) = rxe(env)? else { return skip() };
+    let server_port = Port::open(&r.ca, 1)?;
+    let server = server_port.register(&reg(CLASS).method(Method::SET).rmpp(1))?;
+    let client_port = Port::open(&r.ca, 1)?;
+    let client = client_port.register(&reg(CLASS).rmpp(1))?;
+
+    // A transfer that fits: received whole, and timed.
+    let small = 1 << 20;
+    let start = Instant::now();
+    let tid = client.next_tid();
+    client.send(&rmpp_set(tid, small)?, &r.addr)?;
+    let got = server.recv(Some(Duration::from_secs(60)))?;
+    let took = start.elapsed();
+    check!(got.tid() as u32 == tid as u32, "TID {:#x}", got.tid());
+    check!(
+        got.len == small,
+        "{} bytes of a {small}-byte transfer",
+        got.len
+    );
+    check!(got.mad.as_bytes()[small - 1] == 0x5a);
+    let rate = small as f64 / took.as_secs_f64();
+    let long = MAX_READ + 4096;
+    let expected = Duration::from_secs_f64(long as f64 / rate);
+    if expected > Duration::from_secs(30) {
+        return Ok(Outcome::Skipped(format!(
+            "RMPP moves {:.2} MB/s here ({small} bytes in {took:?}): {long} bytes would take \
+             {expected:?}, past the 40 s the kernel gives a transfer",
+            rate / 1e6
+        )));
+    }
+
+    let tid = client.next_tid();
+    let start = Instant::now();
+    client.send(&rmpp_set(tid, long)?, &r.addr)?;
+    let got = server.recv(Some(Duration::from_secs(60)));
+    let took = start.elapsed();
+    match got {
+        Err(Error::MadTooLong { len, .. }) => check!(len == long, "MadTooLong of {len} bytes"),
+        other => fail!("a {long}-byte transfer gave {other:?} after {took:?}"),
+    }
+    check!(
+        server_port.too_long_mads() == 1,
+        "{} dropped",
+        server_port.too_long_mads()
+    );
+    let tid = client.next_tid();
+    client.send(&vendor_request(CLASS, Method::SET, tid, b"after")?, &r.addr)?;
+    let got = server.recv(Some(Duration::from_secs(10)))?;
+    check!(got.tid() as u32 == tid as u32, "TID {:#x} after", got.tid());
+    check!(&got.mad.data()[..5] == b"after");
+    eprintln!("umad: a {long}-byte RMPP transfer arrived and was dropped in {took:?}");
     Ok(Outcome::Passed)
 }

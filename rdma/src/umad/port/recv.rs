@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
-use super::super::wire::Received;
+use super::super::wire::{parse, Received, HDR_SIZE};
 use super::super::{Error, Result};
-use super::{PortInner, PortView, Read};
+use super::{failed_errno, grown_read_len, PortInner, PortView, Read, MAX_READ};
+use crate::mad::Mad;
 use crate::os::lock;
 
 pub(super) struct RecvState {
@@ -150,6 +151,16 @@ impl PortView {
     pub fn malformed_mads(&self) -> u64 {
         self.inner.malformed.load(Ordering::Relaxed)
     }
+    /// How many MADs were dropped because they were longer than the
+    /// largest read a port makes (64 MiB, the umad header included: an
+    /// RMPP transfer that the kernel reassembled), since the port was
+    /// opened. The kernel has acknowledged every segment of such a
+    /// transfer, so its sender sees it delivered; a receive whose match
+    /// accepts its first segment gets [`Error::MadTooLong`], every other
+    /// receive skips it.
+    pub fn too_long_mads(&self) -> u64 {
+        self.inner.too_long.load(Ordering::Relaxed)
+    }
 }
 
 impl PortInner {
@@ -184,6 +195,13 @@ impl PortInner {
     /// queue: that thread's poll may have announced the next MAD, and on a
     /// blocking fd (umad2sim) its read would sleep if this one took it.
     pub(crate) fn try_recv(&self) -> Result<Option<Received>> {
+        self.try_recv_with(|timeout| self.read_one(timeout))
+    }
+    /// [`PortInner::try_recv`] with `read` for `read_one`.
+    fn try_recv_with(
+        &self,
+        mut read: impl FnMut(Option<Duration>) -> Result<Read>,
+    ) -> Result<Option<Received>> {
         let mut st = lock(&self.recv);
         if let Some(r) = st.pending.take(|_| true) {
             return Ok(Some(r));
@@ -195,10 +213,11 @@ impl PortInner {
         drop(st);
         let _reading = Reading(self);
         loop {
-            match self.read_one(Some(Duration::ZERO))? {
+            match read(Some(Duration::ZERO))? {
                 Read::Mad(r, _) => return Ok(Some(r)),
                 Read::Nothing => return Ok(None),
-                Read::Malformed => {}
+                // Dropped and counted, whichever agent they were for.
+                Read::Malformed | Read::TooLong(_) => {}
             }
         }
     }
@@ -226,10 +245,23 @@ impl PortInner {
     /// others wait on the condition variable for what it queues, or to take
     /// over the fd when it returns. No thread wakes up unless a MAD came or
     /// its time is up.
+    ///
+    /// A MAD longer than the largest read is dropped (and counted); when
+    /// `want` accepts its first segment (the header of the response this
+    /// receive waits for), the receive returns [`Error::MadTooLong`].
     pub(crate) fn recv_matching(
         &self,
         timeout: Option<Duration>,
         want: impl Fn(&Received) -> bool,
+    ) -> Result<Received> {
+        self.recv_matching_with(timeout, want, |left| self.read_one(left))
+    }
+    /// [`PortInner::recv_matching`] with `read` for `read_one`.
+    fn recv_matching_with(
+        &self,
+        timeout: Option<Duration>,
+        want: impl Fn(&Received) -> bool,
+        mut read: impl FnMut(Option<Duration>) -> Result<Read>,
     ) -> Result<Received> {
         // A timeout too long for an Instant waits forever.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
@@ -263,10 +295,11 @@ impl PortInner {
         let _reading = Reading(self);
         loop {
             let left = remaining(deadline);
-            match self.read_one(left)? {
+            match read(left)? {
                 Read::Mad(r, _) if want(&r) => return Ok(r),
                 Read::Mad(r, solicited) => self.queue(r, solicited),
-                Read::Nothing | Read::Malformed => {}
+                Read::TooLong(t) if t.first.as_ref().is_some_and(&want) => return Err(t.error()),
+                Read::Nothing | Read::Malformed | Read::TooLong(_) => {}
             }
             // Checked after every read, not only after an empty poll: a
             // steady stream of MADs for others would otherwise keep this
@@ -298,3 +331,203 @@ impl PortInner {
         })
     }
 }
+
+/// The largest read a dropped MAD is read with: the umad header and the
+/// longest MAD ib_umad can hand over. Its length is a C `int` there (the
+/// reassembled transfer's `mad_len`, which grows only by segments that
+/// arrived in order within its 40 s, each held in kernel memory until it
+/// is read), so the length word it reports is at most this.
+const DISCARD_MAX: usize = HDR_SIZE + i32::MAX as usize;
+
+/// What the next read is after ENOSPC on a buffer of `len` bytes, when the
+/// kernel's length word (the header included) is `need`.
+#[derive(Debug, PartialEq)]
+enum Retry {
+    /// Into a buffer of this length.
+    Grow(usize),
+    /// Into a scratch mapping of this length, only to drop the MAD.
+    Discard(usize),
+    /// None: a length no umad read needs, or one that would not grow the
+    /// buffer past [`MAX_READ`].
+    Refuse,
+}
+
+fn retry_after_enospc(len: usize, need: usize) -> Retry {
+    if need > MAX_READ {
+        if need <= DISCARD_MAX {
+            Retry::Discard(need)
+        } else {
+            Retry::Refuse
+        }
+    } else {
+        grown_read_len(len, need).map_or(Retry::Refuse, Retry::Grow)
+    }
+}
+
+/// A MAD longer than [`MAX_READ`], read once into a scratch mapping and
+/// dropped.
+pub(crate) struct TooLong {
+    /// The MAD's length (what the read delivered after the umad header).
+    pub(super) len: usize,
+    /// The umad header and the transfer's first segment (its MAD and RMPP
+    /// headers: agent, TID, class, method), if they decode.
+    pub(super) first: Option<Received>,
+}
+
+impl TooLong {
+    pub(super) fn error(&self) -> Error {
+        Error::MadTooLong {
+            len: self.len,
+            reason: "an RMPP transfer longer than a receive reads (64 MiB) is dropped",
+        }
+    }
+}
+
+/// An anonymous private mapping that reserves no swap and is never touched
+/// but by a read's copy, unmapped on drop: what a MAD too long to keep is
+/// read into, so that the kernel dequeues it. Its pages exist only while
+/// the copy fills them, and go with the mapping.
+struct Scratch {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Scratch {
+    fn new(len: usize) -> Result<Scratch> {
+        // SAFETY: a new anonymous mapping, placed by the kernel: no memory
+        // of this process is affected.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::io("mmap", crate::error::errno()));
+        }
+        Ok(Scratch {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is readable and writable for `len` bytes
+        // (at most DISCARD_MAX, under isize::MAX), zero-filled (so
+        // initialized) and mapped while `self` lives; the borrow of `self`
+        // makes this the only reference to it.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `len` are the mapping made in `new`, which no
+        // reference outlives (`as_mut_slice` borrows `self`).
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// A read buffer: on the heap up to [`MAX_READ`], a scratch mapping past it.
+enum Buf {
+    Heap(Vec<u8>),
+    Scratch(Scratch),
+}
+
+impl Buf {
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            Buf::Heap(v) => v,
+            Buf::Scratch(s) => s.as_mut_slice(),
+        }
+    }
+}
+
+impl PortInner {
+    /// Reads one MAD with `read` (the read(2) of the fd, on a buffer) once
+    /// poll(2) said the fd is readable (`broken`: with an error).
+    ///
+    /// A read whose buffer is too short for an RMPP transfer fails with
+    /// ENOSPC, and the kernel writes the umad header (whose length word is
+    /// what the read needs) and the first segment, and keeps the MAD at the
+    /// head of its queue: every later read would fail the same way. So a
+    /// MAD that fits [`MAX_READ`] is read again into a buffer of its length,
+    /// and a longer one into a [`Scratch`] mapping, which dequeues it; it is
+    /// then dropped, counted in `too_long`, and returned as
+    /// [`Read::TooLong`] for the receive to match. The kernel has already
+    /// acknowledged every segment, so nothing can tell the sender (an RMPP
+    /// ABORT needs a transfer in progress). A length word no umad read
+    /// reports (over [`DISCARD_MAX`]) is refused (EMSGSIZE), as is one that
+    /// would not grow a buffer already at [`MAX_READ`].
+    pub(super) fn read_mad(
+        &self,
+        broken: bool,
+        mut read: impl FnMut(&mut [u8]) -> isize,
+    ) -> Result<Read> {
+        let mut buf = Buf::Heap(vec![0u8; HDR_SIZE + Mad::SIZE]);
+        loop {
+            let scratch = matches!(buf, Buf::Scratch(_));
+            let b = buf.as_mut_slice();
+            let n = read(b);
+            // A umad fd never reads 0 bytes; an fd at its end would read 0
+            // forever, so it is an error rather than a MAD to drop.
+            if n == 0 {
+                return Err(Error::io("read", libc::EIO));
+            }
+            if n > 0 {
+                let got = &b[..(n as usize).min(b.len())];
+                if scratch {
+                    return Ok(Read::TooLong(self.drop_too_long(got)));
+                }
+                let Ok(r) = parse(got) else {
+                    // Not this reader's failure: the MAD may be for any
+                    // agent, and the next one may decode.
+                    self.malformed.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Read::Malformed);
+                };
+                let solicited = self.settle(&r);
+                return Ok(Read::Mad(r, solicited));
+            }
+            match failed_errno(n) {
+                // The fd reports an error with nothing to read, which a
+                // retry would only spin on.
+                libc::EAGAIN if broken => return Err(Error::io("poll", libc::EIO)),
+                libc::EAGAIN => return Ok(Read::Nothing),
+                libc::EINTR => continue,
+                libc::ENOSPC => {
+                    // An RMPP transfer larger than the buffer: the kernel
+                    // wrote the header with the length it needs and kept it.
+                    let need = u32::from_ne_bytes([b[16], b[17], b[18], b[19]]) as usize;
+                    buf = match retry_after_enospc(b.len(), need) {
+                        Retry::Grow(len) => Buf::Heap(vec![0u8; len]),
+                        Retry::Discard(len) => Buf::Scratch(Scratch::new(len)?),
+                        Retry::Refuse => return Err(Error::io("read", libc::EMSGSIZE)),
+                    };
+                }
+                e => return Err(Error::io("read", e)),
+            }
+        }
+    }
+
+    /// Counts a MAD too long to keep, of which `got` is what its read
+    /// delivered, and keeps its first segment's headers for the receive to
+    /// match (settling the request it answers, if any).
+    fn drop_too_long(&self, got: &[u8]) -> TooLong {
+        self.too_long.fetch_add(1, Ordering::Relaxed);
+        let first = parse(&got[..got.len().min(HDR_SIZE + Mad::SIZE)]).ok();
+        if let Some(r) = &first {
+            self.settle(r);
+        }
+        TooLong {
+            len: got.len().saturating_sub(HDR_SIZE),
+            first,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

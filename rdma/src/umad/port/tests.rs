@@ -3,7 +3,7 @@
 
 use super::recv::Pending;
 use super::*;
-use crate::mad::{MadHeader, Method};
+use crate::mad::{Mad, MadHeader, Method};
 use crate::os::lock;
 use crate::umad::addr::Address;
 use crate::umad::wire::send_header;
