@@ -28,9 +28,9 @@ use tokio::time::Instant;
 use crate::cm::CmEventKind;
 
 use super::busy_poll::{BUSY_POLL_FOREVER, CLOCK_EVERY, HALF_DONE, HALF_POLLS, SPIN_POLLS};
-use super::engine::{with_core, Core};
-use super::error::{aborted, copy_err, io_err};
-use super::shared::{Ended, Shared, State};
+use super::engine::{with_core, Core, State};
+use super::error::{aborted, copy_err, io_err, Ended};
+use super::shared::Shared;
 use super::LINGER;
 
 /// Whether a task that a busy-polling driver woke has run by the driver's
@@ -252,7 +252,7 @@ impl Driver {
             st.core.take()
         };
         let Some(mut core) = core else { return };
-        core.close(self.shared()).await;
+        core.close(&self.shared().link).await;
         // One-sided requests whose completions were taken by `close`
         // (flushed): failed as the connection ended. Only once nothing is
         // posted any more, so that no region goes while the device may
@@ -281,7 +281,7 @@ impl Driver {
         let mut standby_for = STANDBY;
         loop {
             let (closing, gone) = self.locked(|core, st| {
-                if core.pump(&shared, st)? {
+                if core.pump(&shared.link, st)? {
                     backoff.reset();
                 }
                 Ok((st.reader_gone && st.writer_gone, core.gone))
@@ -313,17 +313,17 @@ impl Driver {
             }
             // What a half queued without waking the driver (it read
             // `spinning` before busy_poll cleared it): see `nudge`.
-            if self.locked(|core, st| core.pump(&shared, st))? {
+            if self.locked(|core, st| core.pump(&shared.link, st))? {
                 backoff.reset();
             }
             if !standby {
                 // Arms the CQ and looks again: a completion that came
                 // before the arm raises no event.
                 let (handled, gone) = self.locked(|core, st| {
-                    let mut handled = core.poll_cq(&shared, st)?;
+                    let mut handled = core.poll_cq(&shared.link, st)?;
                     if !handled {
-                        shared.cq.cq().req_notify(false).map_err(io_err)?;
-                        handled = core.poll_cq(&shared, st)?;
+                        shared.link.cq.cq().req_notify(false).map_err(io_err)?;
+                        handled = core.poll_cq(&shared.link, st)?;
                     }
                     Ok((handled, core.gone))
                 })?;
@@ -348,7 +348,7 @@ impl Driver {
             backoff.reset();
             let gone = tokio::select! {
                 biased;
-                r = shared.cq.wait_event(), if !standby => {
+                r = shared.link.cq.wait_event(), if !standby => {
                     r.map_err(io_err)?;
                     false
                 }
@@ -356,7 +356,7 @@ impl Driver {
                     match ev.map_err(io_err)?.kind {
                         CmEventKind::Disconnected => {
                             // Completions that came before it are data.
-                            self.locked(|core, st| core.drain_cq(&shared, st))?;
+                            self.locked(|core, st| core.drain_cq(&shared.link, st))?;
                             true
                         }
                         CmEventKind::DeviceRemoval => true,
@@ -454,14 +454,14 @@ impl Driver {
                 last_budget = Some(budget);
                 until = None;
             }
-            let wakes = shared.wakes.load(Ordering::Relaxed);
+            let wakes = shared.link.wakes.load(Ordering::Relaxed);
             // What a woken half queued since the last pass goes before the
             // polls; without a change, the pump would find nothing to do.
             let changed = shared.take_changed();
             let (did, gone, halves_gone) = self.locked(|core, st| {
-                let mut did = changed && core.pump(&shared, st)?;
+                let mut did = changed && core.pump(&shared.link, st)?;
                 for _ in 0..SPIN_POLLS {
-                    if core.poll_cq(&shared, st)? {
+                    if core.poll_cq(&shared.link, st)? {
                         did = true;
                         break;
                     }
@@ -491,7 +491,7 @@ impl Driver {
                     }
                 }
             }
-            let woke = shared.wakes.load(Ordering::Relaxed) != wakes;
+            let woke = shared.link.wakes.load(Ordering::Relaxed) != wakes;
             if handoff.starved(shared.turns.load(Ordering::Relaxed), woke) {
                 tokio::task::yield_now().await;
             } else {

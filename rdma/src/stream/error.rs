@@ -1,8 +1,16 @@
-//! The `io::Error`s of the stream.
+//! The `io::Error`s of the stream, and why a connection ended ([`Ended`]).
 
 use std::io;
 
-use super::shared::Ended;
+/// Why the connection ended, for the halves.
+#[derive(Debug, Clone)]
+pub(super) enum Ended {
+    /// The peer disconnected (or its QP failed) without a FIN for data
+    /// still expected.
+    PeerGone,
+    /// A local failure: the error's kind and text.
+    Failed(io::ErrorKind, String),
+}
 
 pub(super) fn io_err(e: crate::Error) -> io::Error {
     let kind = io::Error::from_raw_os_error(e.errno()).kind();

@@ -9,9 +9,10 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::cm::{AsyncCm, Listener};
 
+use super::engine::Mode;
 use super::error::io_err;
 use super::setup::{conn_param, start, Resources};
-use super::shared::{Mode, Shared};
+use super::shared::Shared;
 use super::{RdmaStream, CONNECT_TIMEOUT};
 
 // ------------------------------------------------------------ listener

@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use crate::{AccessFlags, MemoryRegion, ProtectionDomain, RemoteMemory};
 
+use super::engine::Mode;
 use super::error::{ended_error, io_err};
 use super::layout::{recv_at, send_at};
 use super::setup::connect;
-use super::shared::{Mode, Shared};
+use super::shared::Shared;
 use super::RdmaListener;
 use super::{HEADER_LEN, MAX_MESSAGE, RECV_SLOTS};
 
@@ -164,7 +165,7 @@ impl MessageEndpoint {
                 st.writer.register(cx.waker());
                 return Poll::Pending;
             };
-            if let Err(e) = shared.mr.write(send_at(slot) + HEADER_LEN, msg) {
+            if let Err(e) = shared.link.mr.write(send_at(slot) + HEADER_LEN, msg) {
                 st.free.push(slot);
                 return Poll::Ready(Err(io_err(e)));
             }
@@ -194,7 +195,7 @@ impl MessageEndpoint {
             if let Some(seg) = st.rx.pop_front() {
                 let mut data = st.pool.pop().unwrap_or_default();
                 data.resize(seg.len, 0);
-                if let Err(e) = shared.mr.read(seg.at, &mut data) {
+                if let Err(e) = shared.link.mr.read(seg.at, &mut data) {
                     st.rx.push_front(seg);
                     return Poll::Ready(Err(io_err(e)));
                 }

@@ -25,25 +25,23 @@ use std::io;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 
-use crate::{RemoteMemory, SendWr};
+use crate::{MemoryRegion, QueuePair, RecvWr, RemoteMemory, SendWr};
 
-use super::engine::{Core, Posted};
+use super::engine::{Core, Link, Mode, OneSided, Posted, State};
 use super::error::{copy_err, io_err};
 use super::layout::{
-    ctrl_at, send_at, CTRL_SLOTS, INLINE, WR_CTRL, WR_FIN, WR_RDMA, WR_RETIRES_SHIFT, WR_SEND,
-    WR_SEND_INLINE, WR_UNSIGNALLED,
+    ctrl_at, recv_at, send_at, CTRL_SLOTS, INLINE, WR_CTRL, WR_FIN, WR_RDMA, WR_RECV,
+    WR_RETIRES_SHIFT, WR_SEND, WR_SEND_INLINE, WR_UNSIGNALLED,
 };
-use super::setup::post_recv;
-use super::shared::{Mode, OneSided, Shared, State};
 use super::wire::Header;
-use super::{HEADER_LEN, ONE_SIDED_SLOTS};
+use super::{HEADER_LEN, ONE_SIDED_SLOTS, SLOT_SIZE};
 
 impl Core {
     /// Posts what can be posted: emptied receive buffers, queued data as
     /// credits allow, the FIN, a credit-only message when one is due;
     /// whether it posted anything.
     #[inline]
-    pub(super) fn pump(&mut self, shared: &Shared, st: &mut State) -> io::Result<bool> {
+    pub(super) fn pump(&mut self, link: &Link, st: &mut State) -> io::Result<bool> {
         // Nothing to post, as after completions that only freed a send
         // buffer or brought data (a write half gone has shut down, so both
         // halves are there): decided inline, without a call.
@@ -57,13 +55,13 @@ impl Core {
             self.halves_gone = false;
             return Ok(false);
         }
-        self.pump_some(shared, st)
+        self.pump_some(link, st)
     }
 
     /// [`pump`](Self::pump) with something to post.
-    pub(super) fn pump_some(&mut self, shared: &Shared, st: &mut State) -> io::Result<bool> {
+    pub(super) fn pump_some(&mut self, link: &Link, st: &mut State) -> io::Result<bool> {
         let before = (self.posted_recvs, self.posted_sends, st.sent);
-        let msg = shared.mode == Mode::Message;
+        let msg = link.mode == Mode::Message;
         self.halves_gone = st.reader_gone && st.writer_gone;
         if st.reader_gone {
             while let Some(seg) = st.rx.pop_front() {
@@ -77,12 +75,12 @@ impl Core {
             let Some((slot, len)) = st.queued.pop_front() else {
                 break;
             };
-            self.post_data(shared, st, slot, len, msg)?;
+            self.post_data(link, st, slot, len, msg)?;
         }
         // Without allocating: the driver pumps on every poll while it
         // busy-polls.
         while let Some(slot) = st.repost.pop() {
-            post_recv(self.qp()?, &shared.mr, slot).map_err(io_err)?;
+            post_recv(self.qp()?, &link.mr, slot).map_err(io_err)?;
             self.posted_recvs += 1;
             self.credits.reposted();
         }
@@ -108,12 +106,12 @@ impl Core {
         }
         let fin_due = st.shutdown && st.queued.is_empty() && !self.fin_posted;
         if fin_due && self.credits.can_send_data() && !self.ctrl_free.is_empty() {
-            self.post_ctrl(shared, st, true)?;
+            self.post_ctrl(link, st, true)?;
             self.fin_posted = true;
         }
         let last = self.last_credits_due();
         if (last || self.credits.credit_only_due()) && !self.ctrl_free.is_empty() {
-            self.post_ctrl(shared, st, false)?;
+            self.post_ctrl(link, st, false)?;
             self.last_credits_sent |= last;
         }
         Ok((self.posted_recvs, self.posted_sends, st.sent) != before)
@@ -154,7 +152,7 @@ impl Core {
     /// later data SEND's) or a credit the peer returned shows it arrived.
     pub(super) fn post_data(
         &mut self,
-        shared: &Shared,
+        link: &Link,
         st: &mut State,
         slot: usize,
         len: usize,
@@ -162,17 +160,17 @@ impl Core {
     ) -> io::Result<()> {
         let h = self.data_header(msg);
         let at = send_at(slot);
-        shared.mr.write_word(at, h.to_word()).map_err(io_err)?;
+        link.mr.write_word(at, h.to_word()).map_err(io_err)?;
         let range = at..at + HEADER_LEN + len;
         let inline = range.len() <= self.inline;
         let (wr_id, signalled) = self.data_wr(inline, slot);
-        self.post_send(shared, wr_id, range, signalled)?;
+        self.post_send(link, wr_id, range, signalled)?;
         self.data_posted(st, signalled, inline);
         if inline {
             st.free.push(slot);
             let woke = st.wake_writer();
             if woke > 0 {
-                shared.wakes.fetch_add(woke, Ordering::Relaxed);
+                link.wakes.fetch_add(woke, Ordering::Relaxed);
             }
         }
         Ok(())
@@ -186,7 +184,7 @@ impl Core {
     /// waits before it. Whether it was sent (else the caller queues it).
     pub(super) fn send_now(
         &mut self,
-        shared: &Shared,
+        link: &Link,
         st: &mut State,
         data: &[u8],
     ) -> io::Result<bool> {
@@ -195,7 +193,7 @@ impl Core {
             return Ok(false);
         }
         let mut bytes = [0u8; INLINE];
-        let h = self.data_header(shared.mode == Mode::Message);
+        let h = self.data_header(link.mode == Mode::Message);
         bytes[..HEADER_LEN].copy_from_slice(&h.to_bytes());
         bytes[HEADER_LEN..len].copy_from_slice(data);
         // No buffer to name: an inline SEND's completion frees none.
@@ -251,13 +249,13 @@ impl Core {
     /// not, inline when it fits ([`inline`](Self::inline)).
     pub(super) fn post_send(
         &self,
-        shared: &Shared,
+        link: &Link,
         wr_id: u64,
         range: Range<usize>,
         signaled: bool,
     ) -> io::Result<()> {
         let len = range.len();
-        let sge = [shared.mr.sge(range).map_err(io_err)?];
+        let sge = [link.mr.sge(range).map_err(io_err)?];
         let mut wr = SendWr::send(wr_id, &sge);
         if signaled {
             wr = wr.signaled();
@@ -269,12 +267,7 @@ impl Core {
     }
 
     /// Posts a header-only message: a FIN, or credits only.
-    pub(super) fn post_ctrl(
-        &mut self,
-        shared: &Shared,
-        st: &mut State,
-        fin: bool,
-    ) -> io::Result<()> {
+    pub(super) fn post_ctrl(&mut self, link: &Link, st: &mut State, fin: bool) -> io::Result<()> {
         let slot = self.ctrl_free.pop().expect("checked by the caller");
         let h = Header {
             credits: self.credits.take(),
@@ -282,9 +275,9 @@ impl Core {
             msg: false,
         };
         let at = ctrl_at(slot);
-        shared.mr.write_word(at, h.to_word()).map_err(io_err)?;
+        link.mr.write_word(at, h.to_word()).map_err(io_err)?;
         let kind = if fin { WR_FIN } else { WR_CTRL };
-        self.post_send(shared, kind | slot as u64, at..at + HEADER_LEN, true)?;
+        self.post_send(link, kind | slot as u64, at..at + HEADER_LEN, true)?;
         self.posted_sends += 1;
         st.sent += 1;
         Ok(())
@@ -329,4 +322,11 @@ impl Core {
             }
         }
     }
+}
+
+/// Posts receive buffer `slot` of `mr` on `qp`.
+pub(super) fn post_recv(qp: &QueuePair, mr: &MemoryRegion, slot: usize) -> crate::Result<()> {
+    let at = recv_at(slot);
+    let sge = [mr.sge(at..at + SLOT_SIZE)?];
+    qp.post_recv(&mut [RecvWr::new(WR_RECV | slot as u64, &sge)])
 }

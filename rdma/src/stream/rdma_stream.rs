@@ -12,8 +12,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::{AccessFlags, MemoryRegion, ProtectionDomain, RemoteMemory};
 
+use super::engine::Mode;
 use super::setup::connect;
-use super::shared::{Mode, Shared};
+use super::shared::Shared;
 use super::split::Spin;
 use super::{OwnedReadHalf, OwnedWriteHalf};
 

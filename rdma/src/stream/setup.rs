@@ -11,18 +11,19 @@ use tokio::sync::Notify;
 use crate::cm::{AsyncCm, AsyncCmId, CmId, ConnParam};
 use crate::{
     AccessFlags, AsyncCompletionQueue, CompletionChannel, CompletionQueue, MemoryRegion,
-    ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, WorkCompletion,
+    ProtectionDomain, QpCaps, QpType, WorkCompletion,
 };
 
 use super::busy_poll::default_busy_poll;
 use super::credits::Credits;
 use super::driver::{Driver, EndGuard};
-use super::engine::{Core, POLL_BATCH};
+use super::engine::{Core, Link, Mode, State, POLL_BATCH};
 use super::error::io_err;
-use super::layout::{recv_at, CTRL_SLOTS, INLINE, REGION_LEN, WR_RECV};
-use super::shared::{Mode, Shared, State};
+use super::layout::{CTRL_SLOTS, INLINE, REGION_LEN};
+use super::pump::post_recv;
+use super::shared::Shared;
 use super::signalling::Signalling;
-use super::{CONNECT_TIMEOUT, ONE_SIDED_SLOTS, RECV_SLOTS, SEND_SLOTS, SLOT_SIZE};
+use super::{CONNECT_TIMEOUT, ONE_SIDED_SLOTS, RECV_SLOTS, SEND_SLOTS};
 
 // ------------------------------------------------------------ set-up
 
@@ -91,12 +92,6 @@ impl Resources {
     }
 }
 
-pub(super) fn post_recv(qp: &QueuePair, mr: &MemoryRegion, slot: usize) -> crate::Result<()> {
-    let at = recv_at(slot);
-    let sge = [mr.sge(at..at + SLOT_SIZE)?];
-    qp.post_recv(&mut [RecvWr::new(WR_RECV | slot as u64, &sge)])
-}
-
 /// The parameters both sides connect with: no RNR retries, since credits
 /// make them unnecessary (a violation shows as an error).
 pub(super) fn conn_param() -> ConnParam {
@@ -142,16 +137,18 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
     };
     let shared = Arc::new(Shared {
         state: Mutex::new(state),
-        cq,
+        link: Link {
+            cq,
+            mr,
+            mode,
+            wakes: AtomicU64::new(0),
+        },
         notify: Notify::new(),
-        mr,
         pd,
-        mode,
         local,
         peer,
         busy_poll: AtomicU64::new(default_busy_poll()),
         turns: AtomicU64::new(0),
-        wakes: AtomicU64::new(0),
         spinning: AtomicBool::new(false),
         standby: AtomicBool::new(false),
         changed: AtomicBool::new(false),

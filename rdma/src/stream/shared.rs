@@ -1,230 +1,47 @@
-//! What the halves (or the message endpoint) and the driver share: the
-//! state under one mutex (with the [`Core`] in it) and the flags they
-//! tell each other through.
+//! What the halves (or the message endpoint) and the driver share
+//! ([`Shared`]): the engine's [`State`] (with the [`Core`] in it) under one
+//! mutex, the engine's [`Link`] (the CQ, the region, the mode, the count of
+//! tasks woken), the protection domain, and the flags they tell each other
+//! through. It sits above the engine ([`super::engine`]), which it drives
+//! under the lock and hands the link.
 //!
-//! The CM id (and with it the QP), with the bookkeeping of what is
-//! posted (credits, buffers in flight), forms the connection's *core*
-//! ([`Core`]), which lives in a small state shared under one mutex with the
-//! received segments not read yet, the free send buffers, the filled ones
-//! not posted yet, and a waker for each side; the CQ is polled only under
-//! that lock, so completions are handled in order. Whoever holds the lock
-//! may drive the core: take completions, post what can be posted. The
-//! driver task ([`super::driver`]) does so when nobody else does, handles
-//! the CM's events and closes the connection; it owns the core once the
-//! connection ends.
+//! Whoever holds the lock may drive the core: a half that waits
+//! ([`Shared::drive`]), or the driver task ([`super::driver`]), which does
+//! so when nobody else does, handles the CM's events and closes the
+//! connection; it owns the core once the connection ends.
 //!
 //! A half that queued work wakes the driver through a
 //! [`Notify`] (not while it busy-polls: it looks at the state on its next
 //! pass, [`Shared::nudge`]); the driver wakes a half through its waker.
 
-use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::Waker;
 use std::time::Duration;
 
 use tokio::sync::{oneshot, Notify};
 
 use crate::os::lock;
-use crate::{AccessFlags, AsyncCompletionQueue, MemoryRegion, ProtectionDomain, RemoteMemory};
+use crate::{AccessFlags, MemoryRegion, ProtectionDomain, RemoteMemory};
 
 use super::busy_poll::{busy_poll_micros, BUSY_POLL_FOREVER};
-use super::engine::{with_core, Core};
+use super::engine::{with_core, Core, Link, OneSided, State};
 use super::error::{ended_error, io_err};
-use super::SEND_SLOTS;
-
-// ------------------------------------------------------------ shared state
-
-/// What a connection carries: the two share the driver and the wire
-/// format, and differ in what a data message means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Mode {
-    /// Bytes: a reader sees no message boundaries, writes are coalesced.
-    Stream,
-    /// Messages: each SEND is one message (its header has the MSG bit),
-    /// possibly empty, read whole.
-    Message,
-}
-
-/// Received data not read yet: `len` bytes of receive buffer `slot` at
-/// offset `at` of the region.
-#[derive(Debug)]
-pub(super) struct Segment {
-    pub(super) slot: usize,
-    pub(super) at: usize,
-    pub(super) len: usize,
-}
-
-/// The tasks waiting for one side of the state (a stream has one at a
-/// time; a message endpoint's `&self` methods may have several).
-#[derive(Debug, Default)]
-pub(super) struct Wakers(Vec<Waker>);
-
-impl Wakers {
-    /// Adds `w` unless a waker that wakes the same task is there.
-    pub(super) fn register(&mut self, w: &Waker) {
-        if !self.0.iter().any(|x| x.will_wake(w)) {
-            self.0.push(w.clone());
-        }
-    }
-
-    /// Wakes the tasks and forgets them; how many there were.
-    pub(super) fn wake_all(&mut self) -> u64 {
-        let mut n = 0;
-        // Popped rather than drained: cheaper for the one waker a stream
-        // has, and the order of the wake-ups means nothing.
-        while let Some(w) = self.0.pop() {
-            w.wake();
-            n += 1;
-        }
-        n
-    }
-
-    pub(super) fn clear(&mut self) {
-        self.0.clear();
-    }
-}
-
-/// An RDMA WRITE or READ waiting for the driver, then in flight: the
-/// driver owns `mr` (a clone of the caller's) until the request completes,
-/// so a dropped future never frees memory under the device.
-pub(super) struct OneSided {
-    /// A READ (else a WRITE).
-    pub(super) read: bool,
-    pub(super) mr: Arc<MemoryRegion>,
-    pub(super) range: Range<usize>,
-    pub(super) remote: RemoteMemory,
-    pub(super) done: oneshot::Sender<io::Result<()>>,
-}
-
-/// Why the connection ended, for the halves.
-#[derive(Debug, Clone)]
-pub(super) enum Ended {
-    /// The peer disconnected (or its QP failed) without a FIN for data
-    /// still expected.
-    PeerGone,
-    /// A local failure: the error's kind and text.
-    Failed(io::ErrorKind, String),
-}
-
-#[derive(Default)]
-pub(super) struct State {
-    /// Received segments (messages, in [`Mode::Message`]), in order.
-    pub(super) rx: VecDeque<Segment>,
-    /// The peer's FIN arrived (after every segment in `rx`).
-    pub(super) fin_received: bool,
-    /// Receive buffers the reader has emptied, to be posted again.
-    pub(super) repost: Vec<usize>,
-    /// Buffers of received messages, kept for the next ones.
-    pub(super) pool: Vec<Vec<u8>>,
-    /// The tasks waiting to read.
-    pub(super) reader: Wakers,
-    /// The read half is gone: received data is dropped.
-    pub(super) reader_gone: bool,
-
-    /// Send buffers free for the writer.
-    pub(super) free: Vec<usize>,
-    /// Filled send buffers not posted yet: (slot, data bytes).
-    pub(super) queued: VecDeque<(usize, usize)>,
-    /// The write side is shut down: a FIN follows the data.
-    pub(super) shutdown: bool,
-    /// The FIN's SEND completed.
-    pub(super) fin_done: bool,
-    /// The tasks waiting to write, flush or shut down.
-    pub(super) writer: Wakers,
-    /// The write half is gone.
-    pub(super) writer_gone: bool,
-    /// Data SENDs that went inline (see [`Core::post_data`]), signalled
-    /// or not, that no successful completion has shown complete.
-    pub(super) inline_pending: usize,
-    /// SENDs posted (data, FIN and credit-only): each takes one of the
-    /// peer's receive buffers.
-    pub(super) sent: u64,
-    /// The number, counting every SEND from 1, of the last data SEND that
-    /// went inline.
-    pub(super) inline_last: u64,
-    /// Credits the peer returned in all: each says that it took one more
-    /// of our SENDs out of its receive queue (it takes them in order) and
-    /// posted that buffer again.
-    pub(super) returned: u64,
-
-    /// One-sided requests not posted yet.
-    pub(super) ops: VecDeque<OneSided>,
-
-    /// The connection is over.
-    pub(super) ended: Option<Ended>,
-
-    /// What posts and completes, until the driver takes it at the end.
-    pub(super) core: Option<Box<Core>>,
-}
-
-impl State {
-    /// Everything written was sent and its SEND completed (a completed
-    /// SEND returns its buffer to `free`; one flushed at the end never
-    /// does), or, for a SEND that went inline (whose buffer went back when
-    /// it was posted), a successful completion of it or of a later data
-    /// SEND showed it done, or the peer returned the credit of its message
-    /// or of a later one (which it can only once it took that message: a
-    /// failed SEND's never comes back): nothing written is lost.
-    pub(super) fn all_sent(&self) -> bool {
-        self.queued.is_empty()
-            && self.free.len() == SEND_SLOTS
-            && (self.inline_pending == 0 || self.returned >= self.inline_last)
-    }
-
-    /// Whether something written is in flight: a send buffer neither free
-    /// nor queued (its SEND not complete), or more than one SEND whose
-    /// credit the peer has not returned (a SEND that went inline freed its
-    /// buffer, or used none; the peer returns the credit of the request it
-    /// answers with its next message, in a ping-pong).
-    pub(super) fn in_flight(&self) -> bool {
-        SEND_SLOTS - self.free.len() - self.queued.len() > 0
-            || self.sent.saturating_sub(self.returned) > 1
-    }
-
-    pub(super) fn wake_reader(&mut self) -> u64 {
-        self.reader.wake_all()
-    }
-
-    pub(super) fn wake_writer(&mut self) -> u64 {
-        self.writer.wake_all()
-    }
-
-    /// Fails the one-sided requests not posted, as the connection ended.
-    pub(super) fn fail_queued(&mut self) {
-        for op in std::mem::take(&mut self.ops) {
-            let why = self.ended.as_ref().unwrap_or(&Ended::PeerGone);
-            let _ = op.done.send(Err(ended_error(why, true)));
-        }
-    }
-
-    pub(super) fn end(&mut self, why: Ended) {
-        if self.ended.is_none() {
-            self.ended = Some(why);
-        }
-        self.wake_reader();
-        self.wake_writer();
-    }
-}
 
 /// What the halves (or the message endpoint) and the driver share.
 pub(super) struct Shared {
     /// Dropped first: a core still in it (a driver that never ran) holds
-    /// the QP, which goes before the CQ below.
+    /// the QP, which goes before the link's CQ below.
     pub(super) state: Mutex<State>,
-    /// The connection's CQ, polled by whoever drives the core, under the
-    /// lock, so that completions are handled in order.
-    pub(super) cq: AsyncCompletionQueue,
+    /// What the engine runs on besides the state (the CQ, then the
+    /// region, drop in that order, before the protection domain).
+    pub(super) link: Link,
     /// Wakes the driver.
     pub(super) notify: Notify,
-    /// Receive buffers, then send buffers, then control buffers.
-    pub(super) mr: MemoryRegion,
     /// The connection's protection domain: regions for one-sided access.
     pub(super) pd: ProtectionDomain,
-    pub(super) mode: Mode,
     pub(super) local: Option<SocketAddr>,
     pub(super) peer: Option<SocketAddr>,
     /// How long the driver busy-polls after each thing it handles before
@@ -234,9 +51,6 @@ pub(super) struct Shared {
     /// [`Shared::lock_half`]: a busy-polling driver that woke a task tells
     /// from it whether the task has run yet.
     pub(super) turns: AtomicU64,
-    /// Tasks the driver woke (readers, writers) or answered (one-sided
-    /// requests whose callers still wait).
-    pub(super) wakes: AtomicU64,
     /// The driver busy-polls, and pumps again when the poll ends (before
     /// it sleeps, or leaves the CQ to a polling reader): a half that queued
     /// work (or freed a buffer) under the lock and then reads `true` need
@@ -356,11 +170,11 @@ impl Shared {
             // left (a half that queued work drove the pump itself, or
             // woke the driver). Receive buffers a read emptied are posted
             // by the first poll that finds nothing.
-            true => core.poll_cq(self, st).and_then(|got| match got {
-                false if !st.repost.is_empty() => core.pump(self, st),
+            true => core.poll_cq(&self.link, st).and_then(|got| match got {
+                false if !st.repost.is_empty() => core.pump(&self.link, st),
                 _ => Ok(got),
             }),
-            false => core.pump(self, st),
+            false => core.pump(&self.link, st),
         })
         .is_some()
     }

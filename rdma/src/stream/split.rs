@@ -30,9 +30,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
 use super::busy_poll::{BUSY_POLL_FOREVER, HALF_CLOCK_EVERY, HALF_DONE, HALF_POLLS, READ_POLLS};
+use super::error::Ended;
 use super::error::{ended_error, io_err};
 use super::layout::{send_at, INLINE};
-use super::shared::{Ended, Shared};
+use super::shared::Shared;
 use super::{HEADER_LEN, MAX_PAYLOAD};
 
 /// The read half of an [`RdmaStream`](super::RdmaStream).
@@ -251,7 +252,7 @@ impl AsyncRead for OwnedReadHalf {
                 let Some(seg) = st.rx.front_mut() else { break };
                 let n = seg.len.min(buf.remaining());
                 let dst = &mut buf.initialize_unfilled_to(n)[..n];
-                if let Err(e) = shared.mr.read(seg.at, dst) {
+                if let Err(e) = shared.link.mr.read(seg.at, dst) {
                     return Poll::Ready(Err(io_err(e)));
                 }
                 buf.advance(n);
@@ -326,7 +327,7 @@ impl AsyncWrite for OwnedWriteHalf {
         if HEADER_LEN + buf.len() <= INLINE
             && st.queued.is_empty()
             && !st.in_flight()
-            && shared.drive_with(&mut st, |core, st| core.send_now(shared, st, buf))
+            && shared.drive_with(&mut st, |core, st| core.send_now(&shared.link, st, buf))
                 == Some(Some(true))
         {
             // The receive buffers a read left to the next pump (see
@@ -347,6 +348,7 @@ impl AsyncWrite for OwnedWriteHalf {
             let n = (MAX_PAYLOAD - *len).min(buf.len());
             if n > 0 {
                 if let Err(e) = shared
+                    .link
                     .mr
                     .write(send_at(*slot) + HEADER_LEN + *len, &buf[..n])
                 {
@@ -360,6 +362,7 @@ impl AsyncWrite for OwnedWriteHalf {
             let Some(slot) = st.free.pop() else { break };
             let n = MAX_PAYLOAD.min(buf.len() - done);
             if let Err(e) = shared
+                .link
                 .mr
                 .write(send_at(slot) + HEADER_LEN, &buf[done..done + n])
             {
