@@ -116,7 +116,9 @@ impl Error {
         self
     }
 
-    /// The errno value.
+    /// The errno: the OS's for a failed call, `EINVAL` for arguments this
+    /// crate refused, as the kernel would have. Every error type of the
+    /// crate with an errno gives it so, as an `i32` (never 0).
     pub fn errno(&self) -> i32 {
         self.source.raw_os_error().unwrap_or(0)
     }

@@ -548,7 +548,7 @@ mod tests {
     fn refusals_say_why() {
         let e = refusal(0x01, libc::EPROTONOSUPPORT);
         assert!(matches!(e, Error::ClassRefused { class: 1, .. }));
-        assert_eq!(e.errno(), Some(libc::EPROTONOSUPPORT));
+        assert_eq!(e.errno(), libc::EPROTONOSUPPORT);
         assert!(e.to_string().contains("QP0"));
         assert!(refusal(0x07, libc::EINVAL)
             .to_string()

@@ -146,15 +146,25 @@ impl Error {
         }
     }
 
-    /// The errno behind the error, where there is one.
-    pub fn errno(&self) -> Option<i32> {
+    /// The errno of the error, as [`crate::Error::errno`] gives it: the
+    /// OS's for a failed call, and for a failure of no call the errno that
+    /// names its kind: `ETIMEDOUT` for a request or receive that timed out,
+    /// `EINVAL` for a registration or an address this crate refuses,
+    /// `EBUSY` for a TID already in flight, `EMSGSIZE` for a MAD too long
+    /// to send, `ENODEV` for no such device, `EBADMSG` for a MAD that does
+    /// not decode or encode.
+    pub fn errno(&self) -> i32 {
         match self {
             Error::Io { source, .. }
             | Error::ClassRefused { source, .. }
-            | Error::SendFailed { source, .. } => source.raw_os_error(),
-            Error::Timeout { .. } | Error::RecvTimeout(_) => Some(libc::ETIMEDOUT),
-            Error::Verbs(e) => Some(e.errno()),
-            _ => None,
+            | Error::SendFailed { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            Error::Timeout { .. } | Error::RecvTimeout(_) => libc::ETIMEDOUT,
+            Error::InvalidRegistration(_) | Error::GrhRequired => libc::EINVAL,
+            Error::DuplicateTid { .. } => libc::EBUSY,
+            Error::MadTooLong { .. } => libc::EMSGSIZE,
+            Error::NoDevice(_) => libc::ENODEV,
+            Error::Mad(_) => libc::EBADMSG,
+            Error::Verbs(e) => e.errno(),
         }
     }
 }

@@ -385,7 +385,7 @@ fn an_fd_at_its_end_is_an_error_not_a_stream_of_malformed_mads() {
     drop(w);
     let r = port.try_recv();
     assert_eq!(
-        r.as_ref().err().and_then(Error::errno),
+        r.as_ref().err().map(Error::errno),
         Some(libc::EIO),
         "{r:?}"
     );
