@@ -208,7 +208,7 @@ pub use context::{Context, DeviceAttr, PortAttr, PortState};
 pub use context::{PortSpeed, PortWidth};
 pub use cq::{CompletionQueue, CqBuilder, ExCompletion, ExPoll, WcFlags};
 pub use device::{Device, DeviceList, NodeType, TransportType};
-pub use error::{Error, ErrorDetails, Result};
+pub use error::{Error, Result};
 pub use event::{AsyncEvent, AsyncEventElement, AsyncEventFd, AsyncEventKind};
 pub use fork::{fork_init, is_fork_initialized, ForkStatus};
 pub use gid::{Gid, GidEntry, GidType, IpFamily};
