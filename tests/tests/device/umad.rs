@@ -334,10 +334,7 @@ fn smi_registration_is_refused(env: &TestEnv) -> TestResult {
     for class in [0x01u8, 0x81] {
         match port.register(&Registration::new(class, 1).method(Method::GET)) {
             Err(e @ Error::ClassRefused { .. }) => {
-                check!(
-                    e.errno() == libc::EPROTONOSUPPORT,
-                    "class {class:#x}: {e}"
-                );
+                check!(e.errno() == libc::EPROTONOSUPPORT, "class {class:#x}: {e}");
             }
             other => fail!("SMI class {class:#x} was not refused: {other:?}"),
         }
