@@ -72,9 +72,10 @@
 //!   and writes of a peer's advertised memory, and a blocking face.
 //! - **uMAD**, [`umad`]: a port, agents registered for a management class,
 //!   MADs sent and received with timeouts and matched to their requests;
-//!   [`mad`] builds and parses them. With feature `tokio`, `sa` is a client
-//!   of the subnet administrator; [`subnet`] holds the topology, LIDs and
-//!   routes of a subnet manager.
+//!   [`mad`] builds and parses them (`mad::sa` the subnet administrator's
+//!   records). With feature `tokio`, `umad::sa` is a client of the subnet
+//!   administrator; [`subnet`] holds the topology, LIDs and routes of a
+//!   subnet manager.
 //!
 //! # Three programs to start from
 //! Each is a whole program, in the crate's `examples/` (`cargo run -p rdma
@@ -191,8 +192,6 @@ mod os;
 mod pd;
 mod provider;
 mod qp;
-#[cfg(feature = "tokio")]
-pub mod sa;
 mod srq;
 pub mod stream;
 pub mod subnet;

@@ -17,7 +17,8 @@
 //!   [`MulticastForwardingTable`], [`SmInfo`];
 //! - performance management: [`PortSamplesControl`], [`PortCounters`],
 //!   [`PortCountersExtended`];
-//! - subnet administration: the records of [`sa`].
+//! - subnet administration: the records of [`sa`] (their codec; the client
+//!   that queries an SA is `umad::sa`).
 //!
 //! An attribute ID means different things in different classes (0x0012 is
 //! SwitchInfo for the SMA and PortCounters for PerfMgt), so

@@ -44,6 +44,8 @@ mod async_port;
 mod ca;
 mod issm;
 mod port;
+#[cfg(feature = "tokio")]
+pub mod sa;
 mod wire;
 
 pub use addr::{Address, Grh, GSI_QKEY};
@@ -55,6 +57,8 @@ pub use ca::{
 };
 pub use issm::IsSm;
 pub use port::{Port, PortView};
+#[cfg(feature = "tokio")]
+pub use sa::SaClient;
 pub use wire::Received;
 
 /// What went wrong with a umad operation.

@@ -1,11 +1,12 @@
 //! An asynchronous client of the subnet administrator (SA) on a tokio
-//! [`AsyncPort`] (feature `tokio`): PathRecord queries, multicast joins and
+//! [`AsyncPort`] (feature `tokio`), [`SaClient`]: PathRecord queries, multicast joins and
 //! leaves (MCMemberRecord Set and Delete, as IPoIB joins its broadcast
 //! group), any record by Get or GetTable, and subscriptions to the SA's
 //! reports (InformInfo Set; Notices such as a GID going in or out of
 //! service).
 //!
-//! The records and their component masks are [`crate::mad::sa`]'s. Each
+//! The records and their component masks, and their encoding, are
+//! [`crate::mad::sa`]'s (the codec, which an SA server uses too). Each
 //! request has a TID of its own, so many may be in flight at once, from as
 //! many tasks; each waits at most its timeout per attempt and is sent again
 //! (same TID) up to its retries when no answer came or the SA said it was
@@ -13,9 +14,8 @@
 //! request that got no answer (the SM may have moved).
 //!
 //! ```no_run
-//! # async fn f() -> Result<(), rdma::sa::Error> {
-//! use rdma::umad::{AsyncPort, Port};
-//! use rdma::sa::SaClient;
+//! # async fn f() -> Result<(), rdma::umad::sa::Error> {
+//! use rdma::umad::{AsyncPort, Port, SaClient};
 //! let port = AsyncPort::new(Port::open("mlx5_0", 1)?)?;
 //! let sa = SaClient::new(&port)?;
 //! let info = port.port().info()?;
