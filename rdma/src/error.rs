@@ -1,4 +1,23 @@
-//! The one error type of the crate.
+//! The verbs' error type, and the crate's convention for errors.
+//!
+//! One type per kind of failure a caller handles differently; each that is
+//! not [`Error`] says why it is its own:
+//!
+//! | type | what it reports | why it is its own |
+//! |---|---|---|
+//! | [`Error`] | a verbs or CM call failed, or this crate refused its arguments: the verb, the errno, a hint | the data path's: one pointer wide, so `post` and `poll` return `Ok` in registers |
+//! | [`umad::Error`](crate::umad::Error) | a MAD exchange failed, the SA client's requests included | outcomes with data of their own that callers match on (the TID that timed out, the class the kernel refused, the SA's status) |
+//! | [`mad::Error`](crate::mad::Error) | bytes that do not decode, a value that does not encode | pure data (`Clone`, `Eq`), no call and no errno: the codec runs without a device (fuzzers, an SM's tables) |
+//! | [`mad::sa::SaError`](crate::mad::sa::SaError) | an SA response that says no (its status) or does not hold its records | a protocol answer, pure data like the codec it belongs to; [`umad::Error::Sa`](crate::umad::Error::Sa) carries it |
+//! | [`subnet::Error`](crate::subnet::Error) | a topology that cannot be built (a port that does not exist, or is taken) | pure data of a pure-Rust model with no I/O |
+//! | `std::io::Error` (`rdma::stream`) | a stream's read, write or connect failed | what `AsyncRead`, `AsyncWrite` and `std::io` demand; the [`Error`] behind one is its inner error |
+//!
+//! The types with an errno give it as `errno() -> i32`: the OS's
+//! for a failed call, and for a failure of no call the errno that names its
+//! kind (`EINVAL` for refused arguments, `ETIMEDOUT` for no answer), so
+//! `std::io::Error::from_raw_os_error(e.errno())` reads right. Their fields
+//! are read through methods ([`Error::verb`], [`Error::hint`],
+//! [`Error::io_error`]) or by matching the enum, never through `Deref`.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -113,7 +132,7 @@ impl Error {
 
     /// The errno: the OS's for a failed call, `EINVAL` for arguments this
     /// crate refused, as the kernel would have. Every error type of the
-    /// crate with an errno gives it so, as an `i32` (never 0).
+    /// crate with an errno gives it so, as an `i32`.
     pub fn errno(&self) -> i32 {
         self.0.source.raw_os_error().unwrap_or(libc::EIO)
     }
