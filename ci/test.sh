@@ -117,7 +117,7 @@ else
     # The interop tests run the example programs built next to the device binary.
     timed examples-build cargo_cmd build -p rdma-examples
     # The crate docs' programs (rdma/examples), run by cm_examples::doc_*.
-    timed crate-examples-build cargo_cmd build -p rdma --examples --features tokio
+    timed crate-examples-build cargo_cmd build -p rdma --examples --features stream
     JSON="$CI_WORK/device-build.json"
     timed device-build cargo_cmd test -p rdma-tests --test device --no-run --message-format=json >"$JSON"
     DEVICE_BIN=$(cargo_executable device test <"$JSON")

@@ -54,7 +54,7 @@ impl AsyncCompletionQueue {
     /// ```no_run
     /// # async fn demo(ctx: &rdma::Context) -> rdma::Result<()> {
     /// let cq = rdma::AsyncCompletionQueue::create(ctx, 64)?;
-    /// // cq.cq() goes to the QP; completions are awaited with cq.poll(..).
+    /// // cq.cq() goes to the QP; completions are awaited with cq.wait(..).
     /// # Ok(()) }
     /// ```
     pub fn create(ctx: &Context, cqe: i32) -> Result<AsyncCompletionQueue> {
@@ -66,20 +66,24 @@ impl AsyncCompletionQueue {
         AsyncCompletionQueue::new(cq)
     }
 
-    /// The wrapped queue, for polling without waiting.
+    /// The wrapped queue, for polling without waiting
+    /// ([`CompletionQueue::poll`]).
     pub fn cq(&self) -> &CompletionQueue {
         &self.cq
     }
 
     /// Waits until at least one completion is available and polls up to
     /// `out.len()` of them into caller-owned storage (initialised, or
-    /// `MaybeUninit` zeroed once per call: see [`CompletionBuf`]). Fails
-    /// with `EBUSY` while an [`ExPoll`](crate::ExPoll) of the queue lives.
+    /// `MaybeUninit` zeroed once per call: see [`CompletionBuf`]): the
+    /// blocking [`CompletionQueue::wait`] with `min` 1 and no timeout
+    /// (`tokio::time::timeout` gives one). Fails with `EBUSY` while an
+    /// [`ExPoll`](crate::ExPoll) of the queue lives. To take what is there
+    /// without waiting, poll [`cq`](Self::cq).
     ///
     /// Cancellation-safe (a `tokio::select!` branch may drop it): the
     /// completions are taken from the queue and returned in one step, with
     /// no wait between, so a dropped future has taken none.
-    pub async fn poll<'a, B: CompletionBuf + ?Sized>(
+    pub async fn wait<'a, B: CompletionBuf + ?Sized>(
         &self,
         out: &'a mut B,
     ) -> Result<&'a mut [WorkCompletion]> {
@@ -103,11 +107,21 @@ impl AsyncCompletionQueue {
         Ok(&mut out[..n])
     }
 
+    /// [`wait`](Self::wait) under its former name, for the stream's
+    /// driver until it calls `wait`.
+    #[inline]
+    pub(crate) async fn poll<'a, B: CompletionBuf + ?Sized>(
+        &self,
+        out: &'a mut B,
+    ) -> Result<&'a mut [WorkCompletion]> {
+        self.wait(out).await
+    }
+
     /// Waits for the queue's next completion event and consumes the events
     /// there are, taking no completion: for a caller that polls the queue
     /// itself, under a lock of its own. The caller arms the queue
     /// ([`CompletionQueue::req_notify`]) and then polls it empty before it
-    /// waits, as [`poll`](Self::poll) does, else a completion that came
+    /// waits, as [`wait`](Self::wait) does, else a completion that came
     /// before the arm raises no event. Cancellation-safe: the events are
     /// consumed in one step after the wait, with no wait between.
     pub(crate) async fn wait_event(&self) -> Result<()> {

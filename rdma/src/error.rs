@@ -1,73 +1,70 @@
-//! The one error type of the crate.
+//! The verbs' error type, and the crate's convention for errors.
+//!
+//! One type per kind of failure a caller handles differently; each that is
+//! not [`Error`] says why it is its own:
+//!
+//! | type | what it reports | why it is its own |
+//! |---|---|---|
+//! | [`Error`] | a verbs or CM call failed, or this crate refused its arguments: the verb, the errno, a hint | the data path's: one pointer wide, so `post` and `poll` return `Ok` in registers |
+//! | [`umad::Error`](crate::umad::Error) | a MAD exchange failed, the SA client's requests included | outcomes with data of their own that callers match on (the TID that timed out, the class the kernel refused, the SA's status) |
+//! | [`mad::Error`](crate::mad::Error) | bytes that do not decode, a value that does not encode | pure data (`Clone`, `Eq`), no call and no errno: the codec runs without a device (fuzzers, an SM's tables) |
+//! | [`mad::sa::SaError`](crate::mad::sa::SaError) | an SA response that says no (its status) or does not hold its records | a protocol answer, pure data like the codec it belongs to; [`umad::Error::Sa`](crate::umad::Error::Sa) carries it |
+//! | [`subnet::Error`](crate::subnet::Error) | a topology that cannot be built (a port that does not exist, or is taken) | pure data of a pure-Rust model with no I/O |
+//! | `std::io::Error` (`rdma::stream`) | a stream's read, write or connect failed | what `AsyncRead`, `AsyncWrite` and `std::io` demand; the [`Error`] behind one is its inner error |
+//!
+//! The types with an errno give it as `errno() -> i32`: the OS's
+//! for a failed call, and for a failure of no call the errno that names its
+//! kind (`EINVAL` for refused arguments, `ETIMEDOUT` for no answer), so
+//! `std::io::Error::from_raw_os_error(e.errno())` reads right. Their fields
+//! are read through methods ([`Error::verb`], [`Error::hint`],
+//! [`Error::io_error`]) or by matching the enum, never through `Deref`.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::io;
-use std::ops::{Deref, DerefMut};
 
 /// An rdma-core call failed, or a request was refused before reaching it:
-/// which verb, with which errno, and the likely cause where one is known.
+/// which verb ([`verb`](Error::verb)), with which errno
+/// ([`errno`](Error::errno), [`io_error`](Error::io_error), also the
+/// [`source`](std::error::Error::source)), and the likely cause where one
+/// is known ([`hint`](Error::hint)).
 ///
-/// The details ([`ErrorDetails`]) are boxed, so that an `Error` is one
-/// pointer wide and `Result<()>` (and a `Result` of a slice or an integer)
-/// comes back in registers: the data path (`post_send`, `poll`) returns its
-/// `Ok` without touching memory. The fields read as those of the error
-/// itself (`e.verb`, `e.source`, `e.hint`, through `Deref`).
+/// The details are boxed, so that an `Error` is one pointer wide and
+/// `Result<()>` (and a `Result` of a slice or an integer) comes back in
+/// registers: the data path (`post_send`, `poll`) returns its `Ok` without
+/// touching memory.
 #[derive(thiserror::Error)]
 #[error(transparent)]
-pub struct Error(Box<ErrorDetails>);
+pub struct Error(Box<Details>);
 
 /// What an [`Error`] says: the verb, the errno and the likely cause.
 #[derive(Debug, thiserror::Error)]
 #[error("{verb} failed: {source}{}", hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
-pub struct ErrorDetails {
-    /// The C function that failed (`ibv_open_device`), or the method that
-    /// refused its arguments (`MemoryRegion::sge`).
-    pub verb: &'static str,
-    /// The OS error (`EINVAL` for arguments refused by this crate).
+struct Details {
+    verb: &'static str,
     #[source]
-    pub source: io::Error,
-    /// The usual cause of this errno for this verb, or what was wrong.
-    pub hint: Option<Cow<'static, str>>,
+    source: io::Error,
+    hint: Option<Cow<'static, str>>,
 }
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-impl Deref for Error {
-    type Target = ErrorDetails;
-    fn deref(&self) -> &ErrorDetails {
-        &self.0
-    }
-}
-
-impl DerefMut for Error {
-    fn deref_mut(&mut self) -> &mut ErrorDetails {
-        &mut self.0
-    }
-}
-
-impl From<ErrorDetails> for Error {
-    fn from(details: ErrorDetails) -> Error {
-        Error(Box::new(details))
-    }
-}
-
 /// `{:?}` reads as the [`Display`](fmt::Display) line (`ibv_reg_mr
 /// failed: Cannot allocate memory (os error 12) (the locked-memory limit
 /// ...)`), so that `fn main() -> Result<(), rdma::Error>` and `unwrap`
 /// print the clear message; `{:#?}` gives the fields (`Error { verb,
-/// source, hint }`), as does `{:?}` of the [`ErrorDetails`].
+/// source, hint }`).
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if f.alternate() {
             f.debug_struct("Error")
-                .field("verb", &self.verb)
-                .field("source", &self.source)
-                .field("hint", &self.hint)
+                .field("verb", &self.0.verb)
+                .field("source", &self.0.source)
+                .field("hint", &self.0.hint)
                 .finish()
         } else {
-            fmt::Display::fmt(&**self, f)
+            fmt::Display::fmt(&*self.0, f)
         }
     }
 }
@@ -76,11 +73,11 @@ impl Error {
     /// An error of `verb` with `errno`.
     #[cold]
     pub fn new(verb: &'static str, errno: i32) -> Error {
-        Error::from(ErrorDetails {
+        Error(Box::new(Details {
             verb,
             source: io::Error::from_raw_os_error(errno),
             hint: hint(verb, errno).map(Cow::Borrowed),
-        })
+        }))
     }
 
     /// An error of `verb` with the calling thread's errno.
@@ -103,22 +100,41 @@ impl Error {
     /// Arguments refused by this crate before any call: `EINVAL` with `why`.
     #[cold]
     pub fn invalid(verb: &'static str, why: impl Into<Cow<'static, str>>) -> Error {
-        Error::from(ErrorDetails {
+        Error(Box::new(Details {
             verb,
             source: io::Error::from_raw_os_error(libc::EINVAL),
             hint: Some(why.into()),
-        })
+        }))
     }
 
     /// The same error with `hint` as its explanation.
     pub fn with_hint(mut self, hint: impl Into<Cow<'static, str>>) -> Error {
-        self.hint = Some(hint.into());
+        self.0.hint = Some(hint.into());
         self
     }
 
-    /// The errno value.
+    /// The C function that failed (`ibv_open_device`), or the method that
+    /// refused its arguments (`MemoryRegion::sge`).
+    pub fn verb(&self) -> &'static str {
+        self.0.verb
+    }
+
+    /// The usual cause of this errno for this verb, or what was wrong.
+    pub fn hint(&self) -> Option<&str> {
+        self.0.hint.as_deref()
+    }
+
+    /// The OS error (`EINVAL` for arguments refused by this crate); also
+    /// the error's [`source`](std::error::Error::source).
+    pub fn io_error(&self) -> &io::Error {
+        &self.0.source
+    }
+
+    /// The errno: the OS's for a failed call, `EINVAL` for arguments this
+    /// crate refused, as the kernel would have. Every error type of the
+    /// crate with an errno gives it so, as an `i32`.
     pub fn errno(&self) -> i32 {
-        self.source.raw_os_error().unwrap_or(0)
+        self.0.source.raw_os_error().unwrap_or(libc::EIO)
     }
 
     /// Whether this is a timeout (`ETIMEDOUT`): of a wait of this crate
@@ -136,11 +152,6 @@ impl Error {
     /// all give it, with a hint that says which.
     pub fn is_refused(&self) -> bool {
         self.errno() == libc::ECONNREFUSED
-    }
-
-    /// The details, unboxed.
-    pub fn into_details(self) -> ErrorDetails {
-        *self.0
     }
 }
 
@@ -195,12 +206,13 @@ mod tests {
 
     #[test]
     fn fields_read_through_the_box() {
-        let mut e = Error::new("ibv_post_send", libc::ENOMEM);
-        assert_eq!(e.verb, "ibv_post_send");
-        assert_eq!(e.source.raw_os_error(), Some(libc::ENOMEM));
-        assert!(e.hint.as_deref().unwrap().contains("queue is full"));
-        e.hint = None;
-        assert_eq!(e.to_string(), e.into_details().to_string());
+        let e = Error::new("ibv_post_send", libc::ENOMEM);
+        assert_eq!(e.verb(), "ibv_post_send");
+        assert_eq!(e.io_error().raw_os_error(), Some(libc::ENOMEM));
+        assert!(e.hint().unwrap().contains("queue is full"));
+        let e = e.with_hint("another");
+        assert_eq!(e.hint(), Some("another"));
+        assert!(e.to_string().ends_with(" (another)"), "{e}");
         let e = Error::invalid("x", "why");
         let dbg = format!("{e:#?}");
         assert!(dbg.starts_with("Error {") && dbg.contains("why"), "{dbg}");
@@ -219,9 +231,6 @@ mod tests {
             assert!(fields.contains(want), "{want:?} missing in {fields}");
         }
         assert_ne!(fields, e.to_string());
-        // The details keep their derived Debug.
-        let details = format!("{:?}", &*e);
-        assert!(details.starts_with("ErrorDetails {"), "{details}");
         let e = Error::invalid("MemoryRegion::sge", "range 0..9 is outside");
         assert_eq!(format!("{e:?}"), e.to_string());
         assert!(format!("{e:#?}").contains("hint: Some("));

@@ -701,7 +701,7 @@ mod tests {
         for n in 0..RemoteMemory::WIRE_LEN {
             let e = RemoteMemory::from_bytes(&b[..n]).unwrap_err();
             assert_eq!(e.errno(), libc::EINVAL, "{n} bytes: {e}");
-            assert_eq!(e.verb, "RemoteMemory::from_bytes");
+            assert_eq!(e.verb(), "RemoteMemory::from_bytes");
             assert!(e.to_string().contains(&format!("{n} bytes")), "{e}");
         }
     }

@@ -554,7 +554,7 @@ pub(crate) fn post_error(verb: &'static str, rc: i32, index: Option<usize>) -> E
     let e = Error::from_rc(verb, rc);
     match index {
         Some(i) => {
-            let cause = e.hint.clone().unwrap_or_default();
+            let cause = e.hint().unwrap_or_default().to_owned();
             e.with_hint(format!(
                 "work request {i} and the ones after it were not posted; {cause}"
             ))

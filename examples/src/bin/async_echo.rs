@@ -173,7 +173,7 @@ async fn wake(conn: &Conn, id: &mut AsyncCmId) -> Result<Wake> {
     let mut buf = [MaybeUninit::uninit(); 2 * SLOTS];
     tokio::select! {
         biased;
-        r = conn.cq.poll(&mut buf) => {
+        r = conn.cq.wait(&mut buf) => {
             // Flushed receives follow a disconnect, which the CM reports.
             let wcs: Vec<WorkCompletion> = r?
                 .iter()

@@ -265,7 +265,7 @@ impl Conn {
             let mut wc = [MaybeUninit::uninit(); 1];
             let ev = tokio::select! {
                 biased;
-                r = self.bufs.cq.poll(&mut wc) => {
+                r = self.bufs.cq.wait(&mut wc) => {
                     let wc = *r?.first().ok_or("empty poll")?;
                     return Ok(Step::Completion(wc));
                 }

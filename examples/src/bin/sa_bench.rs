@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Parser;
-use rdma::sa::SaClient;
+use rdma::umad::SaClient;
 use rdma::umad::{AsyncPort, Port};
 
 /// Time PathRecord queries to the SA, many in flight.

@@ -135,7 +135,7 @@ impl Sa<'_> {
         let r = agent
             .request(&mad, &self.diag.sa_address(), self.timeout, 0)
             .map_err(|e| {
-                let errno = e.errno().unwrap_or(libc_eio());
+                let errno = e.errno();
                 Failure(format!("Query SA failed: {e}"), errno as u8)
             })?;
         let status = r.mad.status();

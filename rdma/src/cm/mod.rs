@@ -73,7 +73,7 @@
 //! /// The next completion, which must have succeeded.
 //! async fn next(cq: &AsyncCompletionQueue) -> rdma::Result<WorkCompletion> {
 //!     let mut wc = [WorkCompletion::ZERO; 1];
-//!     cq.poll(&mut wc).await?[0].result()
+//!     cq.wait(&mut wc).await?[0].result()
 //! }
 //!
 //! let cm = AsyncCm::new()?;

@@ -459,7 +459,7 @@ mod wait_tests {
         let mut out = [WorkCompletion::ZERO; 2];
         let e = wait_loop(&mut cq, &mut out, 3, None).unwrap_err();
         assert_eq!(e.errno(), libc::EINVAL);
-        assert_eq!(e.verb, "CompletionQueue::wait");
+        assert_eq!(e.verb(), "CompletionQueue::wait");
         assert!(cq.log.is_empty());
     }
 }

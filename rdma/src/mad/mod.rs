@@ -17,7 +17,8 @@
 //!   [`MulticastForwardingTable`], [`SmInfo`];
 //! - performance management: [`PortSamplesControl`], [`PortCounters`],
 //!   [`PortCountersExtended`];
-//! - subnet administration: the records of [`sa`].
+//! - subnet administration: the records of [`sa`] (their codec; the client
+//!   that queries an SA is `umad::sa`).
 //!
 //! PortInfo's enumerated fields are typed: [`PortState`], [`PhysPortState`],
 //! [`LinkWidth`], [`LinkSpeed`], [`LinkSpeedExt`], each with an `Other`

@@ -75,13 +75,13 @@ impl Registration {
 
 /// A registered MAD agent, unregistered on drop. It keeps its port open.
 ///
-/// Send unsolicited MADs and responses with [`AgentView::send`] and
-/// [`AgentView::respond`]; send a request and wait for its response with
+/// Send unsolicited MADs and responses with [`Agent::send`] and
+/// [`Agent::respond`]; send a request and wait for its response with
 /// [`Agent::request`], or send it with [`Agent::send_request`] and collect
 /// the response (or the timeout) with [`Agent::recv`].
 ///
-/// What does not receive (its ID, its TIDs, sending and responding) is on
-/// [`AgentView`], which an `Agent` dereferences to.
+/// What does not receive (its ID, its TIDs, sending and responding) is also
+/// on the [`AgentView`] ([`Agent::view`]), what an `AsyncAgent` shares.
 pub struct Agent {
     view: AgentView,
 }
@@ -95,13 +95,6 @@ pub struct AgentView {
     id: u32,
     reg: Registration,
     next_tid: AtomicU32,
-}
-
-impl std::ops::Deref for Agent {
-    type Target = AgentView;
-    fn deref(&self) -> &AgentView {
-        &self.view
-    }
 }
 
 impl std::fmt::Debug for Agent {
@@ -141,7 +134,7 @@ fn refusal(class: u8, errno: i32) -> Error {
 impl Port {
     /// Registers an agent for a class (see [`Registration`]).
     pub fn register(&self, reg: &Registration) -> Result<Agent> {
-        Agent::register(self.inner.clone(), reg)
+        Agent::register(self.view().inner.clone(), reg)
     }
 }
 
@@ -204,17 +197,18 @@ impl Agent {
         retries: u32,
     ) -> Result<Received> {
         self.send_request(mad, addr, timeout, retries)?;
-        let r = self
-            .port
-            .await_response(self.id, mad.tid(), wait_limit(timeout, retries))?;
+        let r =
+            self.view
+                .port
+                .await_response(self.view.id, mad.tid(), wait_limit(timeout, retries))?;
         check_status(r)
     }
 
     /// The next MAD for this agent (a request for a server, a response or
     /// timeout notice for a client), waiting up to `timeout`.
     pub fn recv(&self, timeout: Option<Duration>) -> Result<Received> {
-        let id = self.id;
-        self.port.recv_matching(timeout, |r| r.agent_id == id)
+        let id = self.view.id;
+        self.view.port.recv_matching(timeout, |r| r.agent_id == id)
     }
 }
 
@@ -225,6 +219,34 @@ pub(crate) fn wait_limit(timeout: Duration, retries: u32) -> Duration {
     timeout
         .saturating_mul(retries.saturating_add(1))
         .saturating_add(Duration::from_secs(1))
+}
+
+impl Agent {
+    /// What the agent is without its receiving: the same view an
+    /// `AsyncAgent` gives, for code that serves both.
+    pub fn view(&self) -> &AgentView {
+        &self.view
+    }
+    /// The agent ID the kernel gave.
+    pub fn id(&self) -> u32 {
+        self.view.id()
+    }
+    /// What the agent registered for.
+    pub fn registration(&self) -> &Registration {
+        self.view.registration()
+    }
+    /// A fresh transaction ID ([`AgentView::next_tid`]).
+    pub fn next_tid(&self) -> u64 {
+        self.view.next_tid()
+    }
+    /// Sends a MAD that expects no tracking ([`AgentView::send`]).
+    pub fn send(&self, mad: &Mad, addr: &Address) -> Result<()> {
+        self.view.send(mad, addr)
+    }
+    /// Answers a request with `resp` ([`AgentView::respond`]).
+    pub fn respond(&self, req: &Received, resp: &Mad) -> Result<()> {
+        self.view.respond(req, resp)
+    }
 }
 
 impl AgentView {
@@ -374,10 +396,11 @@ pub(crate) fn check_status(r: Received) -> Result<Received> {
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        // SAFETY: the fd is open (self.port lives) and `id` was registered on
+        let view = &self.view;
+        // SAFETY: the fd is open (view.port lives) and `id` was registered on
         // it; unregistering once cannot affect memory.
-        unsafe { umad_sys::umad_unregister(self.port.fd(), self.id as i32) };
-        self.port.forget_agent(self.id);
+        unsafe { umad_sys::umad_unregister(view.port.fd(), view.id as i32) };
+        view.port.forget_agent(view.id);
     }
 }
 
@@ -548,7 +571,7 @@ mod tests {
     fn refusals_say_why() {
         let e = refusal(0x01, libc::EPROTONOSUPPORT);
         assert!(matches!(e, Error::ClassRefused { class: 1, .. }));
-        assert_eq!(e.errno(), Some(libc::EPROTONOSUPPORT));
+        assert_eq!(e.errno(), libc::EPROTONOSUPPORT);
         assert!(e.to_string().contains("QP0"));
         assert!(refusal(0x07, libc::EINVAL)
             .to_string()

@@ -116,7 +116,7 @@ impl Shared {
             // A full stream drops the newest request, as a full receive
             // queue does; its sender's retries recover it.
             if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(r) {
-                self.port.inner.count_dropped();
+                self.port.view().inner.count_dropped();
             }
         }
     }
@@ -182,14 +182,14 @@ impl AsyncPort {
         let rt = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::io("AsyncPort::new outside a tokio runtime", libc::EINVAL))?;
         // Each agent holds the port's state; only the port itself may.
-        if Arc::strong_count(&port.inner) != 1 {
+        if Arc::strong_count(&port.view().inner) != 1 {
             return Err(Error::io(
                 "AsyncPort::new on a port with registered agents",
                 libc::EBUSY,
             ));
         }
         let fd = port.as_raw_fd();
-        let simulated = port.inner.simulated;
+        let simulated = port.view().inner.simulated;
         let shared = Arc::new(Shared {
             port,
             waiters: Mutex::default(),
@@ -246,7 +246,7 @@ impl AsyncPort {
     /// The port, without its receives (the reader task does them): its
     /// name, attributes and receive queue counters.
     pub fn port(&self) -> &PortView {
-        &self.shared.port
+        self.shared.port.view()
     }
 
     /// Registers an agent; a registration with methods gets a stream of
@@ -296,7 +296,7 @@ impl AsyncPort {
     {
         let agent = self.shared.port.register(reg)?;
         let id = agent.id();
-        let h: Handler = Arc::new(move |r| handler(&agent, r));
+        let h: Handler = Arc::new(move |r| handler(agent.view(), r));
         lock(&self.shared.responders).insert(id, h);
         // As in `register`: a reader that failed before the insert is not
         // answering any more.
@@ -377,7 +377,7 @@ async fn reader(r: Reader, mut stop: oneshot::Receiver<()>) {
                     break;
                 }
                 Err(e) => {
-                    shared.fail(e.errno().unwrap_or(libc::EIO));
+                    shared.fail(e.errno());
                     return;
                 }
             }
@@ -399,13 +399,18 @@ fn sim_reader(shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
         if !matches!(stop.try_recv(), Err(oneshot::error::TryRecvError::Empty)) {
             return;
         }
-        match shared.port.inner.recv_matching(Some(SIM_POLL), |_| true) {
+        match shared
+            .port
+            .view()
+            .inner
+            .recv_matching(Some(SIM_POLL), |_| true)
+        {
             Ok(r) => shared.dispatch(r),
             // A MAD too long to read is dropped (and counted), as
             // `try_recv` drops it for the reader task.
             Err(Error::RecvTimeout(_) | Error::MadTooLong { .. }) => {}
             Err(e) => {
-                shared.fail(e.errno().unwrap_or(libc::EIO));
+                shared.fail(e.errno());
                 return;
             }
         }
@@ -439,7 +444,7 @@ impl Drop for Waiting<'_> {
             drop(w);
             // No response was read: the port forgets the request too.
             let (agent, tid) = self.key;
-            self.shared.port.inner.abandon(agent, u64::from(tid));
+            self.shared.port.view().inner.abandon(agent, u64::from(tid));
         }
     }
 }
@@ -448,7 +453,7 @@ impl AsyncAgent {
     /// The agent underneath without its receives (the port's reader task
     /// does them): its ID, its TIDs, unsolicited sends.
     pub fn agent(&self) -> &AgentView {
-        &self.agent
+        self.agent.view()
     }
 
     /// Sends a request and resolves to its response, matched by TID (lower
@@ -576,12 +581,12 @@ mod tests {
     #[cfg_attr(miri, ignore)] // a socket pair
     fn a_request_given_up_is_forgotten_by_the_port() {
         let (shared, _w) = shared();
-        assert!(shared.port.inner.add_outstanding(AGENT, 0x43));
+        assert!(shared.port.view().inner.add_outstanding(AGENT, 0x43));
         let (waiting, _rx) = shared.wait((AGENT, 0x43), 0x43).unwrap();
         drop(waiting);
         assert!(lock(&shared.waiters).map.is_empty());
         // No response was read: the TID is no longer tracked.
-        assert!(shared.port.inner.add_outstanding(AGENT, 0x43));
+        assert!(shared.port.view().inner.add_outstanding(AGENT, 0x43));
     }
 
     #[test]
@@ -602,10 +607,10 @@ mod tests {
             let Ok(Ok(Err(e))) = r else {
                 panic!("the waiter got {r:?}");
             };
-            assert_eq!(e.errno(), Some(libc::EIO), "{e}");
+            assert_eq!(e.errno(), libc::EIO, "{e}");
             // New requests are refused at once rather than left to time out.
             let again = port.shared.wait((AGENT, 0x45), 0x45).err();
-            assert_eq!(again.and_then(|e| e.errno()), Some(libc::EIO));
+            assert_eq!(again.map(|e| e.errno()), Some(libc::EIO));
             assert_eq!(port.port().malformed_mads(), 0);
         });
     }

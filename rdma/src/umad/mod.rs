@@ -37,6 +37,8 @@
 use std::io;
 use std::time::Duration;
 
+use crate::mad::sa::{SaError, SaStatusCode};
+
 mod addr;
 mod agent;
 #[cfg(feature = "tokio")]
@@ -44,6 +46,8 @@ mod async_port;
 mod ca;
 mod issm;
 mod port;
+#[cfg(feature = "tokio")]
+pub mod sa;
 mod wire;
 
 pub use addr::{Address, Grh, GSI_QKEY};
@@ -55,9 +59,12 @@ pub use ca::{ca_names, cas, gid_index, node_type_name, Ca, CaPort};
 pub use ca::{phys_state_name, port_state_name};
 pub use issm::IsSm;
 pub use port::{Port, PortView};
+#[cfg(feature = "tokio")]
+pub use sa::SaClient;
 pub use wire::Received;
 
-/// What went wrong with a umad operation.
+/// What went wrong with a umad operation: a MAD exchange, and the SA
+/// client's requests over one (`umad::sa`, feature `tokio`).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A libibumad call or a read/write of the umad device failed.
@@ -136,6 +143,19 @@ pub enum Error {
     /// A verbs query (the GID table) failed.
     #[error(transparent)]
     Verbs(crate::Error),
+    /// The SA answered with an error status (no records, a request it
+    /// refused, ...), or an SA answer that does not decode.
+    #[error(transparent)]
+    Sa(#[from] crate::mad::sa::SaError),
+    /// The port has no subnet manager (its SM LID is 0): the subnet is not
+    /// up, or this is not InfiniBand.
+    #[error("port {ca}/{port} knows no subnet manager (SM LID 0)")]
+    NoSubnetManager {
+        /// The CA.
+        ca: String,
+        /// The port.
+        port: u32,
+    },
 }
 
 /// The result type of this module.
@@ -149,15 +169,42 @@ impl Error {
         }
     }
 
-    /// The errno behind the error, where there is one.
-    pub fn errno(&self) -> Option<i32> {
+    /// The errno of the error, as [`crate::Error::errno`] gives it: the
+    /// OS's for a failed call, and for a failure of no call the errno that
+    /// names its kind: `ETIMEDOUT` for a request or receive that timed out,
+    /// `EINVAL` for a registration or an address this crate refuses,
+    /// `EBUSY` for a TID already in flight, `EMSGSIZE` for a MAD too long
+    /// to send, `ENODEV` for no such device, `EBADMSG` for a MAD that does
+    /// not decode or encode, `EREMOTEIO` for an SA's error status,
+    /// `ENETUNREACH` for a port without a subnet manager.
+    pub fn errno(&self) -> i32 {
         match self {
             Error::Io { source, .. }
             | Error::ClassRefused { source, .. }
-            | Error::SendFailed { source, .. } => source.raw_os_error(),
-            Error::Timeout { .. } | Error::RecvTimeout(_) => Some(libc::ETIMEDOUT),
-            Error::Verbs(e) => Some(e.errno()),
+            | Error::SendFailed { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            Error::Timeout { .. } | Error::RecvTimeout(_) => libc::ETIMEDOUT,
+            Error::InvalidRegistration(_) | Error::GrhRequired => libc::EINVAL,
+            Error::DuplicateTid { .. } => libc::EBUSY,
+            Error::MadTooLong { .. } => libc::EMSGSIZE,
+            Error::NoDevice(_) => libc::ENODEV,
+            Error::Mad(_) => libc::EBADMSG,
+            Error::Verbs(e) => e.errno(),
+            Error::Sa(SaError::Status { .. }) => libc::EREMOTEIO,
+            Error::Sa(_) => libc::EBADMSG,
+            Error::NoSubnetManager { .. } => libc::ENETUNREACH,
+        }
+    }
+
+    /// The SA status code of an SA's error status, if that is what this is.
+    pub fn sa_status(&self) -> Option<SaStatusCode> {
+        match self {
+            Error::Sa(e) => e.code(),
             _ => None,
         }
+    }
+
+    /// Whether the SA answered that no record matched.
+    pub fn is_no_records(&self) -> bool {
+        self.sa_status() == Some(SaStatusCode::NoRecords)
     }
 }

@@ -124,11 +124,11 @@ impl Drop for PortInner {
 /// fds, only the shim's poll does). All agents registered on the
 /// port share its receive queue: a receive that reads a MAD for another
 /// agent queues it for that agent, up to
-/// [`pending_capacity`](PortView::pending_capacity) unsolicited MADs (see
+/// [`pending_capacity`](Port::pending_capacity) unsolicited MADs (see
 /// [`PortView`]).
 ///
 /// What does not receive (the name, the attributes, the queue's counters)
-/// is on [`PortView`], which a `Port` dereferences to.
+/// is also on the [`PortView`] ([`Port::view`]), what an `AsyncPort` shares.
 pub struct Port {
     view: PortView,
 }
@@ -175,16 +175,9 @@ impl std::fmt::Debug for PortView {
     }
 }
 
-impl std::ops::Deref for Port {
-    type Target = PortView;
-    fn deref(&self) -> &PortView {
-        &self.view
-    }
-}
-
 impl Port {
     /// How many unsolicited MADs a port queues for its agents unless
-    /// [`PortView::set_pending_capacity`] says otherwise.
+    /// [`Port::set_pending_capacity`] says otherwise.
     pub const DEFAULT_PENDING_CAPACITY: usize = 256;
 
     /// Opens port `port_num` of the CA `ca` (`rxe0`, 1).
@@ -219,7 +212,7 @@ impl Port {
     /// The next MAD for any agent of this port, waiting up to `timeout`
     /// (`None`: forever).
     pub fn recv(&self, timeout: Option<Duration>) -> Result<Received> {
-        self.inner.recv_matching(timeout, |_| true)
+        self.view.inner.recv_matching(timeout, |_| true)
     }
 
     /// The next MAD if one is queued, without waiting.
@@ -227,7 +220,53 @@ impl Port {
     /// While another thread waits in [`Port::recv`] (or an agent's receive)
     /// it reads the fd, and this returns only what is already queued.
     pub fn try_recv(&self) -> Result<Option<Received>> {
-        self.inner.try_recv()
+        self.view.inner.try_recv()
+    }
+
+    /// What the port is without its receiving: the same view an
+    /// `AsyncPort` gives, for code that serves both.
+    pub fn view(&self) -> &PortView {
+        &self.view
+    }
+    /// The CA's name.
+    pub fn ca_name(&self) -> &str {
+        self.view.ca_name()
+    }
+    /// The port number.
+    pub fn port_num(&self) -> u32 {
+        self.view.port_num()
+    }
+    /// Whether the port is Ethernet (RoCE): MADs need a GRH.
+    pub fn is_ethernet(&self) -> bool {
+        self.view.is_ethernet()
+    }
+    /// The port's current attributes.
+    pub fn info(&self) -> Result<CaPort> {
+        self.view.info()
+    }
+    /// How many unsolicited MADs the receive queue holds before it drops
+    /// the newest ([`PortView::pending_capacity`]).
+    pub fn pending_capacity(&self) -> usize {
+        self.view.pending_capacity()
+    }
+    /// Sets the bound of the receive queue
+    /// ([`PortView::set_pending_capacity`]).
+    pub fn set_pending_capacity(&self, capacity: usize) {
+        self.view.set_pending_capacity(capacity)
+    }
+    /// How many MADs wait in the receive queue now.
+    pub fn pending_len(&self) -> usize {
+        self.view.pending_len()
+    }
+    /// How many unsolicited MADs were dropped because a receive queue was
+    /// full ([`PortView::dropped_mads`]).
+    pub fn dropped_mads(&self) -> u64 {
+        self.view.dropped_mads()
+    }
+    /// How many MADs were dropped because they did not decode
+    /// ([`PortView::malformed_mads`]).
+    pub fn malformed_mads(&self) -> u64 {
+        self.view.malformed_mads()
     }
 }
 
@@ -254,13 +293,13 @@ impl AsFd for Port {
     fn as_fd(&self) -> BorrowedFd<'_> {
         // SAFETY: the fd stays open as long as `self.inner` lives, which
         // outlives the borrow of `self`.
-        unsafe { BorrowedFd::borrow_raw(self.inner.fd) }
+        unsafe { BorrowedFd::borrow_raw(self.view.inner.fd) }
     }
 }
 
 impl AsRawFd for Port {
     fn as_raw_fd(&self) -> RawFd {
-        self.inner.fd
+        self.view.inner.fd
     }
 }
 

@@ -172,7 +172,7 @@ pub fn unreachable_address_fails_within_its_timeout(_env: &TestEnv) -> TestResul
     let start = Instant::now();
     match id.resolve_addr(None, dst, timeout) {
         Err(e) => {
-            check!(e.verb == "rdma_resolve_addr", "{e}");
+            check!(e.verb() == "rdma_resolve_addr", "{e}");
         }
         Ok(()) => {
             let ev = ch

@@ -93,7 +93,7 @@ pub fn async_completions_lose_no_wakeup_under_load(env: &TestEnv) -> TestResult 
                 wait(&send_cq, 1)?;
                 sent += 1;
             }
-            let wcs = tokio::time::timeout(Duration::from_secs(20), acq.poll(&mut buf))
+            let wcs = tokio::time::timeout(Duration::from_secs(20), acq.wait(&mut buf))
                 .await
                 .map_err(|_| {
                     format!("no completion within 20 s after {received} messages: a lost wake-up")
@@ -479,7 +479,7 @@ pub fn an_async_cq_makes_its_own_channel(env: &TestEnv) -> TestResult {
         let mut got = Vec::new();
         let mut wcs = [WorkCompletion::ZERO; 4];
         while got.len() < 2 {
-            let polled = tokio::time::timeout(TIMEOUT, acq.poll(&mut wcs))
+            let polled = tokio::time::timeout(TIMEOUT, acq.wait(&mut wcs))
                 .await
                 .map_err(|_| "no completion from the async CQ")??;
             got.extend(

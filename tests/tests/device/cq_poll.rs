@@ -491,7 +491,7 @@ fn busy<T>(r: rdma::Result<T>, verb: &str, what: &str) -> R<()> {
     match r {
         Ok(_) => fail!("{what} inside an extended poll was accepted"),
         Err(e) => check!(
-            e.errno() == libc::EBUSY && e.verb == verb,
+            e.errno() == libc::EBUSY && e.verb() == verb,
             "{what}: {e} (wanted {verb}, EBUSY)"
         ),
     }

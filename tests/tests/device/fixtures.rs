@@ -452,11 +452,11 @@ pub(crate) fn refused<T: std::fmt::Debug>(
         Ok(v) => fail!("{verb}: accepted ({v:?}), expected errno {errno}"),
         Err(e) => {
             check!(
-                e.verb == verb && e.errno() == errno,
+                e.verb() == verb && e.errno() == errno,
                 "expected {verb} errno {errno}, got {e}"
             );
             check!(
-                e.hint.as_deref().unwrap_or("").contains(hint),
+                e.hint().unwrap_or("").contains(hint),
                 "hint of {e} lacks {hint:?}"
             );
             Ok(e)

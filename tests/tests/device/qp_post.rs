@@ -168,7 +168,7 @@ pub fn ud_qp_refuses_all_but_addressed_sends(env: &TestEnv) -> TestResult {
     for (what, wr) in bad() {
         let e = refused(a.post_send(&mut [wr]), what)?;
         check!(
-            e.verb == "ibv_post_send"
+            e.verb() == "ibv_post_send"
                 && e.errno() == libc::EINVAL
                 && e.to_string().contains("work request 0"),
             "{what}: {e}"
@@ -392,7 +392,7 @@ pub fn batch_refuses_ops_the_qp_was_not_created_with(env: &TestEnv) -> TestResul
         "an RDMA WRITE the QP was not created with",
     )?;
     check!(
-        e.verb == "ibv_wr_rdma_write"
+        e.verb() == "ibv_wr_rdma_write"
             && e.errno() == libc::EOPNOTSUPP
             && e.to_string().contains("request 1"),
         "{e}"

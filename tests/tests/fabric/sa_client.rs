@@ -1,4 +1,4 @@
-//! The async SA client (`rdma::sa::SaClient`) against OpenSM's SA on the
+//! The async SA client (`rdma::umad::SaClient`) against OpenSM's SA on the
 //! simulated fabric: PathRecords by LIDs and by GIDs, many in flight; a
 //! multicast join and leave of the IPoIB broadcast group, seen in the SA's
 //! MCMemberRecords in between; InformInfo subscriptions; the SA's error
@@ -14,7 +14,7 @@ use rdma::mad::sa::{
     InformInfo, InformInfoRecord, InformInfoRecordMask, JoinState, McMemberRecord,
     McMemberRecordMask, NodeRecord, NodeRecordMask, SaStatusCode,
 };
-use rdma::sa::SaClient;
+use rdma::umad::SaClient;
 use rdma::umad::{self, AsyncPort, Port};
 use rdma::Gid;
 use std::process::Command;

@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use rdma::mad::sa::{JoinState, McMemberRecord, McMemberRecordMask};
-use rdma::sa::SaClient;
+use rdma::umad::SaClient;
 use rdma::Gid;
 use rdma_tests::fabric::{output_within, Fabric, FabricTest, NodeKind};
 use rdma_tests::{check, fail, Outcome, TestResult};

@@ -17,7 +17,7 @@
 //! it writes the LIDs there as OpenSM does (`guid2lid`: port GUID, LID,
 //! LID).
 
-mod sa;
+mod sa_server;
 mod sweep;
 
 use std::process::ExitCode;
@@ -142,7 +142,8 @@ async fn run(args: Args) -> Result<(), Error> {
     ));
     let mcast = Arc::new(tokio::sync::Notify::new());
     // The SA answers on the port's reader, as each request is read.
-    let _sa = port.register_responder(&sa_reg, sa::responder(subnet.clone(), mcast.clone()))?;
+    let _sa =
+        port.register_responder(&sa_reg, sa_server::responder(subnet.clone(), mcast.clone()))?;
     let mut sm = Sm::new(smi_dr, subnet, sm_info);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut first = true;

@@ -44,7 +44,7 @@ pub struct Subnet {
     /// The node the SM runs on.
     pub sm_node: Option<NodeId>,
     /// Multicast groups (the SA's MCMemberRecords).
-    pub groups: crate::sa::Groups,
+    pub groups: crate::sa_server::Groups,
     /// Whether the first sweep is done.
     pub up: bool,
     /// Each LID's end port: node, port number, port GUID.

@@ -1,5 +1,7 @@
-//! Subnet administration (IBA 15): the SA class header, the SA records, and
-//! the queries that carry them.
+//! Subnet administration (IBA 15), the codec: the SA class header, the SA
+//! records, and the queries that carry them, as bytes. It sends nothing:
+//! the SA client over a umad port is `umad::sa` (feature `tokio`); an SA
+//! server (the `sm` example's `sa_server.rs`) answers with it.
 //!
 //! An SA MAD is the 24-byte common header, the 32-byte SA header
 //! ([`SaHeader`]: the RMPP header, SM_Key, AttributeOffset, ComponentMask),

@@ -1,4 +1,5 @@
-//! The subnet administrator: records of the swept subnet, matched by
+//! The subnet administrator's server (the SA client is `rdma::umad::sa`,
+//! the records' codec `rdma::mad::sa`): records of the swept subnet, matched by
 //! component mask, and multicast groups joined and left through it.
 
 use std::collections::BTreeMap;

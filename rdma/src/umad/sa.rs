@@ -1,21 +1,26 @@
 //! An asynchronous client of the subnet administrator (SA) on a tokio
-//! [`AsyncPort`] (feature `tokio`): PathRecord queries, multicast joins and
+//! [`AsyncPort`] (feature `tokio`), [`SaClient`]: PathRecord queries, multicast joins and
 //! leaves (MCMemberRecord Set and Delete, as IPoIB joins its broadcast
 //! group), any record by Get or GetTable, and subscriptions to the SA's
 //! reports (InformInfo Set; Notices such as a GID going in or out of
 //! service).
 //!
-//! The records and their component masks are [`crate::mad::sa`]'s. Each
+//! The records and their component masks, and their encoding, are
+//! [`crate::mad::sa`]'s (the codec, which an SA server uses too). Each
 //! request has a TID of its own, so many may be in flight at once, from as
 //! many tasks; each waits at most its timeout per attempt and is sent again
 //! (same TID) up to its retries when no answer came or the SA said it was
 //! busy. The SA's address is the port's SM LID and SL, read again after a
 //! request that got no answer (the SM may have moved).
 //!
+//! Its errors are [`umad::Error`]s: those of the port and the agent, and
+//! the SA's own ([`umad::Error::Sa`]: an error status, which
+//! [`sa_status`](umad::Error::sa_status) gives, or an answer that does not
+//! decode; [`umad::Error::NoSubnetManager`]).
+//!
 //! ```no_run
-//! # async fn f() -> Result<(), rdma::sa::Error> {
-//! use rdma::umad::{AsyncPort, Port};
-//! use rdma::sa::SaClient;
+//! # async fn f() -> Result<(), rdma::umad::Error> {
+//! use rdma::umad::{AsyncPort, Port, SaClient};
 //! let port = AsyncPort::new(Port::open("mlx5_0", 1)?)?;
 //! let sa = SaClient::new(&port)?;
 //! let info = port.port().info()?;
@@ -34,57 +39,8 @@ use crate::mad::sa::{
     SaError, SaRecord, SaRequest, SaStatusCode, SaTable,
 };
 use crate::mad::{class, Mad, Method, Notice};
-use crate::umad::{self, Address, AsyncAgent, AsyncPort, Received, Registration};
+use crate::umad::{self, Address, AsyncAgent, AsyncPort, Error, Received, Registration, Result};
 use crate::Gid;
-
-/// Why an SA request did not give its answer.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The port or the agent failed, or no answer came within the timeout
-    /// and retries ([`umad::Error::Timeout`]).
-    #[error(transparent)]
-    Umad(#[from] umad::Error),
-    /// The SA answered with an error status (no records, a request it
-    /// refused, ...), or an answer that does not decode.
-    #[error(transparent)]
-    Sa(#[from] SaError),
-    /// The port has no subnet manager (its SM LID is 0): the subnet is not
-    /// up, or this is not InfiniBand.
-    #[error("port {ca}/{port} knows no subnet manager (SM LID 0)")]
-    NoSubnetManager {
-        /// The CA.
-        ca: String,
-        /// The port.
-        port: u32,
-    },
-    /// A Get answered with a record that does not decode, or another
-    /// record than the one asked for.
-    #[error("the SA answered a {expected} request with {found}")]
-    Unexpected {
-        /// What was asked for.
-        expected: &'static str,
-        /// What came.
-        found: String,
-    },
-}
-
-impl Error {
-    /// The SA status code of an error status, if that is what this is.
-    pub fn sa_status(&self) -> Option<SaStatusCode> {
-        match self {
-            Error::Sa(e) => e.code(),
-            _ => None,
-        }
-    }
-
-    /// Whether the SA answered that no record matched.
-    pub fn is_no_records(&self) -> bool {
-        self.sa_status() == Some(SaStatusCode::NoRecords)
-    }
-}
-
-/// The result type of this module.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The QP of every SA client: the GSI.
 const GSI_QPN: u32 = 1;
@@ -175,7 +131,7 @@ impl SaClient {
                         *crate::os::lock(&self.sm) = a;
                     }
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
             attempt += 1;
         }
@@ -321,7 +277,7 @@ impl SaClient {
                 return Some(Err(Error::Sa(SaError::Codec(e))));
             }
             if let Err(e) = self.agent.respond(&req, &resp) {
-                return Some(Err(e.into()));
+                return Some(Err(e));
             }
             return Some(Ok(notice));
         }
