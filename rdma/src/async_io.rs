@@ -107,16 +107,6 @@ impl AsyncCompletionQueue {
         Ok(&mut out[..n])
     }
 
-    /// [`wait`](Self::wait) under its former name, for the stream's
-    /// driver until it calls `wait`.
-    #[inline]
-    pub(crate) async fn poll<'a, B: CompletionBuf + ?Sized>(
-        &self,
-        out: &'a mut B,
-    ) -> Result<&'a mut [WorkCompletion]> {
-        self.wait(out).await
-    }
-
     /// Waits for the queue's next completion event and consumes the events
     /// there are, taking no completion: for a caller that polls the queue
     /// itself, under a lock of its own. The caller arms the queue

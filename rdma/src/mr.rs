@@ -372,8 +372,8 @@ impl MemoryRegion {
     /// [`read`](Self::read) into an 8-byte array and `u64::from_ne_bytes`
     /// give, in one load where the bytes are an aligned word.
     ///
-    /// For the header words of the stream (feature `tokio`).
-    #[cfg(feature = "tokio")]
+    /// For the header words of the stream (feature `stream`).
+    #[cfg(feature = "stream")]
     #[inline]
     pub(crate) fn read_word(&self, offset: usize) -> Result<u64> {
         let (off, _) = self.bounds(offset..offset.saturating_add(8), "MemoryRegion::read")?;
@@ -384,8 +384,8 @@ impl MemoryRegion {
     /// [`write`](Self::write) of `v.to_ne_bytes()` does, in one store where
     /// the bytes are an aligned word.
     ///
-    /// For the header words of the stream (feature `tokio`).
-    #[cfg(feature = "tokio")]
+    /// For the header words of the stream (feature `stream`).
+    #[cfg(feature = "stream")]
     #[inline]
     pub(crate) fn write_word(&self, offset: usize, v: u64) -> Result<()> {
         let (off, _) = self.bounds(offset..offset.saturating_add(8), "MemoryRegion::write")?;

@@ -38,7 +38,7 @@ pub fn crate_example(name: &str) -> Result<std::path::PathBuf, Box<dyn Error>> {
     let bin = dir.join("examples").join(name);
     if !bin.is_file() {
         return Err(format!(
-            "{} is missing: build them first (cargo build -p rdma --examples --features tokio; ci/test.sh does)",
+            "{} is missing: build them first (cargo build -p rdma --examples --features stream; ci/test.sh does)",
             bin.display()
         )
         .into());

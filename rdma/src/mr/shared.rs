@@ -146,7 +146,7 @@ impl SharedBytes {
     ///
     /// # Panics
     /// If the range is outside the shared bytes.
-    #[cfg(any(feature = "tokio", test))]
+    #[cfg(any(feature = "stream", test))]
     #[inline]
     pub(crate) fn load_word(&self, offset: usize) -> u64 {
         match self.on_words(offset, WORD) {
@@ -165,7 +165,7 @@ impl SharedBytes {
     ///
     /// # Panics
     /// If the range is outside the shared bytes.
-    #[cfg(any(feature = "tokio", test))]
+    #[cfg(any(feature = "stream", test))]
     #[inline]
     pub(crate) fn store_word(&self, offset: usize, v: u64) {
         match self.on_words(offset, WORD) {

@@ -485,7 +485,7 @@ impl Core {
         let _ = self.id.id().disconnect();
         let deadline = Instant::now() + FLUSH_WAIT;
         while self.posted_recvs + self.posted_sends > 0 {
-            let polled = tokio::time::timeout_at(deadline, link.cq.poll(&mut self.wcs)).await;
+            let polled = tokio::time::timeout_at(deadline, link.cq.wait(&mut self.wcs)).await;
             let Ok(Ok(got)) = polled else { break };
             for wc in got.iter() {
                 match wc.wr_id() & !0xffff_ffff {

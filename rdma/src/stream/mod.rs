@@ -1,14 +1,14 @@
-#![cfg_attr(not(feature = "tokio"), allow(rustdoc::broken_intra_doc_links))]
-#![cfg_attr(not(feature = "tokio"), allow(dead_code))]
+#![cfg_attr(not(feature = "stream"), allow(rustdoc::broken_intra_doc_links))]
+#![cfg_attr(not(feature = "stream"), allow(dead_code))]
 //! Byte streams over RDMA RC connections, with tokio's
 //! [`AsyncRead`](tokio::io::AsyncRead) and
-//! [`AsyncWrite`](tokio::io::AsyncWrite) (feature `tokio`): [`RdmaListener`] and
+//! [`AsyncWrite`](tokio::io::AsyncWrite) (feature `stream`): [`RdmaListener`] and
 //! [`RdmaStream`] mirror `tokio::net::TcpListener` and `TcpStream`, so code
 //! written against those traits (`tokio::io::copy`, codecs, ...) runs over
 //! RDMA unchanged.
 //!
 //! ```no_run
-//! # #[cfg(feature = "tokio")]
+//! # #[cfg(feature = "stream")]
 //! # mod demo {
 //! use rdma::stream::{RdmaListener, RdmaStream};
 //! use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -143,35 +143,35 @@
 //! streams with `std::io::Read` and `Write` for threads without a
 //! runtime; see [`blocking`].
 
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 pub mod blocking;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 mod busy_poll;
 mod config;
 mod credits;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 mod driver;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 mod engine;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 mod error;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 mod layout;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 mod listener;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 mod msg;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 mod pump;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 mod rdma_stream;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 mod setup;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 mod shared;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 mod signalling;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 mod split;
 mod wire;
 
@@ -179,11 +179,11 @@ pub use config::{
     CONNECT_TIMEOUT, DEFAULT_BUSY_POLL, FLUSH_WAIT, HEADER_LEN, LINGER, MAX_MESSAGE, MAX_PAYLOAD,
     ONE_SIDED_SLOTS, RECV_SLOTS, SEND_SLOTS, SLOT_SIZE,
 };
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 pub use listener::{RdmaListener, BACKLOG};
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 pub use msg::{Message, MessageEndpoint, MessageListener};
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 pub use rdma_stream::RdmaStream;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "stream")]
 pub use split::{OwnedReadHalf, OwnedWriteHalf};

@@ -268,6 +268,11 @@ impl Port {
     pub fn malformed_mads(&self) -> u64 {
         self.view.malformed_mads()
     }
+    /// How many MADs were dropped because they were longer than the largest
+    /// read ([`PortView::too_long_mads`]).
+    pub fn too_long_mads(&self) -> u64 {
+        self.view.too_long_mads()
+    }
 }
 
 impl PortView {
