@@ -3,6 +3,10 @@
 //! child brings up (a CM listener, a TCP port).
 
 use std::error::Error;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::cm_ids;
@@ -46,8 +50,11 @@ pub fn crate_example(name: &str) -> Result<std::path::PathBuf, Box<dyn Error>> {
     Ok(bin)
 }
 
-/// A child process (an example program or an rdma-core tool) whose output
-/// (stdout, then stderr) is collected when it ends.
+/// A child process (an example program, an rdma-core tool, or this test
+/// binary running a test's other side) whose output is collected as it
+/// comes (so that a chatty child never stalls on a full pipe, and a test
+/// can show what it printed so far), and which is killed and reaped when
+/// dropped, however the test ends.
 pub struct Running {
     /// What it is in the test ("server", "client"), for messages.
     pub role: &'static str,
@@ -55,23 +62,82 @@ pub struct Running {
     pub cmdline: String,
     /// The process.
     pub child: std::process::Child,
+    /// Its standard output and standard error so far, each as it came.
+    output: [Arc<Mutex<String>>; 2],
+    /// The threads that collect them; each ends at its pipe's end.
+    readers: Vec<JoinHandle<()>>,
 }
 
 impl Running {
-    /// Starts `prog` with `args`, no standard input, output piped.
+    /// Starts `prog` with `args`, no standard input, output collected.
     pub fn spawn(role: &'static str, prog: &str, args: &[&str]) -> Result<Running, Box<dyn Error>> {
-        let child = std::process::Command::new(prog)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
+        let mut cmd = Command::new(prog);
+        cmd.args(args);
+        Running::start(role, cmd)
+    }
+
+    /// Starts `cmd` (with its own environment, say), no standard input,
+    /// output collected.
+    pub fn start(role: &'static str, mut cmd: Command) -> Result<Running, Box<dyn Error>> {
+        let cmdline = std::iter::once(cmd.get_program())
+            .chain(cmd.get_args())
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot start {prog}: {e}"))?;
+            .map_err(|e| format!("cannot start {cmdline}: {e}"))?;
+        let output = [
+            Arc::new(Mutex::new(String::new())),
+            Arc::new(Mutex::new(String::new())),
+        ];
+        let pipes: [Option<Box<dyn Read + Send>>; 2] = [
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        ];
+        let readers = pipes
+            .into_iter()
+            .zip(&output)
+            .filter_map(|(pipe, text)| {
+                let (mut pipe, text) = (pipe?, Arc::clone(text));
+                Some(std::thread::spawn(move || {
+                    let mut buf = [0; 4096];
+                    while let Ok(n) = pipe.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                        text.lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push_str(&String::from_utf8_lossy(&buf[..n]));
+                    }
+                }))
+            })
+            .collect();
         Ok(Running {
             role,
-            cmdline: format!("{prog} {}", args.join(" ")),
+            cmdline,
             child,
+            output,
+            readers,
         })
+    }
+
+    /// What it printed so far: its standard output, then its standard
+    /// error.
+    pub fn output(&self) -> String {
+        self.output
+            .iter()
+            .map(|t| t.lock().unwrap_or_else(|e| e.into_inner()).clone())
+            .collect()
     }
 
     /// The exit status, or `None` at the deadline.
@@ -94,20 +160,32 @@ impl Running {
 
     /// Kills the child if it still runs, reaps it, and returns its output.
     pub fn finish_killed(&mut self) -> String {
-        use std::io::Read;
+        self.kill_and_reap();
+        // The pipes end with the child (unless a grandchild holds them:
+        // then what came so far).
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        for r in std::mem::take(&mut self.readers) {
+            while !r.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            if r.is_finished() {
+                let _ = r.join();
+            }
+        }
+        format!("--- {} `{}`:\n{}", self.role, self.cmdline, self.output())
+    }
+
+    fn kill_and_reap(&mut self) {
         if let Ok(None) = self.child.try_wait() {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
-        let mut out = String::new();
-        if let Some(mut s) = self.child.stdout.take() {
-            let _ = s.read_to_string(&mut out);
-        }
-        let mut err = String::new();
-        if let Some(mut s) = self.child.stderr.take() {
-            let _ = s.read_to_string(&mut err);
-        }
-        format!("--- {} `{}`:\n{}{}", self.role, self.cmdline, out, err)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.kill_and_reap();
     }
 }
 

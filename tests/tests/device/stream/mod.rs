@@ -20,7 +20,6 @@ use rdma_tests::{Outcome, TestEnv, TestResult};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -269,14 +268,4 @@ pub(crate) async fn read_until_end<S: AsyncRead + Unpin>(
     .await
     .map_err(|_| "the survivor's read did not end within 10 s")?;
     Ok((n, end))
-}
-
-/// A child's standard output and error, collected by threads until it exits.
-pub(crate) struct Output(Arc<std::sync::Mutex<String>>);
-
-impl Output {
-    /// What the child wrote so far.
-    fn take(&self) -> String {
-        self.0.lock().map(|s| s.clone()).unwrap_or_default()
-    }
 }

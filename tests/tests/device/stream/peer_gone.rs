@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{
     counts_back_to, current_thread_runtime, fill, listen, pair, pattern, read_until_end, run,
-    Output, PatternCheck, R,
+    PatternCheck, R,
 };
 
 pub fn a_peer_dropped_mid_stream_ends_the_survivors_read(env: &TestEnv) -> TestResult {
@@ -170,49 +170,6 @@ fn killed_peer(addr: &str) -> TestResult {
     })
 }
 
-fn collect_output(child: &mut std::process::Child) -> Output {
-    use std::io::Read;
-    let text = Arc::new(std::sync::Mutex::new(String::new()));
-    let pipes: Vec<Box<dyn Read + Send>> = [
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    for mut pipe in pipes {
-        let text = Arc::clone(&text);
-        std::thread::spawn(move || {
-            let mut buf = [0; 4096];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                if let Ok(mut t) = text.lock() {
-                    t.push_str(&String::from_utf8_lossy(&buf[..n]));
-                }
-            }
-        });
-    }
-    Output(text)
-}
-
-/// Kills and reaps the child when the test ends, however it ends.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The peer is another process (this binary, running this test as the
 /// peer) that writes and reads a stream; once data flows both ways it gets
 /// SIGKILL. The survivor's read must end (EOF or an error) and its write
@@ -226,32 +183,27 @@ pub fn a_peer_process_killed_mid_stream_ends_both_halves(env: &TestEnv) -> TestR
     let before = rdma_tests::resource_counts(&env.device)?;
     run(async {
         let (mut l, at) = listen(env)?;
-        let mut child = std::process::Command::new(std::env::current_exe()?)
-            .env("RDMA_TEST_CHILD", rdma_tests::current_test())
-            .env(PEER_VAR, at.to_string())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()?;
-        let output = collect_output(&mut child);
-        let mut child = KillOnDrop(child);
+        let mut peer = std::process::Command::new(std::env::current_exe()?);
+        peer.env("RDMA_TEST_CHILD", rdma_tests::current_test())
+            .env(PEER_VAR, at.to_string());
+        let mut child = rdma_tests::Running::start("peer", peer).map_err(|e| e.to_string())?;
         let started = Instant::now();
         let s = loop {
             if let Ok(r) = tokio::time::timeout(Duration::from_millis(200), l.accept()).await {
                 break r?.0;
             }
-            if let Some(status) = child.0.try_wait()? {
+            if let Some(status) = child.child.try_wait()? {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 return Err(format!(
                     "the peer process exited ({status}) before it connected: {}",
-                    output.take()
+                    child.output()
                 )
                 .into());
             }
             if started.elapsed() > Duration::from_secs(30) {
                 return Err(format!(
                     "the peer process did not connect within 30 s: {}",
-                    output.take()
+                    child.output()
                 )
                 .into());
             }
@@ -283,7 +235,7 @@ pub fn a_peer_process_killed_mid_stream_ends_both_halves(env: &TestEnv) -> TestR
                 && check.pos >= 2 << 20
                 && written.load(Ordering::Relaxed) >= 1 << 20
             {
-                child.0.kill()?;
+                child.child.kill()?;
                 killed = Some(Instant::now());
             }
             let limit = match killed {
@@ -321,7 +273,7 @@ pub fn a_peer_process_killed_mid_stream_ends_both_halves(env: &TestEnv) -> TestR
                 .map_err(|_| {
                     format!("the survivor's write still waits {DEATH_BOUND:?} after the kill")
                 })??;
-        let status = child.0.wait()?;
+        let status = child.child.wait()?;
         use std::os::unix::process::ExitStatusExt;
         check!(
             status.signal() == Some(libc::SIGKILL),
