@@ -306,7 +306,7 @@ pub fn a_read_cancelled_while_it_polls_hands_the_cq_back(env: &TestEnv) -> TestR
         wr.shutdown().await?;
         let took = start.elapsed();
         check!(
-            took < Duration::from_secs(2),
+            took < Duration::from_secs(10),
             "the shutdown took {took:?}: the CQ was left to a read that was gone"
         );
         let mut back = Vec::new();
