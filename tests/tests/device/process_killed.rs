@@ -615,8 +615,9 @@ fn accept<'a>(ch: &EventChannel, listener: &CmId, res: &'a Res) -> R<Conn<'a>> {
     Ok(conn)
 }
 
-/// Waits (at most 5 s) until the device's resource counts are `want`
-/// again; returns how long that took.
+/// Waits until the device's resource counts are `want` again; returns how
+/// long that took. At most 30 s: the kernel frees them within a fraction
+/// of a second on an idle machine, and returns as soon as it has.
 fn released(env: &TestEnv, want: &std::collections::BTreeMap<String, u64>) -> R<Duration> {
     let start = Instant::now();
     loop {
@@ -625,8 +626,8 @@ fn released(env: &TestEnv, want: &std::collections::BTreeMap<String, u64>) -> R<
             return Ok(start.elapsed());
         }
         check!(
-            start.elapsed() < Duration::from_secs(5),
-            "5 s after the peer was reaped, the kernel still holds more than before it \
+            start.elapsed() < Duration::from_secs(30),
+            "30 s after the peer was reaped, the kernel still holds more than before it \
              started: before {want:?}, now {now:?}"
         );
         std::thread::sleep(Duration::from_millis(20));

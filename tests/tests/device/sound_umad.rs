@@ -184,7 +184,7 @@ fn recv_sleeps_until_its_timeout_or_its_mad(env: &TestEnv) -> TestResult {
         "expected a timeout, got {r:?}"
     );
     check!(
-        took >= Duration::from_secs(1) && took < Duration::from_secs(4),
+        took >= Duration::from_secs(1) && took < Duration::from_secs(10),
         "a 1 s receive returned after {took:?}"
     );
     // Polling in 20 ms slices would wake some 50 times.
@@ -194,7 +194,7 @@ fn recv_sleeps_until_its_timeout_or_its_mad(env: &TestEnv) -> TestResult {
     let sender = sender_port.register(&reg(FLOODED))?;
     let (got, sent, arrived) = std::thread::scope(|s| -> R<_> {
         let h = s.spawn(|| {
-            let r = agent.recv(Some(Duration::from_secs(10)));
+            let r = agent.recv(Some(Duration::from_secs(60)));
             (r, Instant::now())
         });
         std::thread::sleep(Duration::from_millis(500));
@@ -208,7 +208,7 @@ fn recv_sleeps_until_its_timeout_or_its_mad(env: &TestEnv) -> TestResult {
     let got = got?;
     check!(got.mad.data()[0] == 7, "received {:?}", got.mad.header());
     check!(
-        arrived - sent < Duration::from_secs(2),
+        arrived - sent < Duration::from_secs(20),
         "the MAD was returned {:?} after it was sent",
         arrived - sent
     );
@@ -238,7 +238,7 @@ fn receivers_on_one_port_each_get_their_mad_or_their_timeout(env: &TestEnv) -> T
             "expected a timeout, got {r:?}"
         );
         check!(
-            took >= Duration::from_millis(500) && took < Duration::from_secs(3),
+            took >= Duration::from_millis(500) && took < Duration::from_secs(5),
             "a 500 ms receive returned after {took:?}"
         );
         // Then each of two waiting receivers gets its own MAD, whichever
@@ -272,7 +272,7 @@ fn receivers_on_one_port_each_get_their_mad_or_their_timeout(env: &TestEnv) -> T
         );
         for (who, took) in [("a", at_a - sent_a), ("b", at_b - sent_b)] {
             check!(
-                took < Duration::from_secs(2),
+                took < Duration::from_secs(5),
                 "{who}'s MAD was returned {took:?} after it was sent"
             );
         }
@@ -344,15 +344,16 @@ fn async_requests_fail_when_their_device_goes_away(env: &TestEnv) -> TestResult 
         let server = port.register(&reg(FLOODED).method(Method::GET))?;
         let client = port.register(&reg(FLOODED))?;
         let tid = client.agent().next_tid();
-        // The server never answers: the request waits up to 7 s.
+        // The server never answers: the request waits up to 30 s (10 s a
+        // try), more than the removal may take on a loaded machine.
         let request = async {
             let r = client
-                .request(&get(FLOODED, tid, 9)?, &addr, Duration::from_secs(2), 2)
+                .request(&get(FLOODED, tid, 9)?, &addr, Duration::from_secs(10), 2)
                 .await;
             Ok::<_, Box<dyn std::error::Error>>((r, Instant::now()))
         };
         let remove = async {
-            let got = tokio::time::timeout(Duration::from_secs(5), server.next_request()).await;
+            let got = tokio::time::timeout(Duration::from_secs(20), server.next_request()).await;
             let Ok(Some(got)) = got else {
                 fail!("the server got {got:?} instead of the request");
             };
@@ -375,12 +376,12 @@ fn async_requests_fail_when_their_device_goes_away(env: &TestEnv) -> TestResult 
             Ok(r) => fail!("the request got {:?}", r.mad.header()),
         }
         check!(
-            at - removed_at < Duration::from_secs(3),
+            at - removed_at < Duration::from_secs(8),
             "the request failed {:?} after its device was removed",
             at - removed_at
         );
         // The server's stream ends too, and later requests fail at once.
-        let next = tokio::time::timeout(Duration::from_secs(1), server.next_request()).await;
+        let next = tokio::time::timeout(Duration::from_secs(10), server.next_request()).await;
         check!(
             matches!(next, Ok(None)),
             "the server's stream gave {next:?}"
@@ -410,8 +411,8 @@ fn async_requests_fail_when_their_device_goes_away(env: &TestEnv) -> TestResult 
             break st;
         }
         check!(
-            start.elapsed() < Duration::from_secs(10),
-            "the removal of {} still waits 10 s after its port was closed",
+            start.elapsed() < Duration::from_secs(30),
+            "the removal of {} still waits 30 s after its port was closed",
             dev.name
         );
         std::thread::sleep(Duration::from_millis(50));
