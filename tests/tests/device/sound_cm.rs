@@ -21,7 +21,7 @@ const T: Duration = Duration::from_secs(10);
 /// succeeds once it has): the device's set-up runs in the kernel's workers,
 /// which an emulated guest on a loaded host can hold back for many seconds,
 /// so the bound only proves that the wait ends.
-const DEVICE_UP: Duration = Duration::from_secs(90);
+const DEVICE_UP: Duration = Duration::from_secs(30);
 
 /// Runs `f` on a thread of its own and waits up to `limit` for it: `None`
 /// when it has not returned by then (it is left running, blocked).
@@ -226,19 +226,39 @@ pub fn cm_context_outlives_its_ids_and_its_device(env: &TestEnv) -> TestResult {
         Provider::Rxe => ("sound_cm0", "rdsound0", Ipv4Addr::new(10, 77, 0, 1)),
         Provider::Siw => ("sound_cm1", "rdsound1", Ipv4Addr::new(10, 77, 1, 1)),
     };
-    let dev = ScratchDevice::new(env.provider, name, netdev, ip)?;
-    let ch = EventChannel::new()?;
-    let id = CmId::new(&ch, PortSpace::Tcp)?;
-    // The device gets the address's GID a moment after it is added.
-    let start = Instant::now();
-    while let Err(e) = id.bind(SocketAddr::new(IpAddr::V4(ip), 0)) {
-        check!(
-            start.elapsed() < DEVICE_UP,
-            "bind to {ip} for {:?}: {e}",
-            start.elapsed()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // The device gets the address's GID a moment after it is added. Now
+    // and then (about one siw device in 40 in the test VM) a new device
+    // never takes its address: rdma_bind_addr answers ENODEV for as long
+    // as one waits. That is the kernel's set-up of the device, not what
+    // this test proves, so such a device is made again, twice at most.
+    let mut attempt = 0;
+    let (dev, ch, id) = loop {
+        attempt += 1;
+        let dev = ScratchDevice::new(env.provider, name, netdev, ip)?;
+        let ch = EventChannel::new()?;
+        let id = CmId::new(&ch, PortSpace::Tcp)?;
+        let start = Instant::now();
+        let bound = loop {
+            match id.bind(SocketAddr::new(IpAddr::V4(ip), 0)) {
+                Ok(()) => break Ok(()),
+                Err(_) if start.elapsed() < DEVICE_UP => {
+                    std::thread::sleep(Duration::from_millis(100))
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        match bound {
+            Ok(()) => break (dev, ch, id),
+            Err(e) if attempt < 3 => {
+                println!(
+                    "    device {attempt}: bind to {ip} for {:?}: {e}; the device is made again",
+                    start.elapsed()
+                );
+                drop((id, ch, dev));
+            }
+            Err(e) => fail!("bind to {ip}, on {attempt} new devices, {DEVICE_UP:?} each: {e}"),
+        }
+    };
     let ctx = id.context()?;
     check!(ctx.name() == dev.name, "the id is on {}", ctx.name());
     let pd = ProtectionDomain::new(&ctx)?;
