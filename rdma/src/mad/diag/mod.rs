@@ -4,9 +4,12 @@
 //! byte for byte.
 //!
 //! [`field`] writes one line's text; [`PortInfo::diag`],
-//! [`NodeInfo::diag`], [`PortCounters::diag`],
-//! [`PortCountersExtended::diag`] and [`PortSamplesControl::diag`] write
-//! the whole attribute. The value adaptors
+//! [`NodeInfo::diag`], [`NodeDescription::diag`], [`SwitchInfo::diag`],
+//! [`PortCounters::diag`], [`PortCountersExtended::diag`] and
+//! [`PortSamplesControl::diag`] write the whole attribute, and
+//! [`PKeyTable::diag`], [`GuidInfo::diag`], [`SlToVlMappingTable::diag`]
+//! (under [`SlToVlHeader`]) and [`VlArbitrationTable::diag`] a port's
+//! tables as `smpquery` prints them. The value adaptors
 //! ([`Hex`], [`LinkWidthEnabled`], [`CapMask`], ...) write one value as its
 //! libibmad dump function does; the enumerated fields ([`PortState`],
 //! [`LinkWidth`], ...) do so through their own `Display`.
@@ -25,6 +28,12 @@
 //! [`LinkWidth`]: super::LinkWidth
 //! [`PortInfo::diag`]: super::PortInfo::diag
 //! [`NodeInfo::diag`]: super::NodeInfo::diag
+//! [`NodeDescription::diag`]: super::NodeDescription::diag
+//! [`SwitchInfo::diag`]: super::SwitchInfo::diag
+//! [`PKeyTable::diag`]: super::PKeyTable::diag
+//! [`GuidInfo::diag`]: super::GuidInfo::diag
+//! [`SlToVlMappingTable::diag`]: super::SlToVlMappingTable::diag
+//! [`VlArbitrationTable::diag`]: super::VlArbitrationTable::diag
 //! [`PortCounters::diag`]: super::PortCounters::diag
 //! [`PortCountersExtended::diag`]: super::PortCountersExtended::diag
 //! [`PortSamplesControl::diag`]: super::PortSamplesControl::diag
@@ -33,9 +42,11 @@ use std::fmt::{self, Display, Formatter};
 
 mod perf;
 mod smp;
+mod tables;
 
 pub use perf::{PortCountersDiag, PortCountersExtendedDiag, PortSamplesControlDiag};
-pub use smp::{NodeInfoDiag, PortInfoDiag};
+pub use smp::{NodeDescriptionDiag, NodeInfoDiag, PortInfoDiag, SwitchInfoDiag};
+pub use tables::{GuidsDiag, PKeysDiag, SlToVlDiag, SlToVlHeader, VlArbDiag, VlArbPriority};
 
 /// The column libibmad's values start at (`Name:` and dots fill the
 /// columns before it).

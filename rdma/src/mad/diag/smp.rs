@@ -1,4 +1,5 @@
-//! NodeInfo and PortInfo as `smpquery` prints them.
+//! NodeInfo, NodeDescription, PortInfo and SwitchInfo as `smpquery`
+//! prints them.
 
 use std::fmt::{self, Display, Formatter};
 
@@ -6,7 +7,7 @@ use super::{
     line, CapMask, CapMask2, Hex, LinkDownDefaultState, LinkSpeeds, LinkSpeedsExt,
     LinkSpeedsExtEnabled, LinkWidthEnabled, LinkWidthSupported, Mtu, NodeType, Vls,
 };
-use crate::mad::{NodeInfo, PortInfo};
+use crate::mad::{NodeDescription, NodeInfo, PortInfo, SwitchInfo};
 
 /// NodeInfo as `mad_dump_nodeinfo` writes it: see [`NodeInfo::diag`].
 #[derive(Clone, Copy, Debug)]
@@ -35,6 +36,80 @@ impl Display for NodeInfoDiag<'_> {
         line(f, 0, "Revision", Hex(n.revision.into(), 4))?;
         line(f, 0, "LocalPort", n.local_port_num)?;
         line(f, 0, "VendorId", Hex(n.vendor_id.into(), 3))
+    }
+}
+
+/// NodeDescription as `smpquery nodedesc` prints it: see
+/// [`NodeDescription::diag`].
+#[derive(Clone, Copy, Debug)]
+pub struct NodeDescriptionDiag<'a>(&'a NodeDescription);
+
+impl NodeDescription {
+    /// The attribute as `smpquery nodedesc` prints it: `Node Description:`,
+    /// dots up to column 49 (one dot at least), the text up to the first NUL
+    /// (at most the 64 bytes; invalid UTF-8 replaced), a newline.
+    pub fn diag(&self) -> NodeDescriptionDiag<'_> {
+        NodeDescriptionDiag(self)
+    }
+}
+
+impl Display for NodeDescriptionDiag<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let bytes = &self.0 .0;
+        // smpquery counts the dots by the bytes (strlen), not the characters.
+        let len = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        f.write_str("Node Description:")?;
+        for _ in 0..32usize.saturating_sub(len).max(1) {
+            f.write_str(".")?;
+        }
+        writeln!(f, "{}", String::from_utf8_lossy(&bytes[..len]))
+    }
+}
+
+/// SwitchInfo as `mad_dump_switchinfo` writes it: see [`SwitchInfo::diag`].
+#[derive(Clone, Copy, Debug)]
+pub struct SwitchInfoDiag<'a>(&'a SwitchInfo);
+
+impl SwitchInfo {
+    /// The attribute as `smpquery switchinfo` prints it after its `#` line:
+    /// one `Name:.....value` line a field, each ending in a newline.
+    pub fn diag(&self) -> SwitchInfoDiag<'_> {
+        SwitchInfoDiag(self)
+    }
+}
+
+impl Display for SwitchInfoDiag<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let s = self.0;
+        let bit = u8::from;
+        line(f, 0, "LinearFdbCap", s.linear_fdb_cap)?;
+        line(f, 0, "RandomFdbCap", s.random_fdb_cap)?;
+        line(f, 0, "McastFdbCap", s.multicast_fdb_cap)?;
+        line(f, 0, "LinearFdbTop", s.linear_fdb_top)?;
+        line(f, 0, "DefPort", s.default_port)?;
+        line(f, 0, "DefMcastPrimPort", s.default_multicast_primary_port)?;
+        line(
+            f,
+            0,
+            "DefMcastNotPrimPort",
+            s.default_multicast_not_primary_port,
+        )?;
+        line(f, 0, "LifeTime", s.life_time_value)?;
+        line(f, 0, "StateChange", bit(s.port_state_change))?;
+        line(
+            f,
+            0,
+            "OptSLtoVLMapping",
+            s.optimized_sl_to_vl_mapping_programming,
+        )?;
+        line(f, 0, "LidsPerPort", s.lids_per_port)?;
+        line(f, 0, "PartEnforceCap", s.partition_enforcement_cap)?;
+        line(f, 0, "InboundPartEnf", bit(s.inbound_enforcement_cap))?;
+        line(f, 0, "OutboundPartEnf", bit(s.outbound_enforcement_cap))?;
+        line(f, 0, "FilterRawInbound", bit(s.filter_raw_inbound_cap))?;
+        line(f, 0, "FilterRawOutbound", bit(s.filter_raw_outbound_cap))?;
+        line(f, 0, "EnhancedPort0", bit(s.enhanced_port0))?;
+        line(f, 0, "MulticastFDBTop", Hex(s.multicast_fdb_top.into(), 2))
     }
 }
 
@@ -171,6 +246,74 @@ impl Display for PortInfoDiag<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_description_pads_to_column_49_by_bytes() {
+        let nd = |t: &str| NodeDescription::new(t).unwrap().diag().to_string();
+        assert_eq!(
+            nd("sw1"),
+            "Node Description:.............................sw1\n"
+        );
+        assert_eq!(nd("").len(), "Node Description:".len() + 32 + 1);
+        let long = "x".repeat(40);
+        assert_eq!(nd(&long), format!("Node Description:.{long}\n"));
+        // Two bytes, one character: the dots count the bytes.
+        assert_eq!(nd("\u{e9}").matches('.').count(), 30);
+        // All 64 bytes, no NUL: all of them.
+        let full = NodeDescription([b'a'; 64]).diag().to_string();
+        assert_eq!(full, format!("Node Description:.{}\n", "a".repeat(64)));
+        // Invalid UTF-8 is replaced, not a panic.
+        let mut raw = [0u8; 64];
+        raw[..2].copy_from_slice(&[0xff, b'z']);
+        assert!(NodeDescription(raw)
+            .diag()
+            .to_string()
+            .ends_with("\u{fffd}z\n"));
+    }
+
+    #[test]
+    fn switch_info_prints_every_field_of_mad_dump_switchinfo() {
+        let s = SwitchInfo {
+            linear_fdb_cap: 48128,
+            linear_fdb_top: 12,
+            port_state_change: true,
+            lids_per_port: 0,
+            partition_enforcement_cap: 32,
+            enhanced_port0: false,
+            multicast_fdb_top: 0xc000,
+            ..Default::default()
+        };
+        let text = s.diag().to_string();
+        let names: Vec<&str> = text.lines().map(|l| l.split(':').next().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "LinearFdbCap",
+                "RandomFdbCap",
+                "McastFdbCap",
+                "LinearFdbTop",
+                "DefPort",
+                "DefMcastPrimPort",
+                "DefMcastNotPrimPort",
+                "LifeTime",
+                "StateChange",
+                "OptSLtoVLMapping",
+                "LidsPerPort",
+                "PartEnforceCap",
+                "InboundPartEnf",
+                "OutboundPartEnf",
+                "FilterRawInbound",
+                "FilterRawOutbound",
+                "EnhancedPort0",
+                "MulticastFDBTop"
+            ]
+        );
+        assert!(text.starts_with("LinearFdbCap:....................48128\n"));
+        assert!(text.contains("\nLinearFdbTop:....................12\n"));
+        assert!(text.contains("\nStateChange:.....................1\n"));
+        assert!(text.contains("\nPartEnforceCap:..................32\n"));
+        assert!(text.ends_with("\nMulticastFDBTop:.................0xc000\n"));
+    }
     use crate::mad::{LinkSpeed, LinkSpeedExt, LinkWidth, PhysPortState, PortState};
 
     #[test]
