@@ -300,12 +300,6 @@ pub fn dr_along(path: &[u8]) -> Result<DrHeader> {
 
 // ---- libibmad's field formats ----
 
-/// Appends one `Name:.....value` line of libibmad's dumps (see
-/// [`rdma::mad::diag::field`]) and its newline to `out`.
-pub fn field(out: &mut String, name: &str, value: impl std::fmt::Display) {
-    let _ = writeln!(out, "{}", rdma::mad::diag::field(name, value));
-}
-
 /// A GID as glibc's `inet_ntop(AF_INET6)` writes it: lower-case groups
 /// without leading zeros, the longest run of two or more zero groups (the
 /// first of equal runs) as `::`, and the last 32 bits as a dotted IPv4
@@ -372,17 +366,6 @@ pub fn exit_error(tool: &str, what: &str) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fields_are_lines_of_the_librarys_format() {
-        let mut s = String::new();
-        field(&mut s, "BaseVers", 1);
-        field(&mut s, "McastPkeyTrapSuppressionEnabled", 0);
-        assert_eq!(
-            s,
-            "BaseVers:........................1\nMcastPkeyTrapSuppressionEnabled:.0\n"
-        );
-    }
 
     #[test]
     fn destinations_parse_and_describe_as_portid2str() {

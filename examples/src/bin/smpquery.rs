@@ -8,12 +8,12 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use rdma::mad::diag::Hex;
+use rdma::mad::diag::{SlToVlHeader, VlArbPriority};
 use rdma::mad::{
     GuidInfo, NodeDescription, PKeyTable, PortInfo, SlToVlMappingTable, SwitchInfo,
     VlArbitrationTable,
 };
-use rdma_examples::ibdiag::{self, field, Common, Dest, Diag};
+use rdma_examples::ibdiag::{self, Common, Dest, Diag};
 
 /// Query a node's SMA attributes (like smpquery).
 #[derive(Parser, Debug)]
@@ -75,9 +75,7 @@ impl Ctx<'_> {
             .diag
             .smp_get::<NodeDescription>(0, &self.dest)
             .map_err(|_| "node desc query failed")?;
-        let name = nd.text();
-        let dots = if name.len() < 32 { 32 - name.len() } else { 1 };
-        println!("Node Description:{}{name}", ".".repeat(dots));
+        print!("{}", nd.diag());
         Ok(())
     }
 
@@ -104,54 +102,7 @@ impl Ctx<'_> {
             .diag
             .smp_get::<SwitchInfo>(0, &self.dest)
             .map_err(|_| "switch info query failed")?;
-        let mut o = String::new();
-        field(&mut o, "LinearFdbCap", s.linear_fdb_cap);
-        field(&mut o, "RandomFdbCap", s.random_fdb_cap);
-        field(&mut o, "McastFdbCap", s.multicast_fdb_cap);
-        field(&mut o, "LinearFdbTop", s.linear_fdb_top);
-        field(&mut o, "DefPort", s.default_port);
-        field(&mut o, "DefMcastPrimPort", s.default_multicast_primary_port);
-        field(
-            &mut o,
-            "DefMcastNotPrimPort",
-            s.default_multicast_not_primary_port,
-        );
-        field(&mut o, "LifeTime", s.life_time_value);
-        field(&mut o, "StateChange", u8::from(s.port_state_change));
-        field(
-            &mut o,
-            "OptSLtoVLMapping",
-            s.optimized_sl_to_vl_mapping_programming,
-        );
-        field(&mut o, "LidsPerPort", s.lids_per_port);
-        field(&mut o, "PartEnforceCap", s.partition_enforcement_cap);
-        field(
-            &mut o,
-            "InboundPartEnf",
-            u8::from(s.inbound_enforcement_cap),
-        );
-        field(
-            &mut o,
-            "OutboundPartEnf",
-            u8::from(s.outbound_enforcement_cap),
-        );
-        field(
-            &mut o,
-            "FilterRawInbound",
-            u8::from(s.filter_raw_inbound_cap),
-        );
-        field(
-            &mut o,
-            "FilterRawOutbound",
-            u8::from(s.filter_raw_outbound_cap),
-        );
-        field(&mut o, "EnhancedPort0", u8::from(s.enhanced_port0));
-        field(
-            &mut o,
-            "MulticastFDBTop",
-            Hex(s.multicast_fdb_top.into(), 2),
-        );
-        print!("# Switch info: {}\n{o}", self.dest.describe());
+        print!("# Switch info: {}\n{}", self.dest.describe(), s.diag());
         Ok(())
     }
 
@@ -171,35 +122,14 @@ impl Ctx<'_> {
         } else {
             ni.partition_cap
         };
-        let n = usize::from(n);
-        let blocks = n.div_ceil(32);
-        for i in 0..blocks {
-            let t = self
-                .diag
-                .smp_get::<PKeyTable>(PKeyTable::attr_mod(i as u16, self.port), &self.dest)
-                .map_err(|_| "pkey table query failed")?;
-            let k = if i + 1 == blocks {
-                ((n + 7 - i * 32) / 8) * 8
-            } else {
-                32
-            };
-            for j in (0..k.min(32)).step_by(8) {
-                let p = &t.pkeys[j..j + 8];
-                println!(
-                    "{:4}: 0x{:04x} 0x{:04x} 0x{:04x} 0x{:04x} 0x{:04x} 0x{:04x} 0x{:04x} 0x{:04x}",
-                    i * 32 + j,
-                    p[0],
-                    p[1],
-                    p[2],
-                    p[3],
-                    p[4],
-                    p[5],
-                    p[6],
-                    p[7]
-                );
-            }
-        }
-        println!("{n} pkeys capacity for this port");
+        let blocks = (0..n.div_ceil(PKeyTable::ENTRIES as u16))
+            .map(|i| {
+                self.diag
+                    .smp_get::<PKeyTable>(PKeyTable::attr_mod(i, self.port), &self.dest)
+                    .map_err(|_| "pkey table query failed")
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        print!("{}", PKeyTable::diag(&blocks, n));
         Ok(())
     }
 
@@ -208,11 +138,7 @@ impl Ctx<'_> {
             .diag
             .smp_get::<SlToVlMappingTable>(SlToVlMappingTable::attr_mod(input, output), &self.dest)
             .map_err(|_| "slvl query failed")?;
-        let mut s = format!("ports: in {input:2}, out {output:2}: |");
-        for vl in t.vl {
-            s.push_str(&format!("{vl:2}|"));
-        }
-        println!("{s}");
+        print!("{}", t.diag(input, output));
         Ok(())
     }
 
@@ -224,12 +150,7 @@ impl Ctx<'_> {
         if self.port > ni.num_ports {
             return Err("invalid port number");
         }
-        println!("# SL2VL table: {}", self.dest.describe());
-        let mut head = String::from("#                 SL: |");
-        for i in 0..16 {
-            head.push_str(&format!("{i:2}|"));
-        }
-        println!("{head}");
+        print!("# SL2VL table: {}\n{SlToVlHeader}", self.dest.describe());
         if ni.node_type != 2 {
             return self.sl2vl_entry(0, 0);
         }
@@ -239,33 +160,18 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    fn vlarb_entry(&self, offset: u16, cap: usize) -> OpResult {
-        let t = self
-            .diag
-            .smp_get::<VlArbitrationTable>(
-                VlArbitrationTable::attr_mod(offset, self.port),
-                &self.dest,
-            )
-            .map_err(|_| "vl arb query failed")?;
-        let n = cap.min(32);
-        let mut s = String::from("\nVL    : |");
-        for e in &t.entries[..n] {
-            s.push_str(&format!("0x{:<2X}|", e.vl & 0xf));
-        }
-        s.push_str("\nWEIGHT: |");
-        for e in &t.entries[..n] {
-            s.push_str(&format!("0x{:<2X}|", e.weight));
-        }
-        println!("{s}");
-        Ok(())
-    }
-
-    fn vlarb_table(&self, name: &str, offset: u16, cap: usize) -> OpResult {
-        print!("# {name} priority VL Arbitration Table:");
-        self.vlarb_entry(offset, cap.min(32))?;
-        if cap > 32 {
-            self.vlarb_entry(offset + 1, cap - 32)?;
-        }
+    fn vlarb_table(&self, priority: VlArbPriority, first: u16, cap: u8) -> OpResult {
+        let blocks = (0..u16::from(cap).div_ceil(32))
+            .map(|i| {
+                self.diag
+                    .smp_get::<VlArbitrationTable>(
+                        VlArbitrationTable::attr_mod(first + i, self.port),
+                        &self.dest,
+                    )
+                    .map_err(|_| "vl arb query failed")
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        print!("{}", VlArbitrationTable::diag(priority, &blocks, cap));
         Ok(())
     }
 
@@ -300,10 +206,10 @@ impl Ctx<'_> {
             self.port
         );
         if low > 0 {
-            self.vlarb_table("Low", 1, low.into())?;
+            self.vlarb_table(VlArbPriority::Low, VlArbitrationTable::LOW_0_31, low)?;
         }
         if high > 0 {
-            self.vlarb_table("High", 3, high.into())?;
+            self.vlarb_table(VlArbPriority::High, VlArbitrationTable::HIGH_0_31, high)?;
         }
         Ok(())
     }
@@ -313,28 +219,14 @@ impl Ctx<'_> {
             .diag
             .port_info(&self.dest, 0)
             .map_err(|_| "port info failed")?;
-        let n = usize::from(p.guid_cap);
-        let blocks = n.div_ceil(8);
-        for i in 0..blocks {
-            let g = self
-                .diag
-                .smp_get::<GuidInfo>(GuidInfo::attr_mod(i as u32), &self.dest)
-                .map_err(|_| "guid info query failed")?;
-            let k = if i + 1 == blocks {
-                ((n + 1 - i * 8) / 2) * 2
-            } else {
-                8
-            };
-            for j in (0..k.min(8)).step_by(2) {
-                println!(
-                    "{:4}: 0x{:016x} 0x{:016x}",
-                    i * 8 + j,
-                    g.guids[j],
-                    g.guids.get(j + 1).copied().unwrap_or(0)
-                );
-            }
-        }
-        println!("{n} guids capacity for this port");
+        let blocks = (0..u32::from(p.guid_cap).div_ceil(GuidInfo::ENTRIES as u32))
+            .map(|i| {
+                self.diag
+                    .smp_get::<GuidInfo>(GuidInfo::attr_mod(i), &self.dest)
+                    .map_err(|_| "guid info query failed")
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        print!("{}", GuidInfo::diag(&blocks, p.guid_cap));
         Ok(())
     }
 }
