@@ -2,7 +2,7 @@
 //! `ibstat` (infiniband-diags) prints, line for line: switches (a switch's
 //! only port is its management port 0), one CA, one port of it, `-l`, `-s`,
 //! `-p`, ibstat's rates (`2.5` for 1x SDR, the `(FDR10)` suffix) and state
-//! names.
+//! names; a failure (no such CA or port) exits with status 255, as ibstat's.
 //!
 //! Usage: `umad_info [-l] [-s] [-p] [CA [PORT]]`
 
@@ -87,20 +87,26 @@ fn print_port(p: &CaPort, alone: bool) {
     println!("{pre}Link layer: {}", p.link_layer);
 }
 
+/// The status of ibstat's failures: libibumad's IBPANIC exits with -1,
+/// which the shell sees as 255.
+fn panic_exit() -> ExitCode {
+    ExitCode::from(255)
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let mut names = match umad::ca_names() {
         Ok(n) => n,
         Err(e) => {
             eprintln!("umad_info: can't list IB device names: {e}");
-            return ExitCode::FAILURE;
+            return panic_exit();
         }
     };
     names.sort();
     if let Some(only) = &args.ca {
         if !names.contains(only) {
             eprintln!("umad_info: '{only}' IB device can't be found");
-            return ExitCode::FAILURE;
+            return panic_exit();
         }
         names.retain(|n| n == only);
     }
@@ -113,7 +119,7 @@ fn main() -> ExitCode {
             Ok(ca) => ca,
             Err(e) => {
                 eprintln!("umad_info: stat of IB device '{name}' failed: {e}");
-                return ExitCode::FAILURE;
+                return panic_exit();
             }
         };
         if args.port_list {
@@ -136,7 +142,7 @@ fn main() -> ExitCode {
                     umad::node_type_name(ca.node_type),
                     ca.num_ports
                 );
-                return ExitCode::FAILURE;
+                return panic_exit();
             };
             println!("{}: '{}'", umad::node_type_name(ca.node_type), ca.name);
             print_port(p, true);
