@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ci/knobs-check.sh: every RDMA_* and PERF_* variable that a ci/ script (ci/*.sh,
-# ci/*.py, ci/py/*.py, .ci/run) names must be in a table of ci/README.md ("Environment
+# ci/*.py, ci/py/*.py, .ci/run) or the fabric harness (tests/tests/fabric) names must be in a table of ci/README.md ("Environment
 # knobs": a knob, or a variable the scripts set for the programs they run), and every
 # variable of those tables must still be named by a script. Prints what is missing or
 # stale and exits 1; else prints `knobs: N variables, all in ci/README.md`.
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Names in the scripts (not prefixes such as RDMA_TEST_ in a pattern, which end in _).
-mapfile -t used < <(grep -ohE '\b(RDMA|PERF)_[A-Z0-9_]*[A-Z0-9]\b' ci/*.sh ci/*.py ci/py/*.py .ci/run | sort -u)
+mapfile -t used < <(grep -ohE '\b(RDMA|PERF)_[A-Z0-9_]*[A-Z0-9]\b' ci/*.sh ci/*.py ci/py/*.py .ci/run $(find tests/tests/fabric -name '*.rs') | sort -u)
 # Names in the first column of the README's tables.
 mapfile -t documented < <(grep -E '^\| *`(RDMA|PERF)_' ci/README.md | cut -d'|' -f2 |
     grep -oE '\b(RDMA|PERF)_[A-Z0-9_]*[A-Z0-9]\b' | sort -u)
@@ -19,7 +19,7 @@ rc=0
 if [ -n "$missing" ]; then
     echo "!! knobs-check.sh: named by a ci/ script but not in ci/README.md's tables:" >&2
     while IFS= read -r v; do
-        echo "   $v (in $(grep -lw "$v" ci/*.sh ci/*.py ci/py/*.py .ci/run | tr '\n' ' '))" >&2
+        echo "   $v (in $(grep -lw "$v" ci/*.sh ci/*.py ci/py/*.py .ci/run $(find tests/tests/fabric -name '*.rs') | tr '\n' ' '))" >&2
     done <<<"$missing"
     rc=1
 fi
