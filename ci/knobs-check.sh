@@ -8,7 +8,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Names in the scripts (not prefixes such as RDMA_TEST_ in a pattern, which end in _).
-mapfile -t used < <(grep -ohE '\b(RDMA|PERF)_[A-Z0-9_]*[A-Z0-9]\b' ci/*.sh ci/*.py ci/py/*.py .ci/run $(find tests/tests/fabric -name '*.rs') | sort -u)
+# In the fabric harness's Rust, only quoted names (environment variables, not constants).
+mapfile -t used < <({
+    grep -ohE '\b(RDMA|PERF)_[A-Z0-9_]*[A-Z0-9]\b' ci/*.sh ci/*.py ci/py/*.py .ci/run
+    find tests/tests/fabric -name '*.rs' -exec grep -ohE '"(RDMA|PERF)_[A-Z0-9_]*[A-Z0-9]"' {} + | tr -d '"'
+} | sort -u)
 # Names in the first column of the README's tables.
 mapfile -t documented < <(grep -E '^\| *`(RDMA|PERF)_' ci/README.md | cut -d'|' -f2 |
     grep -oE '\b(RDMA|PERF)_[A-Z0-9_]*[A-Z0-9]\b' | sort -u)
