@@ -153,8 +153,12 @@ mod credits;
 mod driver;
 #[cfg(feature = "stream")]
 mod engine;
+#[cfg(all(test, feature = "stream"))]
+mod engine_tests;
 #[cfg(feature = "stream")]
 mod error;
+#[cfg(feature = "stream")]
+mod handshake;
 #[cfg(feature = "stream")]
 mod layout;
 #[cfg(feature = "stream")]
@@ -173,6 +177,8 @@ mod shared;
 mod signalling;
 #[cfg(feature = "stream")]
 mod split;
+#[cfg(feature = "stream")]
+mod stream_config;
 mod wire;
 
 pub use config::{
@@ -187,3 +193,8 @@ pub use msg::{Message, MessageEndpoint, MessageListener};
 pub use rdma_stream::RdmaStream;
 #[cfg(feature = "stream")]
 pub use split::{OwnedReadHalf, OwnedWriteHalf};
+#[cfg(feature = "stream")]
+pub use stream_config::{
+    StreamConfig, StreamConfigError, MAX_BUFFERS, MAX_BUFFER_SIZE, MIN_BUFFER_SIZE,
+    MIN_RECV_BUFFERS,
+};
