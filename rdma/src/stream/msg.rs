@@ -58,8 +58,9 @@ impl MessageListener {
 }
 
 /// A connected RDMA endpoint that sends and receives whole messages of up
-/// to [`MAX_MESSAGE`] bytes (empty ones included), in order, with no loss,
-/// over RC.
+/// to [`max_message`](MessageEndpoint::max_message) bytes
+/// ([`MAX_MESSAGE`](super::MAX_MESSAGE) by default; empty ones included),
+/// in order, with no loss, over RC.
 ///
 /// ```no_run
 /// use rdma::stream::{MessageEndpoint, MessageListener};
