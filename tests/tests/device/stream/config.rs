@@ -9,7 +9,7 @@ use rdma::cm::{AsyncCm, ConnParam};
 use rdma::stream::{
     MessageEndpoint, MessageListener, RdmaListener, RdmaStream, StreamConfig, StreamConfigError,
 };
-use rdma_tests::{check, Provider, TestEnv, TestResult};
+use rdma_tests::{check, Outcome, Provider, TestEnv, TestResult};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{pattern, run, verify, R, T};
@@ -226,9 +226,70 @@ pub fn an_accept_with_foreign_private_data_fails_the_connect(env: &TestEnv) -> T
     })
 }
 
+/// A configuration whose buffers exceed the port's `max_msg_sz` (rxe: 8
+/// MiB) fails before anything is made: `connect_with` with `InvalidInput`
+/// carrying `DeviceLimit`, and a listener of it refuses each request
+/// (the requester's connect fails, `accept` returns the error). siw's
+/// `max_msg_sz` is above the largest buffer a configuration takes.
+pub fn buffers_beyond_the_devices_max_msg_sz_are_refused(env: &TestEnv) -> TestResult {
+    let ctx = crate::fixtures::open(env).map_err(|e| e.to_string())?;
+    let max = ctx.query_port(1)?.max_msg_sz() as usize;
+    drop(ctx);
+    if max >= rdma::stream::MAX_BUFFER_SIZE {
+        return Ok(Outcome::Skipped(format!(
+            "{}'s max_msg_sz ({max:#x}) is above the largest stream buffer",
+            env.provider.name()
+        )));
+    }
+    let size = (max + 8) & !7;
+    run(async move {
+        let big = config(2, 1, size)?;
+        let want = |e: &io::Error, what: &str| -> R<()> {
+            check!(e.kind() == io::ErrorKind::InvalidInput, "{what}: {e}");
+            match config_error(e) {
+                Some(StreamConfigError::DeviceLimit {
+                    what: "max_msg_sz",
+                    need,
+                    max: m,
+                }) if *need == size as u64 && *m == max as u64 => Ok(()),
+                other => Err(format!("{what}: {other:?} ({e})").into()),
+            }
+        };
+        let mut l = RdmaListener::bind(SocketAddr::new(IpAddr::V4(env.ipv4), 0))?;
+        let at = l.local_addr()?;
+        let e = match RdmaStream::connect_with(at, &big).await {
+            Ok(_) => return Err("a connect with too large buffers succeeded".into()),
+            Err(e) => e,
+        };
+        want(&e, "connect_with")?;
+        let mut big_l = RdmaListener::bind_with(SocketAddr::new(IpAddr::V4(env.ipv4), 0), big)?;
+        let big_at = big_l.local_addr()?;
+        let (a, c) = tokio::join!(big_l.accept(), RdmaStream::connect(big_at));
+        check!(
+            c.is_err(),
+            "a connect to a listener of too large buffers succeeded"
+        );
+        match a {
+            Ok(_) => return Err("the listener of too large buffers accepted".into()),
+            Err(e) => want(&e, "accept")?,
+        }
+        // The first listener saw nothing of the refused connect: its next
+        // stream is the next request.
+        let (a, c) = tokio::join!(l.accept(), RdmaStream::connect(at));
+        let (mut a, mut c) = (a?.0, c?);
+        c.write_all(b"ok").await?;
+        c.shutdown().await?;
+        let mut got = Vec::new();
+        a.read_to_end(&mut got).await?;
+        check!(got == b"ok", "{got:?}");
+        Ok(())
+    })
+}
+
 rdma_tests::tests!(
     "stream":
     streams_of_unequal_configs_move_data_both_ways,
     a_request_with_foreign_private_data_is_refused_on_accept,
     an_accept_with_foreign_private_data_fails_the_connect,
+    buffers_beyond_the_devices_max_msg_sz_are_refused,
 );
