@@ -143,11 +143,12 @@ impl Core {
     /// Posts the data SEND of send buffer `slot` holding `len` bytes, with
     /// a header that takes a credit. One whose data goes inline frees its
     /// buffer at once (the provider has copied it), and goes unsignalled
-    /// unless [`unsignalled_run`](super::signalling::unsignalled_run) did before it: a completion less to take
-    /// per small message. The signalled one after them says how many it
-    /// retires (its completion shows theirs: a send queue completes in
-    /// order), so the send queue never holds more than the send buffers' number of data
-    /// SENDs not known complete. Data that went inline counts as not sent
+    /// unless [`unsignalled_run`](super::signalling::unsignalled_run) did
+    /// before it: a completion less to take per small message. The
+    /// signalled one after them says how many it retires (its completion
+    /// shows theirs: a send queue completes in order), so the send queue
+    /// never holds more data SENDs not known complete than there are send
+    /// buffers. Data that went inline counts as not sent
     /// ([`State::all_sent`]) until a successful completion (its own, or a
     /// later data SEND's) or a credit the peer returned shows it arrived.
     pub(super) fn post_data(
