@@ -124,9 +124,15 @@ pub struct RdmaListener {
 impl RdmaListener {
     /// Binds to `addr` (port 0: the system chooses) and listens.
     pub fn bind(addr: SocketAddr) -> io::Result<RdmaListener> {
+        RdmaListener::bind_with(addr, super::StreamConfig::new())
+    }
+
+    /// [`bind`](Self::bind) with `config` for every stream it accepts, as
+    /// [`RdmaListener::bind_with`](super::RdmaListener::bind_with).
+    pub fn bind_with(addr: SocketAddr, config: super::StreamConfig) -> io::Result<RdmaListener> {
         let rt = runtime()?;
         let _in = rt.enter();
-        let inner = super::RdmaListener::bind(addr)?;
+        let inner = super::RdmaListener::bind_with(addr, config)?;
         Ok(RdmaListener {
             inner: Mutex::new(inner),
         })
@@ -183,6 +189,12 @@ impl RdmaStream {
     /// Connects to a listener at `addr`, blocking until connected.
     pub fn connect(addr: SocketAddr) -> io::Result<RdmaStream> {
         block_on(None, super::RdmaStream::connect(addr)).map(RdmaStream::new)
+    }
+
+    /// [`connect`](Self::connect) with `config`, as
+    /// [`RdmaStream::connect_with`](super::RdmaStream::connect_with).
+    pub fn connect_with(addr: SocketAddr, config: &super::StreamConfig) -> io::Result<RdmaStream> {
+        block_on(None, super::RdmaStream::connect_with(addr, config)).map(RdmaStream::new)
     }
 
     /// [`connect`](Self::connect), failing with `TimedOut` after

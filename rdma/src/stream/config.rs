@@ -2,16 +2,20 @@
 
 use std::time::Duration;
 
-/// Receive buffers each side posts: the credits a peer starts with.
+/// Receive buffers each side posts by default: the credits a peer starts
+/// with (see [`StreamConfig::recv_buffers`](super::StreamConfig::recv_buffers)).
 pub const RECV_SLOTS: usize = 16;
-/// Send buffers of a stream: what a writer may fill ahead of its credits.
+/// Send buffers of a stream by default: what a writer may fill ahead of
+/// its credits.
 pub const SEND_SLOTS: usize = 16;
-/// Bytes of each receive and send buffer (a header and the data).
+/// Bytes of each receive and send buffer by default (a header and the
+/// data).
 pub const SLOT_SIZE: usize = 64 * 1024;
 /// Bytes of the header of each message (a word: the data after it stays
 /// 8-byte aligned).
 pub const HEADER_LEN: usize = 8;
-/// The most data one message carries.
+/// The most data one message carries with the default buffers on both
+/// sides.
 pub const MAX_PAYLOAD: usize = SLOT_SIZE - HEADER_LEN;
 /// One-sided requests (RDMA WRITE, READ) a connection has posted at once;
 /// more wait in order.

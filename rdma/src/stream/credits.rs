@@ -6,9 +6,9 @@
 //! connection is made with an RNR retry count of 0, so a violation would
 //! show as an error on rxe too):
 //! - each side knows how many receives the peer has posted that its own
-//!   SENDs have not used (its credits; [`RECV_SLOTS`](super::RECV_SLOTS)
-//!   at the start, since both sides post their whole ring before
-//!   connecting);
+//!   SENDs have not used (its credits; the peer's receive buffers at the
+//!   start, which the peer announced at set-up, since both sides post
+//!   their whole ring before connecting: the two rings may differ);
 //! - data and FIN take a credit only while at least two are left: the last
 //!   one is kept for a credit-only message, so that two sides that both
 //!   ran out cannot wait for each other;
@@ -23,20 +23,22 @@ pub(super) struct Credits {
     pub(super) send: u32,
     /// Receives we posted again that the peer does not know of yet.
     pub(super) owed: u32,
-    /// Receives each side posts (the ring).
+    /// Receives the peer posts (its ring): the most credits there can be.
     pub(super) ring: u32,
-    /// Credits owed that make a credit-only message due: half the ring,
-    /// and at least one.
+    /// Credits owed that make a credit-only message due: half of this
+    /// side's ring, and at least one.
     pub(super) due: u32,
 }
 
 impl Credits {
-    pub(super) fn new(ring: u32) -> Credits {
+    /// The credits of a side that posts `own_ring` receives, whose peer
+    /// posts `peer_ring`.
+    pub(super) fn new(peer_ring: u32, own_ring: u32) -> Credits {
         Credits {
-            send: ring,
+            send: peer_ring,
             owed: 0,
-            ring,
-            due: ring.div_ceil(2).max(1),
+            ring: peer_ring,
+            due: own_ring.div_ceil(2).max(1),
         }
     }
 
@@ -90,7 +92,7 @@ mod tests {
 
     #[test]
     fn stream_credits_keep_the_last_one_for_a_credit_message() {
-        let mut c = Credits::new(4);
+        let mut c = Credits::new(4, 4);
         assert!(c.can_send_data());
         assert_eq!(c.take(), 0);
         c.take();
@@ -130,8 +132,35 @@ mod tests {
     /// and writing in a pseudo-random order: no message ever meets an
     /// empty receive queue, and everything arrives (no deadlock).
     #[test]
+    fn stream_credits_of_unequal_rings_follow_the_peers_ring() {
+        // This side posts 8 receives, the peer 2: two credits at the
+        // start, one data message, and a credit-only message due after 4
+        // reposts (half of this side's ring).
+        let mut c = Credits::new(2, 8);
+        assert!(c.can_send_data());
+        c.take();
+        assert!(!c.can_send_data());
+        for _ in 0..3 {
+            c.reposted();
+            assert!(!c.credit_only_due());
+        }
+        c.reposted();
+        assert!(c.credit_only_due());
+        assert_eq!(c.take(), 4);
+        // The peer can owe at most its ring.
+        assert_eq!(c.returned(3), Err(()));
+        assert_eq!(c.returned(2), Ok(()));
+        assert_eq!(c.returned(1), Err(()));
+    }
+
+    #[test]
     fn stream_credit_model_never_overruns_and_never_deadlocks() {
-        const RING: u32 = 4;
+        for rings in [[4, 4], [2, 16], [16, 2], [2, 2], [3, 7]] {
+            credit_model(rings);
+        }
+    }
+
+    fn credit_model(rings: [u32; 2]) {
         // Fewer under Miri, where each step is slow.
         const N: u32 = if cfg!(miri) { 40 } else { 500 };
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
@@ -141,9 +170,9 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        let mut s = [0, 1].map(|_| Side {
-            credits: Credits::new(RING),
-            posted: RING,
+        let mut s = [0, 1].map(|i| Side {
+            credits: Credits::new(rings[1 - i], rings[i]),
+            posted: rings[i],
             unread: 0,
             to_send: N,
             received: 0,
@@ -197,7 +226,7 @@ mod tests {
             }
         }
         panic!(
-            "stalled: sent {:?}, received {:?}",
+            "rings {rings:?} stalled: sent {:?}, received {:?}",
             s.iter().map(|x| N - x.to_send).collect::<Vec<_>>(),
             s.iter().map(|x| x.received).collect::<Vec<_>>()
         );

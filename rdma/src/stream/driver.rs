@@ -337,8 +337,8 @@ impl Driver {
             }
             let event = std::future::poll_fn(|cx| {
                 let mut st = shared.lock();
-                match st.core.as_mut() {
-                    Some(core) => core.id.poll_event(cx),
+                match st.core.as_mut().and_then(|c| c.id.as_mut()) {
+                    Some(id) => id.poll_event(cx),
                     None => Poll::Pending,
                 }
             });
@@ -502,7 +502,9 @@ impl Driver {
 
     pub(super) fn has_pending_event(&self) -> bool {
         let st = self.shared().lock();
-        st.core.as_ref().is_none_or(|c| c.id.has_pending_event())
+        st.core
+            .as_ref()
+            .is_none_or(|c| c.id.as_ref().is_none_or(|id| id.has_pending_event()))
     }
 }
 

@@ -14,8 +14,13 @@
 //!
 //! The engine knows nothing of who drives it or how they wake each other:
 //! it is handed the state and the [`Link`] (the CQ, the region, the mode,
-//! the count of tasks woken), which the `Shared` of the halves and the
-//! driver holds, with the mutex, beside its own flags.
+//! the layout, the count of tasks woken), which the `Shared` of the halves
+//! and the driver holds, with the mutex, beside its own flags. What a
+//! completion means is decided by [`Core::complete`], which takes the
+//! completion as plain values ([`Done`]) and the header's word through a
+//! closure, and returns what to wake ([`Wake`]) rather than waking anyone:
+//! the unit tests (`engine_tests`) drive it with made-up completions,
+//! without a device.
 
 use std::collections::VecDeque;
 use std::io;
@@ -35,12 +40,12 @@ use crate::{
 use super::credits::Credits;
 use super::error::{aborted, ended_error, io_err, no_qp, protocol, Ended};
 use super::layout::{
-    recv_at, WR_FIN, WR_RDMA, WR_RECV, WR_RETIRES_SHIFT, WR_SEND, WR_SEND_INLINE, WR_SLOT,
-    WR_UNSIGNALLED,
+    Layout, CTRL_SLOTS, WR_CTRL, WR_FIN, WR_RDMA, WR_RECV, WR_RETIRES_SHIFT, WR_SEND,
+    WR_SEND_INLINE, WR_SLOT, WR_UNSIGNALLED,
 };
 use super::signalling::Signalling;
 use super::wire::Header;
-use super::{FLUSH_WAIT, HEADER_LEN, SEND_SLOTS};
+use super::{FLUSH_WAIT, HEADER_LEN, ONE_SIDED_SLOTS};
 
 /// What the engine uses of the connection besides its state, handed to
 /// the [`Core`]'s methods by whoever drives it (the `Shared` of the
@@ -52,12 +57,78 @@ pub(super) struct Link {
     /// Receive buffers, then send buffers, then control buffers.
     pub(super) mr: MemoryRegion,
     pub(super) mode: Mode,
+    /// Where the buffers are, and what the peer's take.
+    pub(super) layout: Layout,
     /// Tasks the driver woke (readers, writers) or answered (one-sided
     /// requests whose callers still wait).
     pub(super) wakes: AtomicU64,
 }
 
 // ------------------------------------------------------------ the state
+
+/// What a handled completion asks its driver to wake: a small set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Wake(u8);
+
+impl Wake {
+    /// Nothing to wake.
+    pub(super) const NONE: Wake = Wake(0);
+    /// The tasks waiting to read (data, a FIN arrived).
+    pub(super) const READER: Wake = Wake(1);
+    /// The tasks waiting to write (a send buffer freed, the FIN sent).
+    pub(super) const WRITER: Wake = Wake(2);
+    /// A one-sided request's caller was answered (through its channel).
+    pub(super) const ANSWERED: Wake = Wake(4);
+
+    pub(super) fn contains(self, other: Wake) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for Wake {
+    type Output = Wake;
+    fn bitor(self, o: Wake) -> Wake {
+        Wake(self.0 | o.0)
+    }
+}
+
+impl std::ops::BitOrAssign for Wake {
+    fn bitor_assign(&mut self, o: Wake) {
+        self.0 |= o.0;
+    }
+}
+
+/// A completion as the engine reads it (the fields of a
+/// [`WorkCompletion`] it uses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Done {
+    pub(super) wr_id: u64,
+    pub(super) status: WcStatus,
+    pub(super) byte_len: u32,
+    pub(super) vendor_err: u32,
+}
+
+impl Done {
+    #[inline]
+    pub(super) fn of(wc: &WorkCompletion) -> Done {
+        Done {
+            wr_id: wc.wr_id(),
+            status: wc.status(),
+            byte_len: wc.byte_len(),
+            vendor_err: wc.vendor_err(),
+        }
+    }
+}
+
+/// What [`Core::complete`] made of a completion.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Step {
+    /// The completion says the connection ended (a flushed request: the
+    /// QP is in ERROR).
+    pub(super) ended: bool,
+    /// Whom to wake.
+    pub(super) wake: Wake,
+}
 
 /// What a connection carries: the two share the driver and the wire
 /// format, and differ in what a data message means.
@@ -167,6 +238,9 @@ pub(super) struct State {
 
     /// One-sided requests not posted yet.
     pub(super) ops: VecDeque<OneSided>,
+    /// Send buffers of the connection (all of them are in `free` when
+    /// nothing is written).
+    pub(super) send_slots: usize,
 
     /// The connection is over.
     pub(super) ended: Option<Ended>,
@@ -176,6 +250,16 @@ pub(super) struct State {
 }
 
 impl State {
+    /// The state of a new connection laid out as `layout`: every send
+    /// buffer free, no core yet.
+    pub(super) fn new(layout: &Layout) -> State {
+        State {
+            free: (0..layout.send_slots).rev().collect(),
+            send_slots: layout.send_slots,
+            ..State::default()
+        }
+    }
+
     /// Everything written was sent and its SEND completed (a completed
     /// SEND returns its buffer to `free`; one flushed at the end never
     /// does), or, for a SEND that went inline (whose buffer went back when
@@ -185,7 +269,7 @@ impl State {
     /// failed SEND's never comes back): nothing written is lost.
     pub(super) fn all_sent(&self) -> bool {
         self.queued.is_empty()
-            && self.free.len() == SEND_SLOTS
+            && self.free.len() == self.send_slots
             && (self.inline_pending == 0 || self.returned >= self.inline_last)
     }
 
@@ -195,7 +279,7 @@ impl State {
     /// buffer, or used none; the peer returns the credit of the request it
     /// answers with its next message, in a ping-pong).
     pub(super) fn in_flight(&self) -> bool {
-        SEND_SLOTS - self.free.len() - self.queued.len() > 0
+        self.send_slots - self.free.len() - self.queued.len() > 0
             || self.sent.saturating_sub(self.returned) > 1
     }
 
@@ -205,6 +289,19 @@ impl State {
 
     pub(super) fn wake_writer(&mut self) -> u64 {
         self.writer.wake_all()
+    }
+
+    /// Wakes the tasks `wake` names; how many (an answered one-sided
+    /// request's caller counts one).
+    pub(super) fn wake(&mut self, wake: Wake) -> u64 {
+        let mut n = u64::from(wake.contains(Wake::ANSWERED));
+        if wake.contains(Wake::READER) {
+            n += self.wake_reader();
+        }
+        if wake.contains(Wake::WRITER) {
+            n += self.wake_writer();
+        }
+        n
     }
 
     /// Fails the one-sided requests not posted, as the connection ended.
@@ -237,7 +334,9 @@ pub(super) const POLL_BATCH: usize = 32;
 /// drop in order: the id (and with it the QP) before the regions of the
 /// one-sided requests still posted.
 pub(super) struct Core {
-    pub(super) id: AsyncCmId,
+    /// The CM id, with the QP; `None` only in the engine's unit tests,
+    /// which drive it without a device (posting then fails).
+    pub(super) id: Option<AsyncCmId>,
     pub(super) credits: Credits,
     pub(super) posted_recvs: usize,
     /// Signalled send-queue requests posted and not completed (an
@@ -291,9 +390,32 @@ pub(super) fn with_core<R>(
 }
 
 impl Core {
+    /// The core of a connection on `id` (with its QP, every receive buffer
+    /// posted) laid out as `layout`; `iwarp` and `inline` as the fields.
+    pub(super) fn new(id: Option<AsyncCmId>, layout: &Layout, iwarp: bool, inline: usize) -> Core {
+        Core {
+            id,
+            credits: Credits::new(layout.peer_recv_slots as u32, layout.recv_slots as u32),
+            posted_recvs: layout.recv_slots,
+            posted_sends: 0,
+            signalling: Signalling::new(layout.send_slots),
+            ctrl_free: (0..CTRL_SLOTS).collect(),
+            fin_posted: false,
+            data_after_fin: false,
+            last_credits_sent: false,
+            in_flight: (0..ONE_SIDED_SLOTS).map(|_| None).collect(),
+            iwarp,
+            inline,
+            halves_gone: false,
+            gone: false,
+            failed: None,
+            wcs: [WorkCompletion::ZERO; POLL_BATCH],
+        }
+    }
+
     #[inline]
     pub(super) fn qp(&self) -> io::Result<&QueuePair> {
-        match self.id.id().qp() {
+        match self.id.as_ref().and_then(|id| id.id().qp()) {
             Some(qp) => Ok(qp),
             None => Err(no_qp()),
         }
@@ -307,17 +429,37 @@ impl Core {
         if n == 0 {
             return Ok(false);
         }
+        let mut wake = Wake::NONE;
+        let read_header = |slot| link.mr.read_word(link.layout.recv_at(slot)).map_err(io_err);
         for i in 0..n {
-            let wc = self.wcs[i];
-            if self.complete(link, st, &wc)? {
-                self.gone = true;
-            }
+            let wc = Done::of(&self.wcs[i]);
+            let step = match self.complete(st, link.mode, &link.layout, &wc, read_header) {
+                Ok(step) => step,
+                Err(e) => {
+                    Self::woke(link, st, wake);
+                    return Err(e);
+                }
+            };
+            self.gone |= step.ended;
+            wake |= step.wake;
         }
+        Self::woke(link, st, wake);
         // The QP is in ERROR once a request was flushed: nothing more goes.
         if !self.gone {
             self.pump(link, st)?;
         }
         Ok(true)
+    }
+
+    /// Wakes what `wake` names and counts it in the link.
+    #[inline]
+    fn woke(link: &Link, st: &mut State, wake: Wake) {
+        if wake != Wake::NONE {
+            let n = st.wake(wake);
+            if n > 0 {
+                link.wakes.fetch_add(n, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Takes the completions there are without waiting.
@@ -326,47 +468,66 @@ impl Core {
         Ok(())
     }
 
-    /// Handles a completion; whether it says the connection ended (a
-    /// flushed request: the QP is in ERROR).
+    /// Handles a completion of a connection in `mode` laid out as
+    /// `layout`, reading the header of a received message with
+    /// `read_header` (of its receive buffer's number): whether it says the
+    /// connection ended (a flushed request: the QP is in ERROR), and whom
+    /// to wake. What no device would complete (a request not posted, a
+    /// buffer out of range, a message longer than the buffer) and what no
+    /// well-behaved peer sends (a bad header, more credits than it owes,
+    /// data after its FIN) is an error, never a panic.
     pub(super) fn complete(
         &mut self,
-        link: &Link,
         st: &mut State,
-        wc: &WorkCompletion,
-    ) -> io::Result<bool> {
-        let kind = wc.wr_id() & !0xffff_ffff;
-        let slot = (wc.wr_id() & WR_SLOT) as usize;
+        mode: Mode,
+        layout: &Layout,
+        wc: &Done,
+        read_header: impl FnOnce(usize) -> io::Result<u64>,
+    ) -> io::Result<Step> {
+        let kind = wc.wr_id & !0xffff_ffff;
+        let slot = (wc.wr_id & WR_SLOT) as usize;
         match kind {
-            WR_RECV => self.posted_recvs -= 1,
+            WR_RECV => {
+                self.posted_recvs = self.posted_recvs.checked_sub(1).ok_or_else(not_posted)?
+            }
             WR_UNSIGNALLED => {}
-            _ => self.posted_sends -= 1,
+            _ => self.posted_sends = self.posted_sends.checked_sub(1).ok_or_else(not_posted)?,
         }
         if kind == WR_RDMA {
-            return self.complete_one_sided(link, slot, wc);
+            return self.complete_one_sided(slot, wc);
         }
-        if wc.status() == WcStatus::WorkRequestFlushed {
-            return Ok(true);
+        if wc.status == WcStatus::WorkRequestFlushed {
+            return Ok(Step {
+                ended: true,
+                wake: Wake::NONE,
+            });
         }
-        if !wc.is_success() {
+        if kind == WR_RECV && wc.status == WcStatus::LocalLengthError {
+            return Err(protocol(&format!(
+                "a message longer than this side's receive buffers ({} bytes)",
+                layout.slot_size
+            )));
+        }
+        if wc.status != WcStatus::Success {
             return Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 format!(
                     "RDMA stream: a work request failed: {:?} (vendor error {:#x})",
-                    wc.status(),
-                    wc.vendor_err()
+                    wc.status, wc.vendor_err
                 ),
             ));
         }
-        let mut woke = 0;
-        match kind {
+        let wake = match kind {
             WR_RECV => {
-                let len = wc.byte_len() as usize;
+                let len = wc.byte_len as usize;
+                if slot >= layout.recv_slots || len > layout.slot_size {
+                    return Err(not_posted());
+                }
                 if len < HEADER_LEN {
                     return Err(protocol("a message shorter than its header"));
                 }
-                let h = link.mr.read_word(recv_at(slot)).map_err(io_err)?;
-                let h = Header::from_word(h).map_err(|e| protocol(&e))?;
-                let message = link.mode == Mode::Message;
+                let h = Header::from_word(read_header(slot)?).map_err(|e| protocol(&e))?;
+                let message = mode == Mode::Message;
                 if h.msg != message && (h.msg || len > HEADER_LEN) {
                     return Err(protocol(if message {
                         "stream data on a message connection"
@@ -389,7 +550,7 @@ impl Core {
                 if (data > 0 || h.msg) && !st.reader_gone {
                     st.rx.push_back(Segment {
                         slot,
-                        at: recv_at(slot) + HEADER_LEN,
+                        at: layout.recv_at(slot) + HEADER_LEN,
                         len: data,
                     });
                 } else {
@@ -398,56 +559,67 @@ impl Core {
                 if h.fin {
                     st.fin_received = true;
                 }
-                woke = st.wake_reader();
+                Wake::READER
             }
             WR_SEND | WR_SEND_INLINE => {
                 // This SEND and the unsignalled ones before it are done.
-                let retires = ((wc.wr_id() & 0xffff_ffff) >> WR_RETIRES_SHIFT) as usize;
+                let retires = ((wc.wr_id & 0xffff_ffff) >> WR_RETIRES_SHIFT) as usize;
+                let inline = retires + usize::from(kind == WR_SEND_INLINE);
+                if retires >= self.signalling.out
+                    || inline > st.inline_pending
+                    || (kind == WR_SEND && slot >= layout.send_slots)
+                {
+                    return Err(not_posted());
+                }
                 self.signalling.completed(retires);
-                st.inline_pending -= retires + usize::from(kind == WR_SEND_INLINE);
+                st.inline_pending -= inline;
                 if kind == WR_SEND {
                     st.free.push(slot);
-                    woke = st.wake_writer();
+                    Wake::WRITER
+                } else {
+                    Wake::NONE
                 }
+            }
+            WR_FIN | WR_CTRL if slot >= CTRL_SLOTS || self.ctrl_free.contains(&slot) => {
+                return Err(not_posted());
             }
             WR_FIN => {
                 self.ctrl_free.push(slot);
                 st.fin_done = true;
-                woke = st.wake_writer();
+                Wake::WRITER
             }
             // Never a success (the QP signals only what asks for it).
-            WR_UNSIGNALLED => {}
-            _ => self.ctrl_free.push(slot),
-        }
-        if woke > 0 {
-            link.wakes.fetch_add(woke, Ordering::Relaxed);
-        }
-        Ok(false)
+            WR_UNSIGNALLED => Wake::NONE,
+            _ => {
+                self.ctrl_free.push(slot);
+                Wake::NONE
+            }
+        };
+        Ok(Step { ended: false, wake })
     }
 
     /// Counts a one-sided request's completion and hands the result to its
     /// caller (if it still waits) once it is known, freeing the slot; a
     /// failed request ends the connection.
-    pub(super) fn complete_one_sided(
-        &mut self,
-        link: &Link,
-        slot: usize,
-        wc: &WorkCompletion,
-    ) -> io::Result<bool> {
-        let flushed = wc.status() == WcStatus::WorkRequestFlushed;
+    pub(super) fn complete_one_sided(&mut self, slot: usize, wc: &Done) -> io::Result<Step> {
+        let flushed = wc.status == WcStatus::WorkRequestFlushed;
+        let ended = |ended| Step {
+            ended,
+            wake: Wake::NONE,
+        };
         // The fence of a request already answered (after an error).
         let Some(p) = self.in_flight.get_mut(slot).and_then(Option::as_mut) else {
-            return Ok(flushed);
+            return Ok(ended(flushed));
         };
         p.pending = p.pending.saturating_sub(1);
-        if wc.is_success() && p.pending > 0 {
-            return Ok(false);
+        if wc.status == WcStatus::Success && p.pending > 0 {
+            return Ok(ended(false));
         }
         let Some(Posted { op, .. }) = self.in_flight[slot].take() else {
-            return Ok(flushed);
+            return Ok(ended(flushed));
         };
         let what = if op.read { "RDMA READ" } else { "RDMA WRITE" };
-        let (result, end) = match wc.status() {
+        let (result, end) = match wc.status {
             WcStatus::Success => (Ok(()), Ok(false)),
             WcStatus::WorkRequestFlushed => (Err(aborted(op.read, self.iwarp)), Ok(true)),
             status => {
@@ -462,7 +634,7 @@ impl Core {
                     op.remote.len,
                     op.remote.addr,
                     op.remote.rkey,
-                    wc.vendor_err()
+                    wc.vendor_err
                 );
                 (
                     Err(io::Error::new(kind, text.clone())),
@@ -470,11 +642,12 @@ impl Core {
                 )
             }
         };
-        if op.done.send(result).is_ok() {
-            link.wakes.fetch_add(1, Ordering::Relaxed);
-        }
+        let wake = match op.done.send(result) {
+            Ok(()) => Wake::ANSWERED,
+            Err(_) => Wake::NONE,
+        };
         // `op.mr` drops here: the device is done with it.
-        end
+        end.map(|ended| Step { ended, wake })
     }
 
     /// Disconnects and waits (for up to [`FLUSH_WAIT`]) until every
@@ -482,7 +655,9 @@ impl Core {
     /// core is out of the state by then: nothing else polls the CQ.
     pub(super) async fn close(&mut self, link: &Link) {
         // Moves the QP to ERROR: what is posted completes, flushed.
-        let _ = self.id.id().disconnect();
+        if let Some(id) = &self.id {
+            let _ = id.id().disconnect();
+        }
         let deadline = Instant::now() + FLUSH_WAIT;
         while self.posted_recvs + self.posted_sends > 0 {
             let polled = tokio::time::timeout_at(deadline, link.cq.wait(&mut self.wcs)).await;
@@ -496,4 +671,14 @@ impl Core {
             }
         }
     }
+}
+
+/// The error of a completion for a request that was not posted (or of a
+/// buffer out of range): what no device completes.
+#[cold]
+fn not_posted() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        "RDMA stream: a completion for a request that was not posted",
+    )
 }

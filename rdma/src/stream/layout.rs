@@ -1,12 +1,15 @@
 //! The connection's registered region (its receive, send and control
 //! buffers) and the work request ids that name them.
 //!
-//! The region holds [`RECV_SLOTS`](super::RECV_SLOTS) receive buffers and
-//! [`SEND_SLOTS`](super::SEND_SLOTS) send buffers of
-//! [`SLOT_SIZE`](super::SLOT_SIZE) bytes each (2 MiB in all), then two
-//! small control buffers (FIN, credit-only messages), in that order.
+//! The region holds the receive buffers and the send buffers of the
+//! connection's [`StreamConfig`] (by default [`RECV_SLOTS`](super::RECV_SLOTS)
+//! and [`SEND_SLOTS`](super::SEND_SLOTS) of [`SLOT_SIZE`](super::SLOT_SIZE)
+//! bytes each, 2 MiB in all), then two small control buffers (FIN,
+//! credit-only messages), in that order ([`Layout`]).
 
-use super::{HEADER_LEN, RECV_SLOTS, SEND_SLOTS, SLOT_SIZE};
+use super::handshake::Announce;
+use super::stream_config::StreamConfig;
+use super::HEADER_LEN;
 
 /// Buffers for header-only messages (FIN, credits).
 pub(super) const CTRL_SLOTS: usize = 2;
@@ -19,19 +22,48 @@ pub(super) const CTRL_SIZE: usize = 64;
 /// device no read of the region. siw takes up to 80 (five of its SGEs).
 pub(super) const INLINE: usize = HEADER_LEN + 64;
 
-pub(super) fn recv_at(slot: usize) -> usize {
-    slot * SLOT_SIZE
+/// Where a connection's buffers are, and what the peer's take: this
+/// side's configuration and the peer's announcement, fixed at set-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Layout {
+    /// This side's receive buffers.
+    pub(super) recv_slots: usize,
+    /// This side's send buffers.
+    pub(super) send_slots: usize,
+    /// Bytes of each of this side's buffers.
+    pub(super) slot_size: usize,
+    /// The peer's receive buffers: the credits this side starts with.
+    pub(super) peer_recv_slots: usize,
+    /// The most data one message carries: the smaller of this side's send
+    /// buffers and the peer's receive buffers, less the header.
+    pub(super) payload: usize,
 }
 
-pub(super) fn send_at(slot: usize) -> usize {
-    (RECV_SLOTS + slot) * SLOT_SIZE
-}
+impl Layout {
+    pub(super) fn new(own: &StreamConfig, peer: Announce) -> Layout {
+        Layout {
+            recv_slots: own.recv_buffers,
+            send_slots: own.send_buffers,
+            slot_size: own.buffer_size,
+            peer_recv_slots: peer.recv_buffers,
+            payload: own.buffer_size.min(peer.buffer_size) - HEADER_LEN,
+        }
+    }
 
-pub(super) fn ctrl_at(slot: usize) -> usize {
-    (RECV_SLOTS + SEND_SLOTS) * SLOT_SIZE + slot * CTRL_SIZE
-}
+    #[inline]
+    pub(super) fn recv_at(&self, slot: usize) -> usize {
+        slot * self.slot_size
+    }
 
-pub(super) const REGION_LEN: usize = (RECV_SLOTS + SEND_SLOTS) * SLOT_SIZE + CTRL_SLOTS * CTRL_SIZE;
+    #[inline]
+    pub(super) fn send_at(&self, slot: usize) -> usize {
+        (self.recv_slots + slot) * self.slot_size
+    }
+
+    pub(super) fn ctrl_at(&self, slot: usize) -> usize {
+        (self.recv_slots + self.send_slots) * self.slot_size + slot * CTRL_SIZE
+    }
+}
 
 /// Work request ids: the kind in the high half, the slot in the low 16
 /// bits, and for a data SEND the unsignalled ones it retires in bits 16

@@ -11,9 +11,10 @@ use crate::cm::{AsyncCm, Listener};
 
 use super::engine::Mode;
 use super::error::io_err;
+use super::handshake::Announce;
 use super::setup::{conn_param, start, Resources};
 use super::shared::Shared;
-use super::{RdmaStream, CONNECT_TIMEOUT};
+use super::{RdmaStream, StreamConfig, StreamConfigError, CONNECT_TIMEOUT};
 
 // ------------------------------------------------------------ listener
 
@@ -68,11 +69,28 @@ impl RdmaListener {
     /// called inside a tokio runtime, which runs the accept task and the
     /// drivers of the streams accepted.
     pub fn bind(addr: SocketAddr) -> io::Result<RdmaListener> {
-        RdmaListener::bind_mode(addr, Mode::Stream)
+        RdmaListener::bind_mode(addr, Mode::Stream, StreamConfig::new())
+    }
+
+    /// [`bind`](Self::bind) with the buffers and busy-poll time of
+    /// `config` for every stream it accepts (each requester may use
+    /// others: each side learns the other's receive buffers at set-up).
+    /// A request the device cannot serve with `config`, or whose private
+    /// data is not a stream's (another program, another version), is
+    /// rejected, and [`accept`](Self::accept) returns its error
+    /// (`InvalidInput` or `InvalidData`, carrying a
+    /// [`StreamConfigError`](super::StreamConfigError)); the listener
+    /// goes on.
+    pub fn bind_with(addr: SocketAddr, config: StreamConfig) -> io::Result<RdmaListener> {
+        RdmaListener::bind_mode(addr, Mode::Stream, config)
     }
 
     /// [`bind`](Self::bind) for connections of `mode`.
-    pub(super) fn bind_mode(addr: SocketAddr, mode: Mode) -> io::Result<RdmaListener> {
+    pub(super) fn bind_mode(
+        addr: SocketAddr,
+        mode: Mode,
+        config: StreamConfig,
+    ) -> io::Result<RdmaListener> {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(io::Error::other(
                 "RdmaListener::bind must be called inside a tokio runtime",
@@ -82,7 +100,7 @@ impl RdmaListener {
         let listener = cm.listen(addr, 128).map_err(io_err)?;
         let local = listener.local_addr();
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(accept_task(cm, listener, mode, tx)).abort_handle();
+        let task = tokio::spawn(accept_task(cm, listener, mode, config, tx)).abort_handle();
         Ok(RdmaListener { rx, local, task })
     }
 
@@ -133,6 +151,7 @@ pub(super) async fn accept_task(
     _cm: AsyncCm,
     mut listener: Listener,
     mode: Mode,
+    config: StreamConfig,
     tx: mpsc::UnboundedSender<Accepted>,
 ) {
     let places = Arc::new(Semaphore::new(BACKLOG));
@@ -158,12 +177,23 @@ pub(super) async fn accept_task(
         };
         let accepted = async {
             let peer = req.id().peer_addr();
-            let res = Resources::new(req.id_mut()).map_err(io_err)?;
+            // A request that is not a stream's, or that this side cannot
+            // serve, is refused at once: the requester learns it.
+            let setup = Announce::from_bytes(&req.private_data)
+                .map_err(StreamConfigError::into_io)
+                .and_then(|a| Ok((a, Resources::new(req.id_mut(), &config)?)));
+            let (announced, res) = match setup {
+                Ok(setup) => setup,
+                Err(e) => {
+                    let _ = req.reject(&[]);
+                    return Err(e);
+                }
+            };
             let (id, _) = req
-                .accept(&conn_param(), CONNECT_TIMEOUT)
+                .accept(&conn_param(&config), CONNECT_TIMEOUT)
                 .await
                 .map_err(io_err)?;
-            let conn = Conn(Some(start(id, res, mode)?));
+            let conn = Conn(Some(start(id, res, mode, &config, announced)?));
             let peer = peer
                 .or(conn.0.as_ref().and_then(|s| s.peer))
                 .ok_or_else(|| {

@@ -43,8 +43,9 @@
 //! Each stream has its own protection domain, completion queue and RC
 //! queue pair, connected through the connection manager
 //! ([`AsyncCm`](crate::cm::AsyncCm)), and one registered region holding
-//! [`RECV_SLOTS`] receive buffers and [`SEND_SLOTS`] send buffers of
-//! [`SLOT_SIZE`] bytes each (2 MiB in all). A *driver task*, spawned on
+//! receive buffers and send buffers, by default [`RECV_SLOTS`] and
+//! [`SEND_SLOTS`] of [`SLOT_SIZE`] bytes each (2 MiB in all); a
+//! [`StreamConfig`] sets other numbers and sizes for one side. A *driver task*, spawned on
 //! the current runtime when the stream is made, takes completions, posts
 //! what was written, handles the connection manager's events and closes
 //! the connection; a read or write that waits may take completions
@@ -66,6 +67,19 @@
 //! connection with [`RdmaStream::set_busy_poll`]. `Duration::MAX` never
 //! sleeps, for the lowest latency at a CPU's cost, as rsockets' spinning
 //! callers do. The polling yields to the runtime's other tasks.
+//!
+//! # Set-up
+//! Each side tells the other its receive buffers (how many, how large) in
+//! the private data of its connect or accept (16 bytes: the mark `RDMS`,
+//! the format's version, the two numbers; the CM allows 56 bytes in a
+//! request on InfiniBand and RoCE, 196 in an accept, more on iWARP). The
+//! two sides may choose differently: a side's credits start at the
+//! peer's receive buffers, and a message carries at most the smaller of
+//! the two sides' buffers less the header. Private data that is not a
+//! stream's (another program, another version, values out of range) ends
+//! the set-up with `InvalidData` carrying a [`StreamConfigError`]: the
+//! listener rejects the request and [`RdmaListener::accept`] returns the
+//! error; [`RdmaStream::connect`] returns it.
 //!
 //! # Wire format and flow control
 //! Every message is a SEND of an 8-byte header (the credits it returns,
@@ -153,8 +167,12 @@ mod credits;
 mod driver;
 #[cfg(feature = "stream")]
 mod engine;
+#[cfg(all(test, feature = "stream"))]
+mod engine_tests;
 #[cfg(feature = "stream")]
 mod error;
+#[cfg(feature = "stream")]
+mod handshake;
 #[cfg(feature = "stream")]
 mod layout;
 #[cfg(feature = "stream")]
@@ -173,6 +191,8 @@ mod shared;
 mod signalling;
 #[cfg(feature = "stream")]
 mod split;
+#[cfg(feature = "stream")]
+mod stream_config;
 mod wire;
 
 pub use config::{
@@ -187,3 +207,8 @@ pub use msg::{Message, MessageEndpoint, MessageListener};
 pub use rdma_stream::RdmaStream;
 #[cfg(feature = "stream")]
 pub use split::{OwnedReadHalf, OwnedWriteHalf};
+#[cfg(feature = "stream")]
+pub use stream_config::{
+    StreamConfig, StreamConfigError, MAX_BUFFERS, MAX_BUFFER_SIZE, MIN_BUFFER_SIZE,
+    MIN_RECV_BUFFERS,
+};

@@ -12,11 +12,10 @@ use crate::{AccessFlags, MemoryRegion, ProtectionDomain, RemoteMemory};
 
 use super::engine::Mode;
 use super::error::{ended_error, io_err};
-use super::layout::{recv_at, send_at};
 use super::setup::connect;
 use super::shared::Shared;
 use super::RdmaListener;
-use super::{HEADER_LEN, MAX_MESSAGE, RECV_SLOTS};
+use super::{StreamConfig, HEADER_LEN};
 
 /// A listener that accepts [`MessageEndpoint`]s.
 ///
@@ -35,7 +34,13 @@ impl MessageListener {
     /// called inside a tokio runtime, which then runs the drivers of the
     /// endpoints it accepts.
     pub fn bind(addr: SocketAddr) -> io::Result<MessageListener> {
-        RdmaListener::bind_mode(addr, Mode::Message).map(|inner| MessageListener { inner })
+        MessageListener::bind_with(addr, StreamConfig::new())
+    }
+
+    /// [`bind`](Self::bind) with the buffers and busy-poll time of
+    /// `config` for every connection it accepts.
+    pub fn bind_with(addr: SocketAddr, config: StreamConfig) -> io::Result<MessageListener> {
+        RdmaListener::bind_mode(addr, Mode::Message, config).map(|inner| MessageListener { inner })
     }
 
     /// The bound address, with the port the system chose.
@@ -53,8 +58,9 @@ impl MessageListener {
 }
 
 /// A connected RDMA endpoint that sends and receives whole messages of up
-/// to [`MAX_MESSAGE`] bytes (empty ones included), in order, with no loss,
-/// over RC.
+/// to [`max_message`](MessageEndpoint::max_message) bytes
+/// ([`MAX_MESSAGE`](super::MAX_MESSAGE) by default; empty ones included),
+/// in order, with no loss, over RC.
 ///
 /// ```no_run
 /// use rdma::stream::{MessageEndpoint, MessageListener};
@@ -99,8 +105,28 @@ impl MessageEndpoint {
     ///
     /// Cancellation-safe: dropping the future destroys whatever it had made.
     pub async fn connect(addr: SocketAddr) -> io::Result<MessageEndpoint> {
-        let shared = connect(addr, Mode::Message).await?;
+        MessageEndpoint::connect_with(addr, &StreamConfig::new()).await
+    }
+
+    /// [`connect`](Self::connect) with the buffers and busy-poll time of
+    /// `config`. Fails with `InvalidInput` carrying a
+    /// [`StreamConfigError`](super::StreamConfigError) when the device
+    /// cannot hold them, `InvalidData` with one when the peer's accept is
+    /// not a stream's.
+    pub async fn connect_with(
+        addr: SocketAddr,
+        config: &StreamConfig,
+    ) -> io::Result<MessageEndpoint> {
+        let shared = connect(addr, Mode::Message, config).await?;
         Ok(MessageEndpoint { shared })
+    }
+
+    /// The largest message this endpoint sends: the smaller of its own
+    /// send buffers and the peer's receive buffers, less the header
+    /// ([`MAX_MESSAGE`](super::MAX_MESSAGE) with the default
+    /// configuration on both sides).
+    pub fn max_message(&self) -> usize {
+        self.shared.link.layout.payload
     }
 
     /// Sets how long the connection's driver busy-polls after each thing
@@ -129,10 +155,10 @@ impl MessageEndpoint {
     ///
     /// Returns once the message is copied into a registered send buffer
     /// (the driver posts it as the peer's credits allow); waits while all
-    /// [`SEND_SLOTS`](super::SEND_SLOTS) send buffers are taken, that is
-    /// while the peer does not receive (back-pressure).
+    /// send buffers are taken, that is while the peer does not receive
+    /// (back-pressure).
     ///
-    /// A message longer than [`MAX_MESSAGE`] fails with `InvalidInput`
+    /// A message longer than [`max_message`](Self::max_message) fails with `InvalidInput`
     /// before anything is sent: the connection stays usable. After
     /// [`shutdown`](Self::shutdown) it fails with `BrokenPipe`, and once
     /// the connection has ended with the error that ended it.
@@ -140,13 +166,11 @@ impl MessageEndpoint {
     /// Cancellation-safe: a message is sent entirely if this returns
     /// `Ok`, and not at all if the future is dropped before.
     pub async fn send(&self, msg: &[u8]) -> io::Result<()> {
-        if msg.len() > MAX_MESSAGE {
+        let max = self.max_message();
+        if msg.len() > max {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!(
-                    "a message of {} bytes; the most is {MAX_MESSAGE}",
-                    msg.len()
-                ),
+                format!("a message of {} bytes; the most is {max}", msg.len()),
             ));
         }
         let shared = &*self.shared;
@@ -165,7 +189,11 @@ impl MessageEndpoint {
                 st.writer.register(cx.waker());
                 return Poll::Pending;
             };
-            if let Err(e) = shared.link.mr.write(send_at(slot) + HEADER_LEN, msg) {
+            if let Err(e) = shared
+                .link
+                .mr
+                .write(shared.link.layout.send_at(slot) + HEADER_LEN, msg)
+            {
                 st.free.push(slot);
                 return Poll::Ready(Err(io_err(e)));
             }
@@ -184,7 +212,7 @@ impl MessageEndpoint {
     /// The message is copied out of its receive buffer into a pooled
     /// buffer; the receive buffer, and with it the peer's credit, stays
     /// taken until the [`Message`] is dropped. Holding messages therefore
-    /// holds the sender back once [`RECV_SLOTS`] are held, and holding one
+    /// holds the sender back once all receive buffers are held, and holding one
     /// blocks nothing else.
     ///
     /// Cancellation-safe: a message is taken only when this returns it.
@@ -199,7 +227,7 @@ impl MessageEndpoint {
                     st.rx.push_front(seg);
                     return Poll::Ready(Err(io_err(e)));
                 }
-                debug_assert_eq!(seg.at, recv_at(seg.slot) + HEADER_LEN);
+                debug_assert_eq!(seg.at, shared.link.layout.recv_at(seg.slot) + HEADER_LEN);
                 return Poll::Ready(Ok(Some(Message {
                     data,
                     slot: seg.slot,
@@ -334,7 +362,7 @@ impl Drop for Message {
     fn drop(&mut self) {
         let mut st = self.shared.lock();
         st.repost.push(self.slot);
-        if st.pool.len() < RECV_SLOTS {
+        if st.pool.len() < self.shared.link.layout.recv_slots {
             let mut data = std::mem::take(&mut self.data);
             data.clear();
             st.pool.push(data);

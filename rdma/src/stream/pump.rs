@@ -30,11 +30,11 @@ use crate::{MemoryRegion, QueuePair, RecvWr, RemoteMemory, SendWr};
 use super::engine::{Core, Link, Mode, OneSided, Posted, State};
 use super::error::{copy_err, io_err};
 use super::layout::{
-    ctrl_at, recv_at, send_at, CTRL_SLOTS, INLINE, WR_CTRL, WR_FIN, WR_RDMA, WR_RECV,
-    WR_RETIRES_SHIFT, WR_SEND, WR_SEND_INLINE, WR_UNSIGNALLED,
+    Layout, CTRL_SLOTS, INLINE, WR_CTRL, WR_FIN, WR_RDMA, WR_RECV, WR_RETIRES_SHIFT, WR_SEND,
+    WR_SEND_INLINE, WR_UNSIGNALLED,
 };
 use super::wire::Header;
-use super::{HEADER_LEN, ONE_SIDED_SLOTS, SLOT_SIZE};
+use super::{HEADER_LEN, ONE_SIDED_SLOTS};
 
 impl Core {
     /// Posts what can be posted: emptied receive buffers, queued data as
@@ -80,7 +80,7 @@ impl Core {
         // Without allocating: the driver pumps on every poll while it
         // busy-polls.
         while let Some(slot) = st.repost.pop() {
-            post_recv(self.qp()?, &link.mr, slot).map_err(io_err)?;
+            post_recv(self.qp()?, &link.mr, &link.layout, slot).map_err(io_err)?;
             self.posted_recvs += 1;
             self.credits.reposted();
         }
@@ -143,11 +143,12 @@ impl Core {
     /// Posts the data SEND of send buffer `slot` holding `len` bytes, with
     /// a header that takes a credit. One whose data goes inline frees its
     /// buffer at once (the provider has copied it), and goes unsignalled
-    /// unless [`UNSIGNALLED_RUN`](super::signalling::UNSIGNALLED_RUN) did before it: a completion less to take
-    /// per small message. The signalled one after them says how many it
-    /// retires (its completion shows theirs: a send queue completes in
-    /// order), so the send queue never holds more than [`SEND_SLOTS`](super::SEND_SLOTS) data
-    /// SENDs not known complete. Data that went inline counts as not sent
+    /// unless [`unsignalled_run`](super::signalling::unsignalled_run) did
+    /// before it: a completion less to take per small message. The
+    /// signalled one after them says how many it retires (its completion
+    /// shows theirs: a send queue completes in order), so the send queue
+    /// never holds more data SENDs not known complete than there are send
+    /// buffers. Data that went inline counts as not sent
     /// ([`State::all_sent`]) until a successful completion (its own, or a
     /// later data SEND's) or a credit the peer returned shows it arrived.
     pub(super) fn post_data(
@@ -159,7 +160,7 @@ impl Core {
         msg: bool,
     ) -> io::Result<()> {
         let h = self.data_header(msg);
-        let at = send_at(slot);
+        let at = link.layout.send_at(slot);
         link.mr.write_word(at, h.to_word()).map_err(io_err)?;
         let range = at..at + HEADER_LEN + len;
         let inline = range.len() <= self.inline;
@@ -274,7 +275,7 @@ impl Core {
             fin,
             msg: false,
         };
-        let at = ctrl_at(slot);
+        let at = link.layout.ctrl_at(slot);
         link.mr.write_word(at, h.to_word()).map_err(io_err)?;
         let kind = if fin { WR_FIN } else { WR_CTRL };
         self.post_send(link, kind | slot as u64, at..at + HEADER_LEN, true)?;
@@ -324,9 +325,14 @@ impl Core {
     }
 }
 
-/// Posts receive buffer `slot` of `mr` on `qp`.
-pub(super) fn post_recv(qp: &QueuePair, mr: &MemoryRegion, slot: usize) -> crate::Result<()> {
-    let at = recv_at(slot);
-    let sge = [mr.sge(at..at + SLOT_SIZE)?];
+/// Posts receive buffer `slot` of `mr` (laid out as `layout`) on `qp`.
+pub(super) fn post_recv(
+    qp: &QueuePair,
+    mr: &MemoryRegion,
+    layout: &Layout,
+    slot: usize,
+) -> crate::Result<()> {
+    let at = layout.recv_at(slot);
+    let sge = [mr.sge(at..at + layout.slot_size)?];
     qp.post_recv(&mut [RecvWr::new(WR_RECV | slot as u64, &sge)])
 }

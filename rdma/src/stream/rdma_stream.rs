@@ -16,7 +16,7 @@ use super::engine::Mode;
 use super::setup::connect;
 use super::shared::Shared;
 use super::split::Spin;
-use super::{OwnedReadHalf, OwnedWriteHalf};
+use super::{OwnedReadHalf, OwnedWriteHalf, StreamConfig};
 
 impl RdmaStream {
     /// The connection's state, shared with its driver.
@@ -55,7 +55,17 @@ impl RdmaStream {
     /// Cancellation-safe: dropping the future at any point destroys
     /// whatever it had made.
     pub async fn connect(addr: SocketAddr) -> io::Result<RdmaStream> {
-        connect(addr, Mode::Stream)
+        RdmaStream::connect_with(addr, &StreamConfig::new()).await
+    }
+
+    /// [`connect`](Self::connect) with the buffers and busy-poll time of
+    /// `config` (the listener may use others: each side learns the
+    /// other's receive buffers at set-up). Fails with `InvalidInput`
+    /// carrying a [`StreamConfigError`](super::StreamConfigError) when the
+    /// device cannot hold them, and with `InvalidData` carrying one when
+    /// the peer's accept is not a stream's.
+    pub async fn connect_with(addr: SocketAddr, config: &StreamConfig) -> io::Result<RdmaStream> {
+        connect(addr, Mode::Stream, config)
             .await
             .map(RdmaStream::from_shared)
     }

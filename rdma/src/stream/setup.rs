@@ -11,19 +11,22 @@ use tokio::sync::Notify;
 use crate::cm::{AsyncCm, AsyncCmId, CmId, ConnParam};
 use crate::{
     AccessFlags, AsyncCompletionQueue, CompletionChannel, CompletionQueue, MemoryRegion,
-    ProtectionDomain, QpCaps, QpType, WorkCompletion,
+    ProtectionDomain, QpCaps, QpType,
 };
 
-use super::busy_poll::default_busy_poll;
-use super::credits::Credits;
+use super::busy_poll::{busy_poll_micros, default_busy_poll};
 use super::driver::{Driver, EndGuard};
-use super::engine::{Core, Link, Mode, State, POLL_BATCH};
+use super::engine::{Core, Link, Mode, State};
 use super::error::io_err;
-use super::layout::{CTRL_SLOTS, INLINE, REGION_LEN};
+use super::handshake::Announce;
+use super::layout::{Layout, CTRL_SLOTS, INLINE};
 use super::pump::post_recv;
 use super::shared::Shared;
-use super::signalling::Signalling;
-use super::{CONNECT_TIMEOUT, ONE_SIDED_SLOTS, RECV_SLOTS, SEND_SLOTS};
+use super::{StreamConfig, CONNECT_TIMEOUT, ONE_SIDED_SLOTS};
+
+/// Send-queue requests besides the data SENDs: the control messages, and
+/// the one-sided requests (two each on iWARP: a WRITE and its fence).
+const EXTRA_SEND_WR: usize = CTRL_SLOTS + 2 * ONE_SIDED_SLOTS;
 
 // ------------------------------------------------------------ set-up
 
@@ -40,25 +43,47 @@ pub(super) struct Resources {
 }
 
 impl Resources {
-    /// Makes the PD, CQ, QP and region on `id`'s device and posts every
-    /// receive buffer.
-    pub(super) fn new(id: &mut CmId) -> crate::Result<Resources> {
+    /// Makes the PD, CQ, QP and region of `config` on `id`'s device and
+    /// posts every receive buffer; `InvalidInput` with a
+    /// [`StreamConfigError`](super::StreamConfigError) when the device
+    /// cannot hold `config`.
+    pub(super) fn new(id: &mut CmId, config: &StreamConfig) -> io::Result<Resources> {
+        let ctx = id.context().map_err(io_err)?;
+        let dev = ctx.query_device().map_err(io_err)?;
+        let max_msg_sz = ctx
+            .query_port(id.port_num())
+            .map_or(u32::MAX, |p| p.max_msg_sz());
+        config
+            .check_device(
+                dev.max_mr_size(),
+                max_msg_sz,
+                dev.max_qp_wr(),
+                dev.max_cqe(),
+                EXTRA_SEND_WR,
+                EXTRA_SEND_WR,
+            )
+            .map_err(|e| e.into_io())?;
+        Resources::make(id, config).map_err(io_err)
+    }
+
+    fn make(id: &mut CmId, config: &StreamConfig) -> crate::Result<Resources> {
         let ctx = id.context()?;
         let pd = ProtectionDomain::new(&ctx)?;
         let channel = CompletionChannel::new(&ctx)?;
+        let (recv, send) = (config.recv_buffers, config.send_buffers);
+        // The setters bound the buffers to 4096 each: these fit.
         let cq = CompletionQueue::builder(&ctx)
-            .cqe((RECV_SLOTS + SEND_SLOTS + CTRL_SLOTS + 2 * ONE_SIDED_SLOTS) as i32)
+            .cqe((recv + send + EXTRA_SEND_WR) as i32)
             .channel(&channel)
             .build()?;
         let caps = QpCaps {
-            // A one-sided request takes two on iWARP (a WRITE and its fence).
-            max_send_wr: (SEND_SLOTS + CTRL_SLOTS + 2 * ONE_SIDED_SLOTS) as u32,
-            max_recv_wr: RECV_SLOTS as u32,
+            max_send_wr: (send + EXTRA_SEND_WR) as u32,
+            max_recv_wr: recv as u32,
             max_send_sge: 1,
             max_recv_sge: 1,
             max_inline_data: INLINE as u32,
         };
-        let mr = MemoryRegion::new(&pd, REGION_LEN, AccessFlags::LOCAL_WRITE)?;
+        let mr = MemoryRegion::new(&pd, config.region_len(), AccessFlags::LOCAL_WRITE)?;
         // A device that takes no inline data gets a QP without (the
         // stream then sends every message from its buffer).
         if id.create_qp(&pd, QpType::Rc, &cq, &cq, caps).is_err() {
@@ -72,8 +97,11 @@ impl Resources {
             .qp()
             .ok_or_else(|| crate::Error::invalid("RdmaStream", "the CM id has no QP"))?;
         let inline = (qp.caps().max_inline_data as usize).min(INLINE);
-        for slot in 0..RECV_SLOTS {
-            post_recv(qp, &mr, slot)?;
+        // The peer's part of the layout is not known yet; only this
+        // side's receive buffers are posted here.
+        let own = Layout::new(config, config.announce());
+        for slot in 0..recv {
+            post_recv(qp, &mr, &own, slot)?;
         }
         let iwarp = crate::DeviceList::new()
             .ok()
@@ -92,16 +120,25 @@ impl Resources {
     }
 }
 
-/// The parameters both sides connect with: no RNR retries, since credits
-/// make them unnecessary (a violation shows as an error).
-pub(super) fn conn_param() -> ConnParam {
-    let mut p = ConnParam::new();
+/// The parameters a side of `config` connects (or accepts) with: its
+/// receive buffers in the private data ([`Announce`]), and no RNR
+/// retries, since credits make them unnecessary (a violation shows as an
+/// error).
+pub(super) fn conn_param(config: &StreamConfig) -> ConnParam {
+    let mut p = ConnParam::new().with_private_data(&config.announce().to_bytes());
     p.rnr_retry_count = 0;
     p
 }
 
-/// Starts the driver of a connected id and returns what it shares.
-pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc<Shared>> {
+/// Starts the driver of a connected id, made with `config`, whose peer
+/// announced `peer`, and returns what it shares.
+pub(super) fn start(
+    id: AsyncCmId,
+    res: Resources,
+    mode: Mode,
+    config: &StreamConfig,
+    peer: Announce,
+) -> io::Result<Arc<Shared>> {
     let Resources {
         cq,
         mr,
@@ -110,30 +147,15 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
         inline,
     } = res;
     let cq = AsyncCompletionQueue::new(cq).map_err(io_err)?;
-    let core = Core {
-        id,
-        credits: Credits::new(RECV_SLOTS as u32),
-        posted_recvs: RECV_SLOTS,
-        posted_sends: 0,
-        signalling: Signalling::default(),
-        ctrl_free: (0..CTRL_SLOTS).collect(),
-        fin_posted: false,
-        data_after_fin: false,
-        last_credits_sent: false,
-        in_flight: (0..ONE_SIDED_SLOTS).map(|_| None).collect(),
-        iwarp,
-        inline,
-        halves_gone: false,
-        gone: false,
-        failed: None,
-        wcs: [WorkCompletion::ZERO; POLL_BATCH],
+    let layout = Layout::new(config, peer);
+    let core = Core::new(Some(id), &layout, iwarp, inline);
+    let (local, peer) = match &core.id {
+        Some(id) => (id.id().local_addr(), id.id().peer_addr()),
+        None => (None, None),
     };
-    let local = core.id.id().local_addr();
-    let peer = core.id.id().peer_addr();
     let state = State {
-        free: (0..SEND_SLOTS).rev().collect(),
         core: Some(Box::new(core)),
-        ..State::default()
+        ..State::new(&layout)
     };
     let shared = Arc::new(Shared {
         state: Mutex::new(state),
@@ -141,13 +163,18 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
             cq,
             mr,
             mode,
+            layout,
             wakes: AtomicU64::new(0),
         },
         notify: Notify::new(),
         pd,
         local,
         peer,
-        busy_poll: AtomicU64::new(default_busy_poll()),
+        busy_poll: AtomicU64::new(
+            config
+                .busy_poll
+                .map_or_else(default_busy_poll, busy_poll_micros),
+        ),
         turns: AtomicU64::new(0),
         spinning: AtomicBool::new(false),
         standby: AtomicBool::new(false),
@@ -162,12 +189,31 @@ pub(super) fn start(id: AsyncCmId, res: Resources, mode: Mode) -> io::Result<Arc
     Ok(shared)
 }
 
-/// Connects to `addr` and starts the driver.
-pub(super) async fn connect(addr: SocketAddr, mode: Mode) -> io::Result<Arc<Shared>> {
+/// Connects to `addr` with `config` and starts the driver. The peer's
+/// accept must carry its receive buffers ([`Announce`]): else the
+/// connection is dropped and the error is `InvalidData` with a
+/// [`StreamConfigError`](super::StreamConfigError).
+pub(super) async fn connect(
+    addr: SocketAddr,
+    mode: Mode,
+    config: &StreamConfig,
+) -> io::Result<Arc<Shared>> {
     let cm = AsyncCm::new().map_err(io_err)?;
-    let (id, _, res) = cm
-        .connect(addr, CONNECT_TIMEOUT, &conn_param(), Resources::new)
+    let (id, est, res) = cm
+        .connect(addr, CONNECT_TIMEOUT, &conn_param(config), |id| {
+            Resources::new(id, config).map_err(SetupError)
+        })
         .await
-        .map_err(io_err)?;
-    start(id, res, mode)
+        .map_err(|e| e.0)?;
+    let peer = Announce::from_bytes(est.private_data()).map_err(|e| e.into_io())?;
+    start(id, res, mode, config, peer)
+}
+
+/// The error of a connect's set-up: the `io::Error` of a step.
+struct SetupError(io::Error);
+
+impl From<crate::Error> for SetupError {
+    fn from(e: crate::Error) -> SetupError {
+        SetupError(io_err(e))
+    }
 }

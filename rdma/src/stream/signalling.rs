@@ -1,29 +1,43 @@
 //! Which data SENDs are signalled, and the send queue's room for them.
 
-use super::SEND_SLOTS;
-
 /// At most this many data SENDs in a row go unsignalled (each inline, so
-/// that its buffer is free at once); the next is signalled, and its
-/// completion shows theirs. Less than [`SEND_SLOTS`], which bounds the
-/// data SENDs in the send queue not known complete: one of them is
-/// signalled.
-pub(super) const UNSIGNALLED_RUN: usize = SEND_SLOTS / 2 - 1;
+/// that its buffer is free at once) with `send_slots` send buffers; the
+/// next is signalled, and its completion shows theirs. Less than
+/// `send_slots`, which bounds the data SENDs in the send queue not known
+/// complete: one of them is signalled. (7 with the default 16 buffers.)
+pub(super) const fn unsignalled_run(send_slots: usize) -> usize {
+    (send_slots / 2).saturating_sub(1)
+}
 
 /// Which data SENDs are signalled, and the send queue's room for them
 /// (see [`Core::post_data`](super::engine::Core::post_data)).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Signalling {
     /// Data SENDs posted, signalled or not, that no completion has shown
-    /// complete: at most [`SEND_SLOTS`].
+    /// complete: at most [`slots`](Self::slots).
     pub(super) out: usize,
     /// Unsignalled data SENDs posted since the last signalled one.
     pub(super) run: usize,
+    /// The send buffers: the most data SENDs not known complete.
+    pub(super) slots: usize,
+    /// [`unsignalled_run`] of `slots`.
+    pub(super) max_run: usize,
 }
 
 impl Signalling {
+    /// The signalling of a side with `send_slots` send buffers.
+    pub(super) fn new(send_slots: usize) -> Signalling {
+        Signalling {
+            out: 0,
+            run: 0,
+            slots: send_slots,
+            max_run: unsignalled_run(send_slots),
+        }
+    }
+
     /// Whether another data SEND may be posted.
     pub(super) fn room(&self) -> bool {
-        self.out < SEND_SLOTS
+        self.out < self.slots
     }
 
     /// A data SEND is posted (`inline`: its data goes inline, so it may go
@@ -32,7 +46,7 @@ impl Signalling {
     pub(super) fn post(&mut self, inline: bool) -> Option<usize> {
         debug_assert!(self.room());
         self.out += 1;
-        if inline && self.run < UNSIGNALLED_RUN {
+        if inline && self.run < self.max_run {
             self.run += 1;
             return None;
         }
@@ -58,7 +72,13 @@ mod tests {
         // turns none: the send queue then holds at most SEND_SLOTS data
         // SENDs, one of them signalled when it is full (else nothing would
         // ever complete), and the completions account for every SEND.
-        let mut sig = Signalling::default();
+        for slots in [16, 1, 2, 3, 5] {
+            signalling_model(slots);
+        }
+    }
+
+    fn signalling_model(slots: usize) {
+        let mut sig = Signalling::new(slots);
         // The send queue: per SEND, the retires of a signalled one.
         let mut queue: VecDeque<Option<usize>> = VecDeque::new();
         let (mut posted, mut retired, mut full, mut x) = (0usize, 0usize, 0usize, 0x2545_f491u32);
@@ -80,8 +100,8 @@ mod tests {
                 posted += 1;
                 x = x.rotate_left(7);
             }
-            assert!(sig.out <= SEND_SLOTS);
-            assert!(sig.run <= UNSIGNALLED_RUN);
+            assert!(sig.out <= slots);
+            assert!(sig.run <= unsignalled_run(slots));
             assert_eq!(sig.out, queue.len());
             if !sig.room() {
                 full += 1;
@@ -110,7 +130,9 @@ mod tests {
             }
         }
         assert_eq!(posted - retired, sig.out);
-        assert!(posted > turns, "only {posted} SENDs posted");
+        // A turn posts at most as many as there are free slots.
+        let least = if slots >= 16 { turns } else { turns / 2 };
+        assert!(posted > least, "{slots} slots: only {posted} SENDs posted");
         assert!(full > turns / 10, "the queue was full only {full} times");
     }
 }

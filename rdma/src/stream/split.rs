@@ -32,9 +32,9 @@ use tokio::time::Instant;
 use super::busy_poll::{BUSY_POLL_FOREVER, HALF_CLOCK_EVERY, HALF_DONE, HALF_POLLS, READ_POLLS};
 use super::error::Ended;
 use super::error::{ended_error, io_err};
-use super::layout::{send_at, INLINE};
+use super::layout::INLINE;
 use super::shared::Shared;
-use super::{HEADER_LEN, MAX_PAYLOAD};
+use super::HEADER_LEN;
 
 /// The read half of an [`RdmaStream`](super::RdmaStream).
 pub struct OwnedReadHalf {
@@ -338,19 +338,20 @@ impl AsyncWrite for OwnedWriteHalf {
             return Poll::Ready(Ok(buf.len()));
         }
         // No room: completed SENDs free their buffers.
-        if st.free.is_empty() && st.queued.back().is_none_or(|&(_, len)| len == MAX_PAYLOAD) {
+        let (layout, payload) = (&shared.link.layout, shared.link.layout.payload);
+        if st.free.is_empty() && st.queued.back().is_none_or(|&(_, len)| len == payload) {
             shared.drive(&mut st, true);
         }
         let mut done = 0;
         // First into the buffer queued last, if it has room: it is not
         // posted yet.
         if let Some((slot, len)) = st.queued.back_mut() {
-            let n = (MAX_PAYLOAD - *len).min(buf.len());
+            let n = (payload - *len).min(buf.len());
             if n > 0 {
                 if let Err(e) = shared
                     .link
                     .mr
-                    .write(send_at(*slot) + HEADER_LEN + *len, &buf[..n])
+                    .write(layout.send_at(*slot) + HEADER_LEN + *len, &buf[..n])
                 {
                     return Poll::Ready(Err(io_err(e)));
                 }
@@ -360,11 +361,11 @@ impl AsyncWrite for OwnedWriteHalf {
         }
         while done < buf.len() {
             let Some(slot) = st.free.pop() else { break };
-            let n = MAX_PAYLOAD.min(buf.len() - done);
+            let n = payload.min(buf.len() - done);
             if let Err(e) = shared
                 .link
                 .mr
-                .write(send_at(slot) + HEADER_LEN, &buf[done..done + n])
+                .write(layout.send_at(slot) + HEADER_LEN, &buf[done..done + n])
             {
                 st.free.push(slot);
                 return Poll::Ready(Err(io_err(e)));
@@ -386,7 +387,7 @@ impl AsyncWrite for OwnedWriteHalf {
         // after the next completion), so that small writes meanwhile join
         // the last buffer, as Nagle's algorithm holds back a segment while
         // one is unacknowledged, for a shorter time.
-        let full = st.queued.back().is_some_and(|&(_, len)| len == MAX_PAYLOAD);
+        let full = st.queued.back().is_some_and(|&(_, len)| len == payload);
         let posted = (full || !st.in_flight()) && shared.drive(&mut st, false);
         drop(st);
         if !posted {

@@ -69,6 +69,7 @@ fn main() -> std::process::ExitCode {
         stream::PEER_GONE,
         stream::TEARDOWN,
         stream::CANCEL,
+        stream::CONFIG,
         stream_msg::TESTS,
     ]
     .concat();

@@ -337,7 +337,11 @@ pub fn a_peer_of_another_wire_format_is_refused_with_an_error(env: &TestEnv) -> 
     run_within(T, async {
         let (mut l, at) = listen(env)?;
         let cm = AsyncCm::new()?;
-        let mut param = ConnParam::new();
+        // A stream's set-up announcement (16 receive buffers of 64 KiB),
+        // so that the listener accepts the raw peer.
+        let mut announce = b"RDMS\x01\0\0\0".to_vec();
+        announce.extend_from_slice(&[16, 0, 0, 0, 0, 0, 1, 0]);
+        let mut param = ConnParam::new().with_private_data(&announce);
         param.rnr_retry_count = 0;
         for (what, bytes, want) in &cases {
             let accept = l.accept();

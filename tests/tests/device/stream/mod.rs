@@ -2,12 +2,14 @@
 //! The tests are filed by what they prove, one module each.
 
 mod cancel;
+mod config;
 mod data;
 mod frameworks;
 mod peer_gone;
 mod teardown;
 
 pub use cancel::TESTS as CANCEL;
+pub use config::TESTS as CONFIG;
 pub use data::TESTS as DATA;
 pub use frameworks::TESTS as FRAMEWORKS;
 pub use peer_gone::TESTS as PEER_GONE;
