@@ -21,11 +21,11 @@ use super::{StreamConfig, HEADER_LEN};
 /// `peer_recv` receive buffers of `peer_size` bytes.
 fn side(peer_recv: usize, peer_size: usize) -> (Core, State, Layout) {
     let own = StreamConfig::new()
-        .recv_buffers(4)
+        .with_recv_buffers(4)
         .unwrap()
-        .send_buffers(3)
+        .with_send_buffers(3)
         .unwrap()
-        .buffer_size(256)
+        .with_buffer_size(256)
         .unwrap();
     let layout = Layout::new(
         &own,

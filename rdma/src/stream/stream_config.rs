@@ -44,12 +44,12 @@ pub const MAX_BUFFER_SIZE: usize = 1 << 30;
 /// use std::time::Duration;
 ///
 /// let config = StreamConfig::new()
-///     .recv_buffers(4)?
-///     .send_buffers(4)?
-///     .buffer_size(4096)?
-///     .busy_poll(Duration::ZERO);
+///     .with_recv_buffers(4)?
+///     .with_send_buffers(4)?
+///     .with_buffer_size(4096)?
+///     .with_busy_poll(Duration::ZERO);
 /// assert_eq!(config.region_len(), 8 * 4096 + 128);
-/// assert!(StreamConfig::new().recv_buffers(0).is_err());
+/// assert!(StreamConfig::new().with_recv_buffers(0).is_err());
 /// # }
 /// # Ok::<(), rdma::stream::StreamConfigError>(())
 /// ```
@@ -81,7 +81,7 @@ impl StreamConfig {
 
     /// Receive buffers this side posts: the messages the peer may send
     /// ahead of this side's reads. [`MIN_RECV_BUFFERS`] to [`MAX_BUFFERS`].
-    pub fn recv_buffers(mut self, n: usize) -> Result<StreamConfig, StreamConfigError> {
+    pub fn with_recv_buffers(mut self, n: usize) -> Result<StreamConfig, StreamConfigError> {
         if n < MIN_RECV_BUFFERS {
             return Err(StreamConfigError::TooFewBuffers {
                 what: "receive",
@@ -102,7 +102,7 @@ impl StreamConfig {
 
     /// Send buffers: what a writer may fill ahead of its credits. 1 to
     /// [`MAX_BUFFERS`].
-    pub fn send_buffers(mut self, n: usize) -> Result<StreamConfig, StreamConfigError> {
+    pub fn with_send_buffers(mut self, n: usize) -> Result<StreamConfig, StreamConfigError> {
         if n == 0 {
             return Err(StreamConfigError::TooFewBuffers {
                 what: "send",
@@ -124,7 +124,7 @@ impl StreamConfig {
     /// Bytes of each receive and send buffer, its header
     /// ([`HEADER_LEN`]) included: a multiple of 8 (the data stays on whole
     /// words) from [`MIN_BUFFER_SIZE`] to [`MAX_BUFFER_SIZE`].
-    pub fn buffer_size(mut self, size: usize) -> Result<StreamConfig, StreamConfigError> {
+    pub fn with_buffer_size(mut self, size: usize) -> Result<StreamConfig, StreamConfigError> {
         if !(MIN_BUFFER_SIZE..=MAX_BUFFER_SIZE).contains(&size) || size % 8 != 0 {
             return Err(StreamConfigError::BufferSize {
                 size,
@@ -141,28 +141,28 @@ impl StreamConfig {
     /// which changes it later); by default the process's
     /// ([`DEFAULT_BUSY_POLL`](super::DEFAULT_BUSY_POLL), or
     /// `RDMA_STREAM_SPIN_US`).
-    pub fn busy_poll(mut self, d: Duration) -> StreamConfig {
+    pub fn with_busy_poll(mut self, d: Duration) -> StreamConfig {
         self.busy_poll = Some(d);
         self
     }
 
     /// Receive buffers this side posts.
-    pub fn get_recv_buffers(&self) -> usize {
+    pub fn recv_buffers(&self) -> usize {
         self.recv_buffers
     }
 
     /// Send buffers of this side.
-    pub fn get_send_buffers(&self) -> usize {
+    pub fn send_buffers(&self) -> usize {
         self.send_buffers
     }
 
     /// Bytes of each buffer, the header included.
-    pub fn get_buffer_size(&self) -> usize {
+    pub fn buffer_size(&self) -> usize {
         self.buffer_size
     }
 
     /// The busy-poll time set, if any.
-    pub fn get_busy_poll(&self) -> Option<Duration> {
+    pub fn busy_poll(&self) -> Option<Duration> {
         self.busy_poll
     }
 
@@ -355,10 +355,10 @@ mod tests {
     #[test]
     fn stream_config_setters_refuse_values_out_of_range() {
         let c = StreamConfig::new();
-        assert_eq!(c.get_recv_buffers(), RECV_SLOTS);
+        assert_eq!(c.recv_buffers(), RECV_SLOTS);
         assert_eq!(c.region_len(), (RECV_SLOTS + SEND_SLOTS) * SLOT_SIZE + 128);
         assert_eq!(
-            c.recv_buffers(0),
+            c.with_recv_buffers(0),
             Err(StreamConfigError::TooFewBuffers {
                 what: "receive",
                 n: 0,
@@ -366,59 +366,55 @@ mod tests {
             })
         );
         assert!(matches!(
-            c.recv_buffers(1),
+            c.with_recv_buffers(1),
             Err(StreamConfigError::TooFewBuffers { n: 1, .. })
         ));
         assert!(matches!(
-            c.send_buffers(0),
+            c.with_send_buffers(0),
             Err(StreamConfigError::TooFewBuffers { what: "send", .. })
         ));
         assert!(matches!(
-            c.recv_buffers(MAX_BUFFERS + 1),
+            c.with_recv_buffers(MAX_BUFFERS + 1),
             Err(StreamConfigError::TooManyBuffers { .. })
         ));
         assert!(matches!(
-            c.send_buffers(usize::MAX),
+            c.with_send_buffers(usize::MAX),
             Err(StreamConfigError::TooManyBuffers { .. })
         ));
         for size in [0, 8, 63, 65, 100, MAX_BUFFER_SIZE + 8, usize::MAX] {
             assert!(
                 matches!(
-                    c.buffer_size(size),
+                    c.with_buffer_size(size),
                     Err(StreamConfigError::BufferSize { .. })
                 ),
                 "{size}"
             );
         }
         let c = c
-            .recv_buffers(2)
+            .with_recv_buffers(2)
             .unwrap()
-            .send_buffers(1)
+            .with_send_buffers(1)
             .unwrap()
-            .buffer_size(64)
+            .with_buffer_size(64)
             .unwrap();
         assert_eq!(
-            (
-                c.get_recv_buffers(),
-                c.get_send_buffers(),
-                c.get_buffer_size()
-            ),
+            (c.recv_buffers(), c.send_buffers(), c.buffer_size()),
             (2, 1, 64)
         );
         assert_eq!(c.max_payload(), 56);
         // The largest configuration's region fits in a usize.
         let big = c
-            .recv_buffers(MAX_BUFFERS)
+            .with_recv_buffers(MAX_BUFFERS)
             .unwrap()
-            .send_buffers(MAX_BUFFERS)
+            .with_send_buffers(MAX_BUFFERS)
             .unwrap()
-            .buffer_size(MAX_BUFFER_SIZE)
+            .with_buffer_size(MAX_BUFFER_SIZE)
             .unwrap();
         assert_eq!(big.region_len(), (1usize << 43) + 128);
         // A refused value leaves the configuration it was given unchanged
         // (the setter consumes a copy).
-        assert!(c.buffer_size(7).is_err());
-        assert_eq!(c.get_buffer_size(), 64);
+        assert!(c.with_buffer_size(7).is_err());
+        assert_eq!(c.buffer_size(), 64);
     }
 
     #[test]

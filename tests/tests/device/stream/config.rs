@@ -16,9 +16,9 @@ use super::{pattern, run, verify, R, T};
 
 fn config(recv: usize, send: usize, size: usize) -> R<StreamConfig> {
     Ok(StreamConfig::new()
-        .recv_buffers(recv)?
-        .send_buffers(send)?
-        .buffer_size(size)?)
+        .with_recv_buffers(recv)?
+        .with_send_buffers(send)?
+        .with_buffer_size(size)?)
 }
 
 /// Writes `len` bytes of the stream `seed` to `s` while reading `len`
