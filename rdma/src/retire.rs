@@ -72,9 +72,11 @@
 //!    drops its count only after `ibv_destroy_qp` returned (a QP whose
 //!    destroy failed keeps its count forever, and its handles are never
 //!    destroyed).
-//! 7. A UD QP created after the drop holds no request naming `X` (1.), and
-//!    a safe post refuses a handle of another PD than the QP's, so only the
-//!    UD QPs of `X`'s PD need a threshold.
+//! 7. A UD QP created after the drop holds no request naming `X` (1.), nor
+//!    does one whose `started` is 0 at the drop (a post naming `X` counted
+//!    its start before the drop); and a safe post refuses a handle of
+//!    another PD than the QP's. So only the UD QPs of `X`'s PD that started
+//!    a post need a threshold.
 //!
 //! Requests posted through [`PreparedSend`](crate::PreparedSend) or
 //! [`QueuePair::post_send_raw`](crate::QueuePair::post_send_raw) are not
@@ -129,11 +131,12 @@ impl UdSendCount {
     }
 
     /// The `posted` count after which no request posted so far is read
-    /// (proof, step 2).
-    fn mark(&self) -> u64 {
+    /// (proof, step 2); `None` when the QP never started a post, so holds
+    /// no request (a receive-only QP never keeps a handle).
+    fn mark(&self) -> Option<u64> {
         let f = self.refused.load(Ordering::Acquire);
         let s = self.started.load(Ordering::Acquire);
-        (s - f).saturating_add(self.depth)
+        (s != 0).then(|| (s - f).saturating_add(self.depth))
     }
 
     /// Whether the count passed a `mark`.
@@ -194,7 +197,10 @@ impl UdRegistry {
         let waits: Vec<_> = r
             .qps
             .iter()
-            .filter_map(|q| q.upgrade().map(|c| (Arc::downgrade(&c), c.mark())))
+            .filter_map(|q| {
+                let c = q.upgrade()?;
+                Some((Arc::downgrade(&c), c.mark()?))
+            })
             .collect();
         let mut done = Vec::new();
         if waits.is_empty() {
@@ -281,7 +287,7 @@ mod tests {
     fn a_mark_is_passed_after_depth_more_posted_requests() {
         let c = UdSendCount::new(4);
         post(&c, 3, true);
-        let t = c.mark();
+        let t = c.mark().unwrap();
         for _ in 0..3 {
             post(&c, 1, true);
             assert!(!c.passed(t));
@@ -294,7 +300,7 @@ mod tests {
     fn refused_requests_never_count_toward_a_mark() {
         let c = UdSendCount::new(2);
         post(&c, 5, false);
-        let t = c.mark();
+        let t = c.mark().unwrap();
         post(&c, 8, false);
         assert!(!c.passed(t));
         post(&c, 1, true);
@@ -309,7 +315,7 @@ mod tests {
         // requests may sit before the dropped handle's in the queue.
         let c = UdSendCount::new(2);
         c.start(3);
-        let t = c.mark();
+        let t = c.mark().unwrap();
         c.posted(3);
         assert!(!c.passed(t));
         post(&c, 2, true);
@@ -320,7 +326,7 @@ mod tests {
     fn a_refusal_in_flight_at_the_mark_does_not_lower_it() {
         let c = UdSendCount::new(1);
         c.start(4);
-        let t = c.mark();
+        let t = c.mark().unwrap();
         c.refused(4);
         post(&c, 1, true);
         // 4 + 1 started, 4 refused, 1 posted: posted needs 4 - 0 + 1.
@@ -330,14 +336,24 @@ mod tests {
     }
 
     #[test]
+    fn a_qp_that_never_posted_holds_no_handle() {
+        let c = UdSendCount::new(4);
+        assert_eq!(c.mark(), None);
+        post(&c, 1, false);
+        assert_eq!(c.mark(), Some(4));
+    }
+
+    #[test]
     fn a_retired_handle_waits_for_every_qp_and_forgets_destroyed_ones() {
         let a = Arc::new(UdSendCount::new(1));
         let b = Arc::new(UdSendCount::new(1));
+        post(&a, 1, true);
+        post(&b, 1, true);
         let mut r = Retired {
             ah: NonNull::dangling(),
             waits: vec![
-                (Arc::downgrade(&a), a.mark()),
-                (Arc::downgrade(&b), b.mark()),
+                (Arc::downgrade(&a), a.mark().unwrap()),
+                (Arc::downgrade(&b), b.mark().unwrap()),
             ],
         };
         assert!(!r.sweep());
@@ -364,7 +380,7 @@ mod tests {
         let started = c.started.load(Ordering::Relaxed);
         let done = c.posted.load(Ordering::Relaxed) + c.refused.load(Ordering::Relaxed);
         assert_eq!(started, done);
-        let t = c.mark();
+        let t = c.mark().unwrap();
         assert_eq!(t, c.posted.load(Ordering::Relaxed) + 8);
     }
 }
