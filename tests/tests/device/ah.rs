@@ -265,14 +265,12 @@ pub fn ah_of_another_pd_is_refused(env: &TestEnv) -> TestResult {
     let mut a = QueuePair::builder(&pd, QpType::Ud, &cq)
         .send_ops(rdma::SendOps::SEND)
         .build()?;
-    for qp in [&a] {
-        qp.to_init(&InitAttr {
-            qkey: QKEY,
-            ..InitAttr::new(1)
-        })?;
-        qp.to_rtr(None)?;
-        qp.to_rts(&RtsAttr::default())?;
-    }
+    a.to_init(&InitAttr {
+        qkey: QKEY,
+        ..InitAttr::new(1)
+    })?;
+    a.to_rtr(None)?;
+    a.to_rts(&RtsAttr::default())?;
     let b = ud_qp(&pd, &cq, QpCaps::default())?;
     let path = Path::to_gid(gid, idx, 1);
     let foreign = AddressHandle::new(&other_pd, &path)?;
@@ -330,7 +328,7 @@ pub fn ah_of_another_pd_is_refused(env: &TestEnv) -> TestResult {
     let rs = [mr.sge(1024..1088)?];
     b.post_recv(&mut [RecvWr::new(9, &rs)])?;
     a.post_send(&mut [SendWr::send(6, &s).ud(&own, b.qp_num(), QKEY).signaled()])?;
-    let mut wcs = vec![WorkCompletion::ZERO; 4];
+    let mut wcs = [WorkCompletion::ZERO; 4];
     let got = cq.wait(&mut wcs[..], 2, TIMEOUT)?;
     let mut ids: Vec<u64> = got.iter().map(|w| w.wr_id()).collect();
     ids.sort_unstable();
