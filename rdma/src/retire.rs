@@ -47,8 +47,11 @@
 //! request: completed or flushed).
 //!
 //! 1. Every request that names handle `X` was posted before `X`'s drop:
-//!    `SendWr::ud` and `send_ud` borrow `X` for the post, so the post
-//!    returned (and its counts were made) before the drop began.
+//!    `SendWr::ud` borrows `X` for as long as the request (so for its
+//!    post), and `WrBatch::send_ud` for as long as the batch (so until its
+//!    `complete`, which queues the requests; a compile-fail test holds
+//!    this), so the post returned, and its counts were made, before the
+//!    drop began.
 //! 2. At the drop, for each UD QP `q` of the PD, `mark` loads `refused`
 //!    (`f`), then `started` (`s`), and sets the threshold `T = s - f + C`.
 //! 3. Tickets `>= s` are of posts that entered the provider after every

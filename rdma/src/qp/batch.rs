@@ -236,14 +236,18 @@ impl<'qp> WrBatch<'qp> {
     }
 
     /// Adds a UD SEND of `sge` to QP `remote_qpn` through `ah`, with
-    /// `remote_qkey` (UD QPs only; `ah` of the QP's context).
+    /// `remote_qkey` (UD QPs only; `ah` of the QP's PD).
+    ///
+    /// `ah` stays borrowed until the batch ends: the request is queued at
+    /// [`complete`](Self::complete), and the handle may be dropped after
+    /// that, before the request completes (see [`AddressHandle`]).
     #[inline]
     pub fn send_ud(
         &mut self,
         wr_id: u64,
         flags: SendFlags,
         sge: &Sge<'_>,
-        ah: &AddressHandle,
+        ah: &'qp AddressHandle,
         remote_qpn: u32,
         remote_qkey: u32,
     ) -> &mut Self {
