@@ -342,9 +342,18 @@ impl<'a> SendWr<'a> {
         // AddressHandle` (or by `as_raw_mut`, whose contract keeps it
         // valid), so it points to a live `ibv_ah` for as long as `self`.
         if unsafe { (*ah).pd } != pd {
-            return Some(ud_other_pd(ah, pd));
+            // Told from another context's handle only on the error path
+            // (`UdFault::of_other_pd`), so that this check makes no call.
+            return Some(UdFault::OtherPd);
         }
         None
+    }
+
+    /// The address handle of a request, for error messages.
+    pub(crate) fn ud_ah(&self) -> *mut sys::ibv_ah {
+        // SAFETY: reading the pointer of the zeroed or `ud()`-written union
+        // member is reading plain data.
+        unsafe { self.raw.wr.ud.ah }
     }
 
     /// The opcode, for messages.
@@ -406,16 +415,22 @@ pub(crate) enum UdFault {
     OtherPd,
 }
 
-/// Which fault an address handle `ah` of another PD than `pd` is.
-#[cold]
-#[inline(never)]
-fn ud_other_pd(ah: *mut sys::ibv_ah, pd: *mut sys::ibv_pd) -> UdFault {
-    // SAFETY: `ah` is live (see `ud_fault`) and `pd` is the live PD of the
-    // QP that asks; `context` of each is set at creation.
-    if unsafe { (*ah).context != (*pd).context } {
-        UdFault::OtherContext
-    } else {
-        UdFault::OtherPd
+impl UdFault {
+    /// `OtherPd` of a request whose handle `ah` is of another context than
+    /// `pd` is `OtherContext`.
+    #[cold]
+    pub(crate) fn of_other_pd(self, ah: *mut sys::ibv_ah, pd: *mut sys::ibv_pd) -> UdFault {
+        if self != UdFault::OtherPd {
+            return self;
+        }
+        // SAFETY: `ah` is live (a request with `OtherPd` has one, see
+        // `ud_fault`) and `pd` is the live PD of the QP that asks; `context`
+        // of each is set at creation.
+        if unsafe { (*ah).context != (*pd).context } {
+            UdFault::OtherContext
+        } else {
+            UdFault::OtherPd
+        }
     }
 }
 

@@ -324,7 +324,7 @@ impl QueuePair {
 fn check_ud_sends(wrs: &[SendWr<'_>], pd: *mut sys::ibv_pd) -> Result<()> {
     for (i, wr) in wrs.iter().enumerate() {
         if let Some(fault) = wr.ud_fault(pd) {
-            return Err(ud_refusal(i, wr, fault));
+            return Err(ud_refusal(i, wr, fault.of_other_pd(wr.ud_ah(), pd)));
         }
     }
     Ok(())
