@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::sys;
 use crate::{Error, Gid, ProtectionDomain, Result, WorkCompletion};
@@ -79,30 +80,60 @@ impl Path {
 
 /// An address handle (`ibv_ah`).
 ///
-/// Keep it until the UD sends posted through it have completed: rxe's
-/// kernel finds a request's address handle by number when it sends the
-/// datagram, so a handle dropped while a request is still queued fails
-/// that request (an error completion), and a number reused by a newer
-/// handle of the same PD would send it there. The memory of a dropped
-/// handle is never read: providers copy the address vector at post time.
+/// It may be dropped as soon as the posts that name it returned, before
+/// their requests complete: a handle given to a UD send
+/// ([`SendWr::ud`](crate::SendWr::ud),
+/// [`WrBatch::send_ud`](crate::WrBatch::send_ud)) is then kept by its
+/// protection domain, and destroyed once no UD QP of the PD can still hold
+/// a request that names it: each such QP was destroyed, or took as many
+/// further requests as its send queue holds
+/// ([`QueuePair::caps`](crate::QueuePair::caps)`.max_send_wr`), or at the
+/// latest when the PD goes. A handle never given to a send, or dropped
+/// when its PD has no UD QP, is destroyed at once.
+///
+/// This matters where the provider finds a request's handle when it sends
+/// the datagram, after the post returned: by its number (rxe, and hardware
+/// that posts an AH index), or by the address of the handle's memory
+/// (mthca). A handle destroyed by then fails the request and errors the
+/// QP, a number given to a newer handle would send the datagram to that
+/// handle's address, and freed memory would be read by the device. The rule and its proof are in the
+/// crate's source, `retire.rs`. Posts that do not go through `SendWr::ud`
+/// or `send_ud` (an address set through
+/// [`SendWr::as_raw_mut`](crate::SendWr::as_raw_mut), or
+/// [`QueuePair::post_send_raw`](crate::QueuePair::post_send_raw)) must
+/// keep their handle alive themselves until the request completes.
+///
+/// A UD send is refused (`EINVAL`, before the provider) through a handle
+/// of another PD than the QP's.
 pub struct AddressHandle {
     raw: NonNull<sys::ibv_ah>,
-    _pd: ProtectionDomain,
+    pd: ProtectionDomain,
+    /// Whether a UD send was given this handle: only then may a request
+    /// name it after its drop.
+    used: AtomicBool,
 }
 
-// SAFETY: an AH is immutable after creation and usable from any thread.
+// SAFETY: an AH is immutable after creation and usable from any thread;
+// `used` is atomic.
 unsafe impl Send for AddressHandle {}
 // SAFETY: as above.
 unsafe impl Sync for AddressHandle {}
 
 impl Drop for AddressHandle {
     fn drop(&mut self) {
-        // SAFETY: destroyed once. No posted work request points to the
-        // `ibv_ah` memory: providers copy the address vector into the
-        // request at post time (rxe also copies the kernel's AH number,
-        // which its kernel looks up when it sends: a request still queued
-        // then fails with an error completion, see the type's docs).
-        unsafe { sys::ibv_destroy_ah(self.raw.as_ptr()) };
+        // A queued request may name the handle (by number, or by the
+        // address of its memory): a handle a UD send was given goes to its
+        // PD, which destroys it once no queued request names it.
+        if *self.used.get_mut() {
+            // SAFETY: a live handle of this PD, destroyed by nothing else
+            // (this value owned it); `used` is set by every safe way to
+            // name it in a send, and each such post borrowed this value,
+            // so it returned before this drop.
+            unsafe { self.pd.inner.ud.retire(self.raw) };
+        } else {
+            // SAFETY: destroyed once; no send was given it.
+            unsafe { sys::ibv_destroy_ah(self.raw.as_ptr()) };
+        }
     }
 }
 
@@ -124,7 +155,8 @@ impl AddressHandle {
         })?;
         Ok(AddressHandle {
             raw,
-            _pd: pd.clone(),
+            pd: pd.clone(),
+            used: AtomicBool::new(false),
         })
     }
 
@@ -154,14 +186,29 @@ impl AddressHandle {
         let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_ah_from_wc"))?;
         Ok(AddressHandle {
             raw,
-            _pd: pd.clone(),
+            pd: pd.clone(),
+            used: AtomicBool::new(false),
         })
+    }
+
+    /// The AH's `ibv_pd`, as the provider set it.
+    #[inline]
+    pub(crate) fn raw_pd(&self) -> *mut sys::ibv_pd {
+        // SAFETY: a live AH; `pd` is set at creation and never changes.
+        unsafe { (*self.raw.as_ptr()).pd }
     }
 
     /// The AH's `ibv_context`, as the provider set it.
     pub(crate) fn raw_context(&self) -> *mut sys::ibv_context {
         // SAFETY: a live AH; `context` is set at creation and never changes.
         unsafe { (*self.raw.as_ptr()).context }
+    }
+
+    /// Records that a UD send was given this handle, so that its drop
+    /// leaves it to its PD (see the type's docs).
+    #[inline]
+    pub(crate) fn mark_used(&self) {
+        self.used.store(true, Ordering::Relaxed);
     }
 
     /// The raw AH, valid while this value lives.

@@ -124,11 +124,11 @@
 //! |---|---|---|
 //! | [`DeviceList`] | reading it, `open` | an array no call changes |
 //! | [`Context`] | queries, creating objects, async events | commands on the uverbs file; libibverbs' context mutex for its lists |
-//! | [`ProtectionDomain`], [`AddressHandle`] | creating objects in it, use in work requests | neither changes after creation |
+//! | [`ProtectionDomain`], [`AddressHandle`] | creating objects in it, use in work requests | neither changes after creation, but for the PD's list of UD QPs and dropped handles it keeps (a mutex, taken at a UD QP's creation and destruction and a used handle's drop, never on the data path) and a handle's flag that a send was given it (an atomic) |
 //! | [`MemoryRegion`] | `read`, `write`, `fill`, `to_vec`, `sge`, `remote` | copies are relaxed atomics (below); `ibv_mr` is written only by `ibv_reg_mr`; the views take `&mut` |
 //! | [`CompletionQueue`] | `poll`, `wait`, `wait_one`, `req_notify`, `get_event` | `ibv_poll_cq` takes the CQ's lock (`cq->lock` in rxe, siw and mlx5); arming is a command (rxe), an atomic store (siw), a doorbell (mlx5); `ibv_ack_cq_events` takes the CQ's mutex |
 //! | [`CompletionChannel`] | waiting, reading events | a file descriptor |
-//! | [`QueuePair`] | `post_send`, `post_recv`, `modify`, `state` | `post_send` takes the SQ's lock, `post_recv` the RQ's (rxe `sq.lock`/`rq.lock`, siw `sq_lock`/`rq_lock`, mlx5 `sq.lock`/`rq.lock`); modify is a command (siw also takes both locks) |
+//! | [`QueuePair`] | `post_send`, `post_recv`, `modify`, `state` | `post_send` takes the SQ's lock, `post_recv` the RQ's (rxe `sq.lock`/`rq.lock`, siw `sq_lock`/`rq_lock`, mlx5 `sq.lock`/`rq.lock`); modify is a command (siw also takes both locks); a UD QP's send counts are atomics |
 //! | [`SharedReceiveQueue`] | `post_recv` | the SRQ's lock (rxe `srq->rq.lock`, siw and mlx5 `srq->lock`) |
 //! | [`MemoryWindow`] | `rkey`, binds posted as work requests | a posted bind takes the SQ's lock; [`MemoryWindow::bind`] takes `&mut` |
 //! | [`cm::CmId`] | every method | the crate holds the event channel's lock around each librdmacm call on the id and each read of its fields |
@@ -192,6 +192,7 @@ mod os;
 mod pd;
 mod provider;
 mod qp;
+mod retire;
 mod srq;
 // The stream's protocol (its wire format) builds with no feature, so that
 // its host tests run in every build; its types come with feature `stream`.

@@ -4,6 +4,7 @@ use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use crate::retire::UdRegistry;
 use crate::sys;
 use crate::{Context, Error, Result};
 
@@ -20,6 +21,9 @@ pub struct ProtectionDomain {
 pub(crate) struct PdInner {
     pub(crate) ctx: Context,
     raw: NonNull<sys::ibv_pd>,
+    /// Its UD QPs' send counts and the address handles dropped while those
+    /// may still name them (see `crate::retire`).
+    pub(crate) ud: UdRegistry,
 }
 
 // SAFETY: verbs on a PD may be called from any thread; the PD itself is not
@@ -30,8 +34,12 @@ unsafe impl Sync for PdInner {}
 
 impl Drop for PdInner {
     fn drop(&mut self) {
+        // Every QP of the PD is gone (each held this Arc): the retired
+        // address handles are destroyed before the PD.
+        self.ud.close();
         // SAFETY: the PD is deallocated once, after every object created in
-        // it (they hold this Arc). A failure cannot be handled here.
+        // it (they hold this Arc, and the retired address handles were
+        // destroyed just now). A failure cannot be handled here.
         unsafe { sys::ibv_dealloc_pd(self.raw.as_ptr()) };
     }
 }
@@ -46,6 +54,7 @@ impl ProtectionDomain {
             inner: Arc::new(PdInner {
                 ctx: ctx.clone(),
                 raw,
+                ud: UdRegistry::default(),
             }),
         })
     }
@@ -103,6 +112,7 @@ impl fmt::Debug for ProtectionDomain {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProtectionDomain")
             .field("device", &self.inner.ctx.name())
+            .field("retired_address_handles", &self.inner.ud.retired())
             .finish()
     }
 }

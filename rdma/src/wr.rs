@@ -293,7 +293,13 @@ impl<'a> SendWr<'a> {
     }
 
     /// Sends a UD datagram to QP `remote_qpn` through `ah`, with `remote_qkey`.
+    ///
+    /// `ah` must be of the UD QP's protection domain (else the post is
+    /// refused). It may be dropped as soon as the post returned: its PD
+    /// keeps it until no send queue can still name it (see
+    /// [`AddressHandle`]).
     pub fn ud(mut self, ah: &'a AddressHandle, remote_qpn: u32, remote_qkey: u32) -> Self {
+        ah.mark_used();
         self.raw.wr.ud = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
             ah: ah.as_raw(),
             remote_qpn,
@@ -307,15 +313,19 @@ impl<'a> SendWr<'a> {
         self.raw.wr_id
     }
 
-    /// What keeps this request off a UD QP of context `ctx`, if anything.
+    /// What keeps this request off a UD QP of protection domain `pd`, if
+    /// anything.
     ///
     /// UD providers read `wr.ud.ah` for every request (rxe's
     /// `init_send_wqe`, mlx5's datagram segment): only a SEND or a SEND with
     /// immediate that carries an address handle (set by [`ud`](Self::ud)) of
-    /// the QP's own context may be posted there. For any other opcode that
-    /// union member holds a remote address or nothing.
+    /// the QP's own PD may be posted there. For any other opcode that union
+    /// member holds a remote address or nothing. A handle of another PD
+    /// fails the request on rxe (its kernel compares the PDs when it sends),
+    /// and the PD keeps a dropped handle only for its own QPs (see
+    /// `crate::retire`): it is refused here.
     #[inline]
-    pub(crate) fn ud_fault(&self, ctx: *mut sys::ibv_context) -> Option<UdFault> {
+    pub(crate) fn ud_fault(&self, pd: *mut sys::ibv_pd) -> Option<UdFault> {
         if !matches!(
             self.raw.opcode,
             sys::IBV_WR_SEND | sys::IBV_WR_SEND_WITH_IMM
@@ -331,10 +341,19 @@ impl<'a> SendWr<'a> {
         // SAFETY: a non-NULL `ah` was set by `ud()` from an `&'a
         // AddressHandle` (or by `as_raw_mut`, whose contract keeps it
         // valid), so it points to a live `ibv_ah` for as long as `self`.
-        if unsafe { (*ah).context } != ctx {
-            return Some(UdFault::OtherContext);
+        if unsafe { (*ah).pd } != pd {
+            // Told from another context's handle only on the error path
+            // (`UdFault::of_other_pd`), so that this check makes no call.
+            return Some(UdFault::OtherPd);
         }
         None
+    }
+
+    /// The address handle of a request, for error messages.
+    pub(crate) fn ud_ah(&self) -> *mut sys::ibv_ah {
+        // SAFETY: reading the pointer of the zeroed or `ud()`-written union
+        // member is reading plain data.
+        unsafe { self.raw.wr.ud.ah }
     }
 
     /// The opcode, for messages.
@@ -360,7 +379,10 @@ impl<'a> SendWr<'a> {
     /// `sg_list` pointed at its own SGE by every post, whatever it was set to.
     ///
     /// # Safety
-    /// Changes must keep every pointer in the request valid for `'a`.
+    /// Changes must keep every pointer in the request valid for `'a`. An
+    /// address handle set here (rather than by [`ud`](Self::ud)) is not
+    /// kept past its drop by its PD: it must stay alive until the requests
+    /// posted through it have completed.
     pub unsafe fn as_raw_mut(&mut self) -> &mut sys::ibv_send_wr {
         &mut self.raw
     }
@@ -389,6 +411,27 @@ pub(crate) enum UdFault {
     NoAddress,
     /// A send through an address handle of another context.
     OtherContext,
+    /// A send through an address handle of another PD of the QP's context.
+    OtherPd,
+}
+
+impl UdFault {
+    /// `OtherPd` of a request whose handle `ah` is of another context than
+    /// `pd` is `OtherContext`.
+    #[cold]
+    pub(crate) fn of_other_pd(self, ah: *mut sys::ibv_ah, pd: *mut sys::ibv_pd) -> UdFault {
+        if self != UdFault::OtherPd {
+            return self;
+        }
+        // SAFETY: `ah` is live (a request with `OtherPd` has one, see
+        // `ud_fault`) and `pd` is the live PD of the QP that asks; `context`
+        // of each is set at creation.
+        if unsafe { (*ah).context != (*pd).context } {
+            UdFault::OtherContext
+        } else {
+            UdFault::OtherPd
+        }
+    }
 }
 
 impl fmt::Debug for SendWr<'_> {

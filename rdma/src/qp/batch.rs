@@ -4,6 +4,7 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 use super::{QpType, QueuePair, SendOps};
+use crate::retire::UdSendCount;
 use crate::sys;
 use std::ops::RangeBounds;
 
@@ -29,14 +30,18 @@ impl QueuePair {
         // the QP mutably, so none other is open (nor any post or bind under
         // way), and it ends the batch when completed or dropped.
         unsafe { sys::ibv_wr_start(ex.as_ptr()) };
+        let pd = self.raw_pd();
+        let this: &'_ QueuePair = self;
         Ok(WrBatch {
             qp: ex,
-            ops: self.send_ops,
-            ctx: self.raw_context(),
-            ud: self.qp_type == QpType::Ud,
+            ops: this.send_ops,
+            ctx: this.raw_context(),
+            pd,
+            ud_count: this.ud_count.as_deref(),
+            ud: this.qp_type == QpType::Ud,
             count: 0,
             pending: None,
-            sge_list_lengths_equal: self.sge_list_lengths_equal,
+            sge_list_lengths_equal: this.sge_list_lengths_equal,
             refused: None,
             done: false,
             _qp: PhantomData,
@@ -62,8 +67,12 @@ pub struct WrBatch<'qp> {
     qp: NonNull<sys::ibv_qp_ex>,
     /// The QP's operations: the provider filled only these ops.
     ops: SendOps,
-    /// The QP's context, which an address handle must share.
+    /// The QP's context, which a bind's window and region must share.
     ctx: *mut sys::ibv_context,
+    /// The QP's PD, which an address handle must share.
+    pd: *mut sys::ibv_pd,
+    /// A UD QP's send counts (`crate::retire`).
+    ud_count: Option<&'qp UdSendCount>,
     ud: bool,
     /// Requests begun so far.
     count: usize,
@@ -79,6 +88,19 @@ pub struct WrBatch<'qp> {
     refused: Option<(usize, Refusal)>,
     done: bool,
     _qp: PhantomData<(&'qp mut QueuePair, *const ())>,
+}
+
+/// Which refusal an address handle of another PD than `pd` is.
+#[cold]
+#[inline(never)]
+fn other_pd(ah: &AddressHandle, pd: *mut sys::ibv_pd) -> Refusal {
+    // SAFETY: `pd` is the live PD of the batch's QP, borrowed by the batch;
+    // its `context` is set at creation.
+    if unsafe { (*pd).context } != ah.raw_context() {
+        Refusal::OtherContext
+    } else {
+        Refusal::OtherPd
+    }
 }
 
 /// An SGE as the provider takes it.
@@ -101,6 +123,8 @@ enum Refusal {
     NotUd,
     /// An address handle of another context.
     OtherContext,
+    /// An address handle of another PD of the QP's context.
+    OtherPd,
     /// A `set_*` call (its verb) with no request that takes SGEs.
     NoData(&'static str),
     /// An SGE list of different lengths where the provider miscounts it.
@@ -212,31 +236,38 @@ impl<'qp> WrBatch<'qp> {
     }
 
     /// Adds a UD SEND of `sge` to QP `remote_qpn` through `ah`, with
-    /// `remote_qkey` (UD QPs only; `ah` of the QP's context).
+    /// `remote_qkey` (UD QPs only; `ah` of the QP's PD).
+    ///
+    /// `ah` stays borrowed until the batch ends: the request is queued at
+    /// [`complete`](Self::complete), and the handle may be dropped after
+    /// that, before the request completes (see [`AddressHandle`]).
     #[inline]
     pub fn send_ud(
         &mut self,
         wr_id: u64,
         flags: SendFlags,
         sge: &Sge<'_>,
-        ah: &AddressHandle,
+        ah: &'qp AddressHandle,
         remote_qpn: u32,
         remote_qkey: u32,
     ) -> &mut Self {
         let why = if !self.ud {
             Some(Refusal::NotUd)
-        } else if ah.raw_context() != self.ctx {
-            Some(Refusal::OtherContext)
+        } else if ah.raw_pd() != self.pd {
+            Some(other_pd(ah, self.pd))
         } else {
             self.needs(SendOps::SEND, "ibv_wr_send")
         };
         if !self.start(why, wr_id, flags) {
             return self;
         }
+        // The PD keeps the handle past its drop while a request may name it.
+        ah.mark_used();
         // SAFETY: inside a batch on a UD QP created with SEND (checked
         // above): the provider filled `wr_send` and `wr_set_ud_addr`; the AH
-        // is live and of the QP's context (checked above), and the provider
-        // copies its address at this call; the SGE is registered memory.
+        // is live and of the QP's PD (checked above), and the provider
+        // copies its address (or number) at this call; the SGE is
+        // registered memory.
         unsafe {
             sys::ibv_wr_send(self.raw());
             sys::ibv_wr_set_ud_addr(self.raw(), ah.as_raw(), remote_qpn, remote_qkey);
@@ -559,8 +590,20 @@ impl<'qp> WrBatch<'qp> {
             return Err(batch_refusal(index, why));
         }
         self.flush_sge();
+        // Counted for the PD's address handles (`crate::retire`), inside
+        // the provider's critical section, before `ibv_wr_complete` ends it.
+        if let Some(c) = self.ud_count {
+            c.start(self.count);
+        }
         // SAFETY: ends the batch begun in `wr_batch`.
         let rc = unsafe { sys::ibv_wr_complete(self.raw()) };
+        if let Some(c) = self.ud_count {
+            if rc == 0 {
+                c.posted(self.count);
+            } else {
+                c.refused(self.count);
+            }
+        }
         if rc == 0 {
             Ok(())
         } else {
@@ -588,6 +631,10 @@ fn batch_refusal(index: usize, why: Refusal) -> Error {
         Refusal::OtherContext => Error::invalid(
             "ibv_wr_set_ud_addr",
             format!("request {index} of the batch: the address handle belongs to a different context than the QP; {tail}"),
+        ),
+        Refusal::OtherPd => Error::invalid(
+            "ibv_wr_set_ud_addr",
+            format!("request {index} of the batch: the address handle belongs to a different protection domain than the QP; {tail}"),
         ),
         Refusal::NoData(verb) => Error::invalid(
             verb,

@@ -2,7 +2,9 @@
 
 use std::fmt;
 use std::ptr::{self, NonNull};
+use std::sync::Arc;
 
+use crate::retire::UdSendCount;
 use crate::sys;
 use crate::{CompletionQueue, Error, ProtectionDomain, Result, SharedReceiveQueue};
 
@@ -280,6 +282,8 @@ impl<'a> QpBuilder<'a> {
             },
             sge_list_lengths_equal: ex.is_some()
                 && crate::provider::rxe_sge_list_is_broken(self.pd.context()),
+            ud_count: (self.qp_type == QpType::Ud)
+                .then(|| self.pd.inner.ud.add_qp(cap.max_send_wr)),
             _pd: self.pd.clone(),
             _send_cq: self.send_cq.clone(),
             _recv_cq: self.recv_cq.clone(),
@@ -310,6 +314,9 @@ pub struct QueuePair {
     /// as its SGE count times the first SGE's (rxe before rdma-core v64):
     /// batches then take lists of equal lengths only.
     sge_list_lengths_equal: bool,
+    /// A UD QP's send counts, by which its PD tells when a dropped address
+    /// handle can no longer be named by a queued request (`crate::retire`).
+    ud_count: Option<Arc<UdSendCount>>,
     _pd: ProtectionDomain,
     _send_cq: CompletionQueue,
     _recv_cq: CompletionQueue,
@@ -319,7 +326,8 @@ pub struct QueuePair {
 // SAFETY: libibverbs allows posting to and modifying a QP from any thread;
 // providers lock their queues. A batch of extended requests, whose lock is
 // held across calls, needs `&mut QueuePair`, so it never overlaps another
-// use. The Rust fields are immutable.
+// use. The Rust fields are immutable, but for a UD QP's send counts,
+// which are atomics.
 unsafe impl Send for QueuePair {}
 // SAFETY: as above.
 unsafe impl Sync for QueuePair {}
@@ -327,7 +335,19 @@ unsafe impl Sync for QueuePair {}
 impl Drop for QueuePair {
     fn drop(&mut self) {
         // SAFETY: destroyed once; its PD, CQs and SRQ outlive it (held here).
-        unsafe { sys::ibv_destroy_qp(self.raw.as_ptr()) };
+        let rc = unsafe { sys::ibv_destroy_qp(self.raw.as_ptr()) };
+        if let Some(count) = self.ud_count.take() {
+            if rc == 0 {
+                // The QP reads none of its requests again: the address
+                // handles its PD kept for it may go.
+                drop(count);
+                self._pd.inner.ud.sweep();
+            } else {
+                // The QP lives on in the kernel, its requests with it: the
+                // handles its requests may name are never destroyed.
+                std::mem::forget(count);
+            }
+        }
     }
 }
 
@@ -383,6 +403,14 @@ impl QueuePair {
     pub(crate) fn raw_context(&self) -> *mut sys::ibv_context {
         // SAFETY: a live QP; `context` is set at creation and never changes.
         unsafe { (*self.raw.as_ptr()).context }
+    }
+
+    /// The QP's `ibv_pd`, as the provider set it: one load, for the checks
+    /// on the UD data path.
+    #[inline]
+    pub(crate) fn raw_pd(&self) -> *mut sys::ibv_pd {
+        // SAFETY: a live QP; `pd` is set at creation and never changes.
+        unsafe { (*self.raw.as_ptr()).pd }
     }
 
     /// Whether the QP was created extended (see [`QpBuilder::send_ops`]).

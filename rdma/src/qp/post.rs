@@ -39,7 +39,7 @@ impl PreparedSend<'_, '_, '_> {
         // still valid and NULL-terminated, and an inline request's `sg_list`
         // still points at its own SGE (the list cannot have moved); its SGEs,
         // inline data and address handles are borrowed by the requests, and
-        // on UD each is a send through an AH of this context (checked there).
+        // on UD each is a send through an AH of this PD (checked there).
         // Memory the device reaches later stays valid or unreachable (see
         // crate::mr).
         let rc = unsafe { sys::ibv_post_send(self.qp.as_ptr(), self.head, &mut bad) };
@@ -102,8 +102,9 @@ impl QueuePair {
     /// On failure the error says which request was refused; it and the ones
     /// after it were not posted, the ones before it were. On a UD QP only
     /// SENDs (with or without immediate data) through an address handle of
-    /// the QP's context are posted; any other request is refused (`EINVAL`)
-    /// before the provider sees the list.
+    /// the QP's protection domain are posted; any other request is refused
+    /// (`EINVAL`) before the provider sees the list. The address handles may
+    /// be dropped once this returned (see [`AddressHandle`](crate::AddressHandle)).
     #[inline]
     pub fn post_send(&self, wrs: &mut [SendWr<'_>]) -> Result<()> {
         // The usual post: one request on a connected QP, linked and posted
@@ -115,15 +116,36 @@ impl QueuePair {
             return self.post_send_one(unsafe { wrs.get_unchecked_mut(0) });
         }
         match wrs {
-            // One UD send through an address handle of this context.
-            [wr] if wr.ud_fault(self.raw_context()).is_none() => self.post_send_one(wr),
+            // One UD send through an address handle of this PD.
+            [wr] if wr.ud_fault(self.raw_pd()).is_none() => self.post_send_ud_one(wr),
             // Any other list, checked and linked out of line.
             _ => self.post_send_list(wrs),
         }
     }
 
+    /// `post_send` of one checked UD send, counted for the PD's address
+    /// handles (`crate::retire`). Out of line, so that the connected QPs'
+    /// inlined `post_send` carries none of it.
+    #[inline(never)]
+    fn post_send_ud_one(&self, wr: &mut SendWr<'_>) -> Result<()> {
+        // A UD QP always has its counts; a post left uncounted would only
+        // delay a release.
+        let count = self.ud_count.as_deref();
+        if let Some(c) = count {
+            c.start(1);
+        }
+        let r = self.post_send_one(wr);
+        if let Some(c) = count {
+            match r {
+                Ok(()) => c.posted(1),
+                Err(_) => c.refused(1),
+            }
+        }
+        r
+    }
+
     /// `post_send` of one request, already checked (on a UD QP: a send with
-    /// an address handle of this context).
+    /// an address handle of this PD).
     #[inline]
     fn post_send_one(&self, wr: &mut SendWr<'_>) -> Result<()> {
         let head = wr.link(ptr::null_mut());
@@ -135,7 +157,7 @@ impl QueuePair {
         // linked (an inline request's `sg_list` points at its own SGE where
         // it is now), whose SGE names registered memory (Sge) or inline data
         // copied during the call; on UD it is a send whose address handle,
-        // of this context, is borrowed for the call (`post_send` checked).
+        // of this PD, is borrowed for the call (`post_send` checked).
         // Memory the device reaches later stays valid or unreachable (see
         // crate::mr).
         let rc = unsafe { sys::ibv_post_send(self.as_raw(), head, &mut bad_and_head[0]) };
@@ -153,25 +175,38 @@ impl QueuePair {
     /// `post_send` of any list.
     #[inline(never)]
     fn post_send_list(&self, wrs: &mut [SendWr<'_>]) -> Result<()> {
+        let mut ud_count = None;
         if self.qp_type == QpType::Ud {
             // The provider reads every UD request's address handle: refuse
             // what has none (a NULL or a remote address in its place) or one
-            // of another provider instance, here.
-            check_ud_sends(wrs, self.raw_context())?;
+            // of another PD or provider instance, here.
+            check_ud_sends(wrs, self.raw_pd())?;
+            ud_count = self.ud_count.as_deref();
         }
         let head = crate::wr::link_list(wrs);
         if head.is_null() {
             return Ok(());
+        }
+        // Counted for the PD's address handles (`crate::retire`).
+        if let Some(c) = ud_count {
+            c.start(wrs.len());
         }
         let mut bad = ptr::null_mut();
         // SAFETY: a live QP; the list is valid and NULL-terminated, just
         // linked (inline requests point at their own SGEs where they are
         // now); every SGE names registered memory (Sge) or inline data copied
         // during the call; on UD every request is a send whose address
-        // handle, of this context, is borrowed for the call (checked above).
+        // handle, of this PD, is borrowed for the call (checked above).
         // Memory the device reaches later stays valid or unreachable (see
         // crate::mr).
         let rc = unsafe { sys::ibv_post_send(self.as_raw(), head, &mut bad) };
+        if let Some(c) = ud_count {
+            if rc == 0 {
+                c.posted(wrs.len());
+            } else {
+                c.refused(wrs.len());
+            }
+        }
         if rc == 0 {
             return Ok(());
         }
@@ -183,7 +218,7 @@ impl QueuePair {
     /// same requests again and again.
     ///
     /// The checks of [`post_send`](Self::post_send) (on a UD QP: every
-    /// request is a send with an address handle of the QP's context) run
+    /// request is a send with an address handle of the QP's PD) run
     /// here, once; the list stays
     /// borrowed, so it can neither move nor change while prepared, except
     /// for the request ids ([`PreparedSend::set_wr_id`]). An empty list is
@@ -199,7 +234,7 @@ impl QueuePair {
             ));
         }
         if self.qp_type == QpType::Ud {
-            check_ud_sends(wrs, self.raw_context())?;
+            check_ud_sends(wrs, self.raw_pd())?;
         }
         let len = wrs.len();
         // `head` is derived from the slice's own pointer and covers all of
@@ -266,7 +301,11 @@ impl QueuePair {
     ///
     /// # Safety
     /// `wr` must be a valid NULL-terminated list whose SGEs name memory that
-    /// stays valid (or is deregistered) until the requests complete.
+    /// stays valid (or is deregistered) until the requests complete. On a UD
+    /// QP the address handles the requests name must stay alive until they
+    /// complete too: a post here does not hand them to their PD (see
+    /// [`AddressHandle`](crate::AddressHandle)). A request through a handle
+    /// of another PD than the QP's fails on rxe.
     #[inline]
     pub unsafe fn post_send_raw(&self, wr: *mut sys::ibv_send_wr) -> Result<()> {
         let mut bad = ptr::null_mut();
@@ -279,13 +318,13 @@ impl QueuePair {
     }
 }
 
-/// Refuses, on a UD QP of context `ctx`, any request but a send through an
-/// address handle of `ctx` (see `SendWr::ud_fault`).
+/// Refuses, on a UD QP of PD `pd`, any request but a send through an
+/// address handle of `pd` (see `SendWr::ud_fault`).
 #[inline]
-fn check_ud_sends(wrs: &[SendWr<'_>], ctx: *mut sys::ibv_context) -> Result<()> {
+fn check_ud_sends(wrs: &[SendWr<'_>], pd: *mut sys::ibv_pd) -> Result<()> {
     for (i, wr) in wrs.iter().enumerate() {
-        if let Some(fault) = wr.ud_fault(ctx) {
-            return Err(ud_refusal(i, wr, fault));
+        if let Some(fault) = wr.ud_fault(pd) {
+            return Err(ud_refusal(i, wr, fault.of_other_pd(wr.ud_ah(), pd)));
         }
     }
     Ok(())
@@ -304,6 +343,9 @@ fn ud_refusal(i: usize, wr: &SendWr<'_>, fault: UdFault) -> Error {
         }
         UdFault::OtherContext => format!(
             "the address handle of work request {i} belongs to a different context than the UD QP: create it on the QP's device (and context)"
+        ),
+        UdFault::OtherPd => format!(
+            "the address handle of work request {i} belongs to a different protection domain than the UD QP: create it in the QP's PD"
         ),
     };
     Error::invalid("ibv_post_send", format!("{why}; nothing was posted"))

@@ -4,6 +4,7 @@
 //! every test as skipped; `ci/test.sh` runs them in the soft-RDMA VM. Each
 //! module lists its tests in a `TESTS` table.
 
+mod ah;
 mod bad_input;
 mod cm;
 mod cm_async;
@@ -38,6 +39,7 @@ mod umad;
 fn main() -> std::process::ExitCode {
     let all: Vec<rdma_tests::Test> = [
         enumerate::TESTS,
+        ah::TESTS,
         rc::TESTS,
         extended::TESTS,
         context::TESTS,
