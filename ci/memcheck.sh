@@ -31,7 +31,7 @@ cd "$REPO_ROOT"
 # byte and message streams, the tests that take a few seconds (80 s per
 # provider together under memcheck): the others move tens of MiB, run
 # for more than their 60 s limit under memcheck, or measure CPU time.
-GROUPS_DEFAULT=(context:: cq:: qp:: mr:: srq:: mw:: ud:: process_killed:: cm:: cm_options:: cm_ep:: bad_input:: sound_
+GROUPS_DEFAULT=(context:: cq:: qp:: mr:: srq:: mw:: ud:: process_killed:: cm:: cm_options:: cm_ep:: bad_input:: umad::receive::
     stream::echo_of_every_size stream::half_close_then_reply stream::reads_and_writes_after_shutdown
     stream::flush_succeeds stream::a_peer_of_another_wire_format stream_msg::boundaries
     stream_msg::a_held_message stream_msg::one_sided_on_a_stream stream_msg::bad_one_sided
@@ -46,7 +46,7 @@ EXCLUDE=(
     "ud::ud_qp_query_reports_its_qkey not in the default subset"
 )
 # Group labels for the time per group in the report.
-TIME_GROUPS=(cm:: cm_options:: cm_ep:: context:: cq:: qp:: mr:: srq:: mw:: ud:: process_killed:: bad_input:: sound_ stream:: stream_msg::)
+TIME_GROUPS=(cm:: cm_options:: cm_ep:: context:: cq:: qp:: mr:: srq:: mw:: ud:: process_killed:: bad_input:: umad::receive:: stream:: stream_msg::)
 
 VG_ERROR_EXIT=99
 VALGRIND=${RDMA_VALGRIND:-/usr/bin/valgrind}

@@ -250,7 +250,7 @@ pub fn srq_behind_cm_ids(env: &TestEnv) -> TestResult {
     let (mut clients, mut servers) = (Vec::new(), Vec::new());
     for i in 0..2u64 {
         let mut id = CmId::new(&ch_c, PortSpace::Tcp)?;
-        crate::cmid::resolve(&ch_c, &id, at)?;
+        crate::fixtures::cm::resolve(&ch_c, &id, at)?;
         let ctx = id.context()?;
         let pd = ProtectionDomain::new(&ctx)?;
         let cq = CompletionQueue::new(&ctx, 8)?;

@@ -5,29 +5,22 @@ use std::time::Duration;
 
 use rdma::cm::{CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
 use rdma::{
-    AccessFlags, AddressHandle, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType,
-    RecvWr, SendWr, WcOpcode, WorkCompletion,
+    AccessFlags, AddressHandle, CompletionQueue, QpType, RecvWr, SendWr, WcOpcode, WorkCompletion,
 };
 use rdma_tests::{check, Outcome, Provider, TestEnv, TestResult};
 
-type R<T> = Result<T, Box<dyn std::error::Error>>;
-const T: Duration = Duration::from_secs(10);
+use crate::fixtures::cm::{CmQp, CmSide};
+use crate::fixtures::{R, T};
+
 const GRH: usize = 40;
 
-struct Ud {
-    cq: CompletionQueue,
-    mr: MemoryRegion,
-    pd: ProtectionDomain,
-}
-
-fn ud_resources(id: &mut CmId) -> R<Ud> {
-    let ctx = id.context()?;
-    let pd = ProtectionDomain::new(&ctx)?;
-    let cq = CompletionQueue::new(&ctx, 16)?;
-    let mr = MemoryRegion::new(&pd, 4096, AccessFlags::LOCAL_WRITE)?;
-    id.create_qp(&pd, QpType::Ud, &cq, &cq, QpCaps::default())?;
-    Ok(Ud { cq, mr, pd })
-}
+/// Each member's QP: UD, a CQ of 16 entries, 4 KiB the device writes.
+const UD: CmQp = CmQp {
+    ty: QpType::Ud,
+    cqe: 16,
+    mr_len: 4096,
+    access: AccessFlags::LOCAL_WRITE,
+};
 
 fn wait(cq: &CompletionQueue, opcode: WcOpcode) -> R<WorkCompletion> {
     let wc = cq
@@ -52,10 +45,10 @@ pub fn datagrams_through_the_cm(env: &TestEnv) -> TestResult {
     listen.listen(4)?;
     let addr = listen.local_addr().ok_or("no address")?;
 
-    let mut client = CmId::new(&ch_c, PortSpace::Udp)?;
-    crate::cmid::resolve(&ch_c, &client, addr)?;
-    let c = ud_resources(&mut client)?;
-    client.connect(&ConnParam::new().with_private_data(b"ud hello"))?;
+    let client = CmId::new(&ch_c, PortSpace::Udp)?;
+    crate::fixtures::cm::resolve(&ch_c, &client, addr)?;
+    let c = CmSide::new(client, UD)?;
+    c.id.connect(&ConnParam::new().with_private_data(b"ud hello"))?;
 
     let mut req = ch_s.expect(&listen, CmEventKind::ConnectRequest, T)?;
     check!(
@@ -65,27 +58,25 @@ pub fn datagrams_through_the_cm(env: &TestEnv) -> TestResult {
     );
     // A UD connect request (an IB SIDR REQ) carries no QP number.
     check!(req.ud.is_some(), "UD request without UD parameters");
-    let mut server = req.take_new_id().ok_or("no new id")?;
-    let s = ud_resources(&mut server)?;
+    let server = req.take_new_id().ok_or("no new id")?;
+    let s = CmSide::new(server, UD)?;
     let rs = [s.mr.sge(0..1024)?];
-    server
-        .qp()
+    s.id.qp()
         .ok_or("no QP")?
         .post_recv(&mut [RecvWr::new(1, &rs)])?;
-    server.accept(&ConnParam::new())?;
+    s.id.accept(&ConnParam::new())?;
 
-    let est = ch_c.expect(&client, CmEventKind::Established, T)?;
+    let est = ch_c.expect(&c.id, CmEventKind::Established, T)?;
     let ud = est.ud.ok_or("UD establish without UD parameters")?;
     check!(
-        ud.qp_num == server.qp().ok_or("no QP")?.qp_num(),
+        ud.qp_num == s.id.qp().ok_or("no QP")?.qp_num(),
         "remote QPN {} from the CM",
         ud.qp_num
     );
     let ah = AddressHandle::new(&c.pd, &ud.path)?;
     c.mr.write(0, b"datagram via the CM")?;
     let ss = [c.mr.sge(0..19)?];
-    client
-        .qp()
+    c.id.qp()
         .ok_or("no QP")?
         .post_send(&mut [SendWr::send(2, &ss).ud(&ah, ud.qp_num, ud.qkey).signaled()])?;
     wait(&c.cq, WcOpcode::Send)?;
@@ -106,19 +97,19 @@ pub fn multicast_join_send_receive_leave(env: &TestEnv) -> TestResult {
     let ch = EventChannel::new()?;
     let mut members = Vec::new();
     for _ in 0..2 {
-        let mut id = CmId::new(&ch, PortSpace::Udp)?;
+        let id = CmId::new(&ch, PortSpace::Udp)?;
         id.bind(SocketAddr::new(IpAddr::V4(env.ipv4), 0))?;
-        let res = ud_resources(&mut id)?;
-        let rs = [res.mr.sge(0..1024)?];
-        id.qp()
+        let m = CmSide::new(id, UD)?;
+        let rs = [m.mr.sge(0..1024)?];
+        m.id.qp()
             .ok_or("no QP")?
             .post_recv(&mut [RecvWr::new(1, &rs)])?;
-        id.join_multicast(group)?;
-        let ev = ch.expect(&id, CmEventKind::MulticastJoin, T)?;
+        m.id.join_multicast(group)?;
+        let ev = ch.expect(&m.id, CmEventKind::MulticastJoin, T)?;
         let ud = ev.ud.ok_or("join without UD parameters")?;
-        members.push((id, res, ud));
+        members.push((m, ud));
     }
-    let (sender, s, group_ud) = &members[0];
+    let (s, group_ud) = &members[0];
     check!(
         group_ud.qp_num == 0xFF_FFFF,
         "group QPN {:#x}",
@@ -127,23 +118,22 @@ pub fn multicast_join_send_receive_leave(env: &TestEnv) -> TestResult {
     let ah = AddressHandle::new(&s.pd, &group_ud.path)?;
     s.mr.write(2048, b"to the whole group")?;
     let ss = [s.mr.sge(2048..2066)?];
-    sender
-        .qp()
+    s.id.qp()
         .ok_or("no QP")?
         .post_send(&mut [SendWr::send(9, &ss)
             .ud(&ah, group_ud.qp_num, group_ud.qkey)
             .signaled()])?;
     // Both members receive it (the sender too: it joined the group). The
     // sender's CQ has its send and its receive, in either order.
-    let (_, r, _) = &members[1];
+    let (r, _) = &members[1];
     let wc = wait(&r.cq, WcOpcode::Recv)?;
     check!(wc.byte_len() as usize == GRH + 18, "{wc:?}");
     check!(
         r.mr.to_vec(GRH..GRH + 18)? == b"to the whole group",
         "multicast payload differs"
     );
-    for (id, _, _) in &members {
-        id.leave_multicast(group)?;
+    for (m, _) in &members {
+        m.id.leave_multicast(group)?;
     }
     Ok(Outcome::Passed)
 }
@@ -178,35 +168,35 @@ pub fn multicast_send_only_member_and_leave(env: &TestEnv) -> TestResult {
     // a send-only full member.
     let mut members = Vec::new();
     for send_only in [false, false, false, true] {
-        let mut id = CmId::new(&ch, PortSpace::Udp)?;
+        let id = CmId::new(&ch, PortSpace::Udp)?;
         id.bind(SocketAddr::new(IpAddr::V4(env.ipv4), 0))?;
-        let res = ud_resources(&mut id)?;
+        let m = CmSide::new(id, UD)?;
         for i in 0..8 {
-            let rs = [res.mr.sge(i * 256..i * 256 + 256)?];
-            id.qp()
+            let rs = [m.mr.sge(i * 256..i * 256 + 256)?];
+            m.id.qp()
                 .ok_or("no QP")?
                 .post_recv(&mut [RecvWr::new(i as u64, &rs)])?;
         }
         if send_only {
-            id.join_multicast_send_only(group)?;
+            m.id.join_multicast_send_only(group)?;
         } else {
-            id.join_multicast(group)?;
+            m.id.join_multicast(group)?;
         }
-        let ev = ch.expect(&id, CmEventKind::MulticastJoin, T)?;
+        let ev = ch.expect(&m.id, CmEventKind::MulticastJoin, T)?;
         let ud = ev.ud.ok_or("join without UD parameters")?;
-        members.push((id, res, ud));
+        members.push((m, ud));
     }
     let send = |from: usize, text: &[u8]| -> R<()> {
-        let (id, res, ud) = &members[from];
-        let ah = AddressHandle::new(&res.pd, &ud.path)?;
-        res.mr.write(3000, text)?;
-        let ss = [res.mr.sge(3000..3000 + text.len())?];
-        id.qp()
+        let (m, ud) = &members[from];
+        let ah = AddressHandle::new(&m.pd, &ud.path)?;
+        m.mr.write(3000, text)?;
+        let ss = [m.mr.sge(3000..3000 + text.len())?];
+        m.id.qp()
             .ok_or("no QP")?
             .post_send(&mut [SendWr::send(99, &ss).ud(&ah, ud.qp_num, ud.qkey).signaled()])?;
-        wait_send(&res.cq)
+        wait_send(&m.cq)
     };
-    let cq = |i: usize| &members[i].1.cq;
+    let cq = |i: usize| &members[i].0.cq;
     let (a, b, c, s) = (0, 1, 2, 3);
 
     // The send-only member reaches the group.
@@ -219,19 +209,19 @@ pub fn multicast_send_only_member_and_leave(env: &TestEnv) -> TestResult {
     wait(cq(c), WcOpcode::Recv)?;
     check!(!receives_any(cq(s))?, "a send-only member received");
     // After a leave, nothing more arrives; the control still receives.
-    members[b].0.leave_multicast(group)?;
+    members[b].0.id.leave_multicast(group)?;
     send(a, b"after the leave")?;
     let wc = wait(cq(c), WcOpcode::Recv)?;
     let at = wc.wr_id() as usize * 256 + GRH;
     check!(
-        members[c].1.mr.to_vec(at..at + 15)? == b"after the leave",
+        members[c].0.mr.to_vec(at..at + 15)? == b"after the leave",
         "the control's datagram differs"
     );
     check!(!receives_any(cq(b))?, "a member received after it left");
     check!(!receives_any(cq(s))?, "a send-only member received");
-    for (i, (id, _, _)) in members.iter().enumerate() {
+    for (i, (m, _)) in members.iter().enumerate() {
         if i != b {
-            id.leave_multicast(group)?;
+            m.id.leave_multicast(group)?;
         }
     }
     Ok(Outcome::Passed)

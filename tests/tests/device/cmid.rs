@@ -5,34 +5,21 @@ use std::time::{Duration, Instant};
 
 use rdma::cm::{CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
 use rdma::{
-    AccessFlags, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType, QueuePair,
-    RecvWr, SendWr, WcOpcode, WorkCompletion,
+    AccessFlags, CompletionQueue, MemoryRegion, ProtectionDomain, QpType, QueuePair, RecvWr,
+    SendWr, WcOpcode, WorkCompletion,
 };
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
-type R<T> = Result<T, Box<dyn std::error::Error>>;
-const T: Duration = Duration::from_secs(10);
+use crate::fixtures::cm::{self, CmQp, CmSide};
+use crate::fixtures::{R, T};
 
-/// One side of a CM connection with its verbs resources.
-struct Side {
-    id: CmId,
-    cq: CompletionQueue,
-    mr: MemoryRegion,
-    _pd: ProtectionDomain,
-}
-
-fn resources(id: &mut CmId) -> R<(ProtectionDomain, CompletionQueue, MemoryRegion)> {
-    let ctx = id.context()?;
-    let pd = ProtectionDomain::new(&ctx)?;
-    let cq = CompletionQueue::new(&ctx, 32)?;
-    let mr = MemoryRegion::new(
-        &pd,
-        4096,
-        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
-    )?;
-    id.create_qp(&pd, QpType::Rc, &cq, &cq, QpCaps::default())?;
-    Ok((pd, cq, mr))
-}
+/// Each side's QP: RC, a CQ of 32 entries, 4 KiB the peer may write.
+const QP: CmQp = CmQp {
+    ty: QpType::Rc,
+    cqe: 32,
+    mr_len: 4096,
+    access: AccessFlags::LOCAL_WRITE.union(AccessFlags::REMOTE_WRITE),
+};
 
 fn wait(cq: &CompletionQueue) -> R<WorkCompletion> {
     let wc = cq.wait_one(T)?;
@@ -42,36 +29,18 @@ fn wait(cq: &CompletionQueue) -> R<WorkCompletion> {
 
 /// A listener on the device's IPv4 address, an ephemeral port.
 fn listener(env: &TestEnv, ch: &EventChannel) -> R<(CmId, SocketAddr)> {
-    let id = CmId::new(ch, PortSpace::Tcp)?;
-    id.bind(SocketAddr::new(IpAddr::V4(env.ipv4), 0))?;
-    id.listen(8)?;
-    let addr = id.local_addr().ok_or("listener has no address")?;
-    check!(addr.port() != 0, "no port bound");
-    Ok((id, addr))
+    let (id, port) = cm::listen(ch, SocketAddr::new(IpAddr::V4(env.ipv4), 0), 8, None)?;
+    check!(port != 0, "no port bound");
+    Ok((id, SocketAddr::new(IpAddr::V4(env.ipv4), port)))
 }
 
-/// Resolves `to`'s address and route for `id`, whose events come on `ch`.
-pub fn resolve(ch: &EventChannel, id: &CmId, to: SocketAddr) -> R<()> {
-    id.resolve_addr(None, to, Duration::from_secs(2))?;
-    ch.expect(id, CmEventKind::AddrResolved, T)?;
-    id.resolve_route(Duration::from_secs(2))?;
-    ch.expect(id, CmEventKind::RouteResolved, T)?;
-    Ok(())
-}
-
-/// Client resolves and connects with `data`; returns the client id and the
-/// server's connect-request event data.
-fn start_connect(ch_c: &EventChannel, to: SocketAddr, data: &[u8]) -> R<Side> {
-    let mut id = CmId::new(ch_c, PortSpace::Tcp)?;
-    resolve(ch_c, &id, to)?;
-    let (pd, cq, mr) = resources(&mut id)?;
-    id.connect(&ConnParam::new().with_private_data(data))?;
-    Ok(Side {
-        id,
-        cq,
-        mr,
-        _pd: pd,
-    })
+/// Client resolves and connects with `data`; returns the client's side.
+fn start_connect(ch_c: &EventChannel, to: SocketAddr, data: &[u8]) -> R<CmSide> {
+    let id = CmId::new(ch_c, PortSpace::Tcp)?;
+    cm::resolve(ch_c, &id, to)?;
+    let side = CmSide::new(id, QP)?;
+    side.id.connect(&ConnParam::new().with_private_data(data))?;
+    Ok(side)
 }
 
 pub fn connect_send_and_disconnect(env: &TestEnv) -> TestResult {
@@ -85,19 +54,13 @@ pub fn connect_send_and_disconnect(env: &TestEnv) -> TestResult {
         "request private data {:?}",
         req.private_data()
     );
-    let mut sid = req.take_new_id().ok_or("connect request without an id")?;
+    let sid = req.take_new_id().ok_or("connect request without an id")?;
     check!(
         sid.peer_addr().map(|a| a.ip()) == Some(IpAddr::V4(env.ipv4)),
         "peer {:?}",
         sid.peer_addr()
     );
-    let (pd, cq, mr) = resources(&mut sid)?;
-    let server = Side {
-        id: sid,
-        cq,
-        mr,
-        _pd: pd,
-    };
+    let server = CmSide::new(sid, QP)?;
     let rs = [server.mr.sge(0..256)?];
     server
         .id
@@ -211,7 +174,7 @@ pub fn establish_a_qp_built_outside_the_cm(env: &TestEnv) -> TestResult {
     let (ch_s, ch_c) = (EventChannel::new()?, EventChannel::new()?);
     let (listen, addr) = listener(env, &ch_s)?;
     let id = CmId::new(&ch_c, PortSpace::Tcp)?;
-    resolve(&ch_c, &id, addr)?;
+    cm::resolve(&ch_c, &id, addr)?;
     // The client's QP is built with the verbs and never given to the id.
     let ctx = id.context()?;
     let pd = ProtectionDomain::new(&ctx)?;
@@ -232,13 +195,15 @@ pub fn establish_a_qp_built_outside_the_cm(env: &TestEnv) -> TestResult {
     })?;
 
     let mut req = ch_s.expect(&listen, CmEventKind::ConnectRequest, T)?;
-    let mut sid = req.take_new_id().ok_or("connect request without an id")?;
-    let (_spd, scq, smr) = resources(&mut sid)?;
-    let rs = [smr.sge(0..64)?];
-    sid.qp()
+    let sid = req.take_new_id().ok_or("connect request without an id")?;
+    let server = CmSide::new(sid, QP)?;
+    let rs = [server.mr.sge(0..64)?];
+    server
+        .id
+        .qp()
         .ok_or("no QP")?
         .post_recv(&mut [RecvWr::new(1, &rs)])?;
-    sid.accept(&ConnParam::new())?;
+    server.id.accept(&ConnParam::new())?;
     match env.provider {
         Provider::Rxe => {
             ch_c.expect(&id, CmEventKind::ConnectResponse, T)?;
@@ -255,16 +220,19 @@ pub fn establish_a_qp_built_outside_the_cm(env: &TestEnv) -> TestResult {
             ch_c.expect(&id, CmEventKind::Established, T)?;
         }
     }
-    ch_s.expect(&sid, CmEventKind::Established, T)?;
+    ch_s.expect(&server.id, CmEventKind::Established, T)?;
     mr.write(0, b"a QP of its own")?;
     let ss = [mr.sge(0..15)?];
     qp.post_send(&mut [SendWr::send(2, &ss).signaled()])?;
     wait(&cq)?;
-    let wc = wait(&scq)?;
+    let wc = wait(&server.cq)?;
     check!(wc.byte_len() == 15, "{wc:?}");
-    check!(smr.to_vec(0..15)? == b"a QP of its own", "data differs");
+    check!(
+        server.mr.to_vec(0..15)? == b"a QP of its own",
+        "data differs"
+    );
     id.disconnect()?;
-    ch_s.expect(&sid, CmEventKind::Disconnected, T)?;
+    ch_s.expect(&server.id, CmEventKind::Disconnected, T)?;
     Ok(Outcome::Passed)
 }
 

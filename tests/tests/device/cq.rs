@@ -11,9 +11,7 @@ use rdma::{
 };
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
-use crate::fixtures::{
-    self, connect_rc, open, refused, send_one, wait, wait_any, ACCESS, R, TIMEOUT,
-};
+use crate::fixtures::{connect_rc, open, refused, send_one, wait, wait_any, RcPair, R, TIMEOUT};
 
 pub fn completion_channel_wakes_on_completion(env: &TestEnv) -> TestResult {
     let ctx = open(env)?;
@@ -48,26 +46,20 @@ pub fn async_completions_lose_no_wakeup_under_load(env: &TestEnv) -> TestResult 
     let ctx = open(env)?;
     let ch = CompletionChannel::new(&ctx)?;
     // A pair whose receiver's CQ reports events on `ch`.
-    let pd = ProtectionDomain::new(&ctx)?;
-    let send_cq = CompletionQueue::new(&ctx, 256)?;
-    let recv_cq = CompletionQueue::builder(&ctx)
+    let p = RcPair::options()
+        .on(&ProtectionDomain::new(&ctx)?)
         .cqe(256)
-        .channel(&ch)
-        .build()?;
-    let caps = QpCaps {
-        max_send_wr: 128,
-        max_recv_wr: 128,
-        ..QpCaps::default()
-    };
-    let a = QueuePair::builder(&pd, QpType::Rc, &send_cq)
-        .caps(caps)
-        .build()?;
-    let b = QueuePair::builder(&pd, QpType::Rc, &recv_cq)
-        .caps(caps)
-        .build()?;
-    let mr_a = MemoryRegion::new(&pd, 8, ACCESS)?;
-    let mr_b = MemoryRegion::new(&pd, 128 * 8, ACCESS)?;
-    let _conn = connect_rc(env, &ctx, &a, &b)?;
+        .channel_b(&ch)
+        .caps(QpCaps {
+            max_send_wr: 128,
+            max_recv_wr: 128,
+            ..QpCaps::default()
+        })
+        .mr_len(8)
+        .mr_len_b(128 * 8)
+        .build(env)?;
+    let (a, b, send_cq, recv_cq) = (&p.qp_a, &p.qp_b, &p.cq_a, &p.cq_b);
+    let (mr_a, mr_b) = (&p.mr_a, &p.mr_b);
     let slots: Vec<_> = (0..128)
         .map(|i| mr_b.sge(i * 8..i * 8 + 8))
         .collect::<Result<_, _>>()?;
@@ -90,7 +82,7 @@ pub fn async_completions_lose_no_wakeup_under_load(env: &TestEnv) -> TestResult 
                 mr_a.write(0, &sent.to_le_bytes())?;
                 a.post_send(&mut [SendWr::send(sent, &send_sge).signaled()])?;
                 // Wait for the send so the 8 source bytes can be rewritten.
-                wait(&send_cq, 1)?;
+                wait(send_cq, 1)?;
                 sent += 1;
             }
             let wcs = tokio::time::timeout(Duration::from_secs(20), acq.wait(&mut buf))
@@ -177,16 +169,14 @@ pub fn cq_resize_keeps_completions_and_bad_sizes_are_refused(env: &TestEnv) -> T
 
     // rxe: three receive completions wait in an extended CQ while it is
     // resized; none is lost and the order holds.
-    let pd = ProtectionDomain::new(&ctx)?;
-    let cq_a = CompletionQueue::new(&ctx, 16)?;
-    let cq_b = CompletionQueue::builder(&ctx)
-        .cqe(8)
-        .extended(true)
-        .build()?;
-    let a = QueuePair::builder(&pd, QpType::Rc, &cq_a).build()?;
-    let b = QueuePair::builder(&pd, QpType::Rc, &cq_b).build()?;
-    let mr = MemoryRegion::new(&pd, 4096, ACCESS)?;
-    let _cm = fixtures::connect_rc(env, &ctx, &a, &b)?;
+    let p = RcPair::options()
+        .on(&ProtectionDomain::new(&ctx)?)
+        .cqe(16)
+        .cqe_b(8)
+        .extended_cq_b()
+        .mr_len(4096)
+        .build(env)?;
+    let (a, b, cq_a, cq_b, mr) = (&p.qp_a, &p.qp_b, &p.cq_a, &p.cq_b, &p.mr_b);
     let rs: Vec<_> = (0..3)
         .map(|i| mr.sge(1024 + i * 256..1024 + (i + 1) * 256))
         .collect::<Result<_, _>>()?;
@@ -200,7 +190,7 @@ pub fn cq_resize_keeps_completions_and_bad_sizes_are_refused(env: &TestEnv) -> T
     }
     // rxe's responder completes a receive before it acknowledges the send:
     // once the sends completed, the receives are in cq_b.
-    wait(&cq_a, 3)?;
+    wait(cq_a, 3)?;
     let before = cq_b.cqe();
     // Smaller than what it holds: rxe refuses, and nothing changes.
     let e = cq_b.resize(1);
@@ -246,8 +236,7 @@ pub fn cq_resize_keeps_completions_and_bad_sizes_are_refused(env: &TestEnv) -> T
         "cqe {} after a resize to 4",
         cq_b.cqe()
     );
-    let mr_a = MemoryRegion::new(&pd, 4096, ACCESS)?;
-    send_one((&a, &cq_a, &mr_a), (&b, &cq_b, &mr), b"after two resizes")?;
+    send_one((a, cq_a, &p.mr_a), (b, cq_b, mr), b"after two resizes")?;
     Ok(Outcome::Passed)
 }
 
@@ -332,29 +321,22 @@ fn wait_on(env: &TestEnv, how: Waiting) -> R<()> {
     if matches!(how, Waiting::NonBlockingChannel) {
         ch.set_nonblocking(true)?;
     }
-    let cq = |ctx| -> rdma::Result<CompletionQueue> {
-        match how {
-            Waiting::Polling => CompletionQueue::new(ctx, 32),
-            _ => CompletionQueue::builder(ctx).cqe(32).channel(&ch).build(),
-        }
-    };
-    let (cq_a, cq_b) = (cq(&ctx)?, cq(&ctx)?);
+    let o = RcPair::options()
+        .on(&pd)
+        .cqe(32)
+        .mr_len(4096)
+        .access(AccessFlags::LOCAL_WRITE);
+    let p = match how {
+        Waiting::Polling => o,
+        _ => o.channel(&ch),
+    }
+    .build(env)?;
+    let (qp_a, qp_b, cq_a, cq_b) = (&p.qp_a, &p.qp_b, &p.cq_a, &p.cq_b);
+    let (mr_a, mr_b) = (&p.mr_a, &p.mr_b);
     check!(
         cq_a.channel().is_some() == !matches!(how, Waiting::Polling),
         "{how:?}: channel {:?}",
         cq_a.channel()
-    );
-    let qp = |cq: &CompletionQueue| {
-        QueuePair::builder(&pd, QpType::Rc, cq)
-            .caps(QpCaps::default())
-            .build()
-    };
-    let (qp_a, qp_b) = (qp(&cq_a)?, qp(&cq_b)?);
-    let _cm = connect_rc(env, &ctx, &qp_a, &qp_b)?;
-    let access = AccessFlags::LOCAL_WRITE;
-    let (mr_a, mr_b) = (
-        MemoryRegion::new(&pd, 4096, access)?,
-        MemoryRegion::new(&pd, 4096, access)?,
     );
 
     // Nothing posted: the wait ends at its timeout, with nothing.

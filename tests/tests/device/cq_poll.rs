@@ -6,12 +6,12 @@ use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
 use rdma::{
-    AccessFlags, CompletionQueue, Context, MemoryRegion, ProtectionDomain, QpCaps, QpType,
-    QueuePair, RecvWr, SendFlags, SendWr, WcOpcode, WorkCompletion,
+    AccessFlags, CompletionQueue, MemoryRegion, QpCaps, QueuePair, RecvWr, SendFlags, SendWr,
+    WcOpcode, WorkCompletion,
 };
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
-use crate::fixtures::{self, cm, connect_rc, open, wait, Pair, ACCESS, R, T, TIMEOUT};
+use crate::fixtures::{self, open, wait, RcPair, UdPair, R, T, TIMEOUT};
 
 pub fn extended_cq_falls_back_where_missing(env: &TestEnv) -> TestResult {
     let ctx = open(env)?;
@@ -37,7 +37,7 @@ pub fn extended_cq_falls_back_where_missing(env: &TestEnv) -> TestResult {
 }
 
 pub fn extended_batch_and_lending_poll(env: &TestEnv) -> TestResult {
-    let mut p = Pair::new(env, true, QpCaps::default())?;
+    let mut p = RcPair::extended(env)?;
     if !p.qp_a.is_extended() || !p.cq_a.is_extended() {
         return Ok(Outcome::Skipped(format!(
             "{} has no extended QP/CQ: the builder fell back to the classic ones",
@@ -139,35 +139,23 @@ pub fn extended_cq_fields_chosen_by_the_caller(env: &TestEnv) -> TestResult {
     );
     // Fewer fields than the standard ones: those asked for are read, the
     // others read nothing.
-    let cq = rdma::CompletionQueue::builder(&ctx)
+    let p = UdPair::options()
+        .on(&rdma::ProtectionDomain::new(&ctx)?)
         .cqe(8)
         .wc_flags(few)
-        .build()?;
+        .qkey(0x2222_3333)
+        .build(env)?;
+    let (cq, a, b, mr, ah, qkey) = (&p.cq, &p.qp_a, &p.qp_b, &p.mr, &p.ah, p.qkey);
     check!(
         cq.is_extended() && cq.wc_flags() == Some(few),
         "flags {:?}",
         cq.wc_flags()
     );
-    let pd = rdma::ProtectionDomain::new(&ctx)?;
-    let qkey = 0x2222_3333;
-    let build = || QueuePair::builder(&pd, rdma::QpType::Ud, &cq).build();
-    let (a, b) = (build()?, build()?);
-    for qp in [&a, &b] {
-        qp.to_init(&rdma::InitAttr {
-            qkey,
-            ..rdma::InitAttr::new(1)
-        })?;
-        qp.to_rtr(None)?;
-        qp.to_rts(&rdma::RtsAttr::default())?;
-    }
-    let (gid, idx) = fixtures::roce_gid(&ctx, env)?;
-    let ah = rdma::AddressHandle::new(&pd, &rdma::Path::to_gid(gid, idx, 1))?;
-    let mr = MemoryRegion::new(&pd, 4096, AccessFlags::LOCAL_WRITE)?;
     let rs = [mr.sge(1024..2048)?];
     b.post_recv(&mut [RecvWr::new(1, &rs)])?;
     let ss = [mr.sge(0..9)?];
     a.post_send(&mut [SendWr::send_with_imm(2, &ss, 7)
-        .ud(&ah, b.qp_num(), qkey)
+        .ud(ah, b.qp_num(), qkey)
         .signaled()])?;
     let mut seen = Vec::new();
     let deadline = std::time::Instant::now() + T;
@@ -286,63 +274,28 @@ const POISON: u8 = 0xa5;
 
 const POISON_U32: u32 = 0xa5a5_a5a5;
 
-/// Two connected RC QPs: `a` sends on `scq`, `b` receives on `rcq`.
-struct PollPair {
-    _ctx: Context,
-    _pd: ProtectionDomain,
-    scq: CompletionQueue,
-    rcq: CompletionQueue,
-    a: QueuePair,
-    b: QueuePair,
-    mr_a: MemoryRegion,
-    mr_b: MemoryRegion,
-    _cm: Option<cm::Connection>,
+/// Two connected RC QPs: `qp_a` sends on `cq_a` (extended where
+/// `extended` and the provider has them), `qp_b` receives on `cq_b`.
+fn pair(env: &TestEnv, extended: bool) -> R<RcPair> {
+    let o = RcPair::options()
+        .cqe(32)
+        .caps(QpCaps {
+            max_send_wr: 16,
+            max_recv_wr: 16,
+            ..QpCaps::default()
+        })
+        .mr_len(4096);
+    if extended { o.extended_cq_a() } else { o }.build(env)
 }
 
-fn pair(env: &TestEnv, extended: bool) -> R<PollPair> {
-    let ctx = open(env)?;
-    let pd = ProtectionDomain::new(&ctx)?;
-    let cq = |ext| CompletionQueue::builder(&ctx).cqe(32).extended(ext).build();
-    let scq = cq(extended)?;
-    let rcq = cq(false)?;
-    let caps = QpCaps {
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        ..QpCaps::default()
-    };
-    let a = QueuePair::builder(&pd, QpType::Rc, &scq)
-        .recv_cq(&rcq)
-        .caps(caps)
-        .build()?;
-    let b = QueuePair::builder(&pd, QpType::Rc, &rcq)
-        .caps(caps)
-        .build()?;
-    let mr_a = MemoryRegion::new(&pd, 4096, ACCESS)?;
-    let mr_b = MemoryRegion::new(&pd, 4096, ACCESS)?;
-    let cm = connect_rc(env, &ctx, &a, &b)?;
-    Ok(PollPair {
-        _ctx: ctx,
-        _pd: pd,
-        scq,
-        rcq,
-        a,
-        b,
-        mr_a,
-        mr_b,
-        _cm: cm,
-    })
-}
-
-impl PollPair {
-    /// One signalled SEND of 16 bytes from `a` to a receive posted on `b`.
-    fn send(&self, wr_id: u64) -> R<()> {
-        let rs = [self.mr_b.sge(0..64)?];
-        self.b.post_recv(&mut [RecvWr::new(wr_id, &rs)])?;
-        let ss = [self.mr_a.sge(0..16)?];
-        self.a
-            .post_send(&mut [SendWr::send(wr_id, &ss).signaled()])?;
-        Ok(())
-    }
+/// One signalled SEND of 16 bytes from `qp_a` to a receive posted on `qp_b`.
+fn send(p: &RcPair, wr_id: u64) -> R<()> {
+    let rs = [p.mr_b.sge(0..64)?];
+    p.qp_b.post_recv(&mut [RecvWr::new(wr_id, &rs)])?;
+    let ss = [p.mr_a.sge(0..16)?];
+    p.qp_a
+        .post_send(&mut [SendWr::send(wr_id, &ss).signaled()])?;
+    Ok(())
 }
 
 /// Polls `cq` until one completion arrives, into `buf`.
@@ -380,12 +333,12 @@ fn skipped(wc: &WorkCompletion) -> [u32; 5] {
 /// poison. Before, the storage was handed out as initialised as it was.
 pub fn poll_into_poisoned_storage_reads_no_garbage(env: &TestEnv) -> TestResult {
     let p = pair(env, false)?;
-    p.send(1)?;
-    wait(&p.scq, 1)?;
+    send(&p, 1)?;
+    wait(&p.cq_a, 1)?;
     let mut buf = [MaybeUninit::<WorkCompletion>::uninit(); 4];
     // SAFETY: writes bytes into the 4-entry storage.
     unsafe { std::ptr::write_bytes(buf.as_mut_ptr(), POISON, buf.len()) };
-    let wc = poll_one(&p.rcq, &mut buf)?;
+    let wc = poll_one(&p.cq_b, &mut buf)?;
     check!(wc.is_success() && wc.wr_id() == 1, "{wc:?}");
     check!(wc.byte_len() == 16, "byte_len {}", wc.byte_len());
     let got = skipped(&wc);
@@ -406,10 +359,10 @@ pub fn poll_into_poisoned_storage_reads_no_garbage(env: &TestEnv) -> TestResult 
     );
     // Storage never written at all: under valgrind, a branch on any
     // accessor would be reported if a field were still undefined.
-    p.send(3)?;
-    wait(&p.scq, 1)?;
+    send(&p, 3)?;
+    wait(&p.cq_a, 1)?;
     let mut fresh = [MaybeUninit::<WorkCompletion>::uninit(); 4];
-    let wc = poll_one(&p.rcq, &mut fresh)?;
+    let wc = poll_one(&p.cq_b, &mut fresh)?;
     check!(
         wc.is_success() && wc.wr_id() == 3 && wc.opcode() == rdma::WcOpcode::Recv,
         "{wc:?}"
@@ -440,8 +393,8 @@ pub fn poll_into_poisoned_storage_reads_no_garbage(env: &TestEnv) -> TestResult 
 /// it writes are the completion's.
 pub fn poll_into_initialised_storage_keeps_skipped_fields(env: &TestEnv) -> TestResult {
     let p = pair(env, false)?;
-    p.send(2)?;
-    wait(&p.scq, 1)?;
+    send(&p, 2)?;
+    wait(&p.cq_a, 1)?;
     let mut marked = WorkCompletion::ZERO;
     // SAFETY: WorkCompletion is a transparent ibv_wc (plain data); only the
     // marker fields change.
@@ -451,7 +404,7 @@ pub fn poll_into_initialised_storage_keeps_skipped_fields(env: &TestEnv) -> Test
         (*raw).wr_id = 99;
     }
     let mut buf = [marked; 2];
-    let wc = poll_one(&p.rcq, &mut buf)?;
+    let wc = poll_one(&p.cq_b, &mut buf)?;
     check!(wc.is_success() && wc.wr_id() == 2, "{wc:?}");
     if env.provider == Provider::Siw {
         check!(
@@ -505,30 +458,30 @@ fn busy<T>(r: rdma::Result<T>, verb: &str, what: &str) -> R<()> {
 /// polls normally and nothing was lost.
 pub fn ex_poll_refuses_reentry_with_ebusy(env: &TestEnv) -> TestResult {
     let p = pair(env, true)?;
-    if let Some(skip) = skip_unless_extended(env, &p.scq) {
+    if let Some(skip) = skip_unless_extended(env, &p.cq_a) {
         return Ok(skip);
     }
-    p.send(1)?;
-    p.send(2)?;
-    wait(&p.rcq, 2)?;
-    let clone = p.scq.clone();
+    send(&p, 1)?;
+    send(&p, 2)?;
+    wait(&p.cq_b, 2)?;
+    let clone = p.cq_a.clone();
     let mut buf = [WorkCompletion::ZERO; 4];
     let mut seen = Vec::new();
     {
-        let mut poll = started(&p.scq)?;
-        busy(p.scq.start_poll(), "ibv_start_poll", "a second start_poll")?;
+        let mut poll = started(&p.cq_a)?;
+        busy(p.cq_a.start_poll(), "ibv_start_poll", "a second start_poll")?;
         busy(
             clone.start_poll(),
             "ibv_start_poll",
             "start_poll of a clone",
         )?;
-        busy(p.scq.poll(&mut buf), "ibv_poll_cq", "a classic poll")?;
+        busy(p.cq_a.poll(&mut buf), "ibv_poll_cq", "a classic poll")?;
         busy(
             clone.poll(&mut buf),
             "ibv_poll_cq",
             "a classic poll of a clone",
         )?;
-        busy(p.scq.req_notify(false), "ibv_req_notify_cq", "an arm")?;
+        busy(p.cq_a.req_notify(false), "ibv_req_notify_cq", "an arm")?;
         let other = std::thread::scope(|s| {
             s.spawn(|| {
                 let mut b = [WorkCompletion::ZERO; 4];
@@ -550,14 +503,14 @@ pub fn ex_poll_refuses_reentry_with_ebusy(env: &TestEnv) -> TestResult {
     // The lock is free again: the rest comes by either API.
     let start = Instant::now();
     while seen.len() < 2 {
-        for wc in p.scq.poll(&mut buf)? {
+        for wc in p.cq_a.poll(&mut buf)? {
             seen.push(wc.wr_id());
         }
         check!(start.elapsed() < TIMEOUT, "completions lost: {seen:?}");
     }
     check!(seen == [1, 2], "completions {seen:?}");
-    p.scq.req_notify(false)?;
-    check!(p.scq.start_poll()?.is_none(), "completion out of nowhere");
+    p.cq_a.req_notify(false)?;
+    check!(p.cq_a.start_poll()?.is_none(), "completion out of nowhere");
     Ok(Outcome::Passed)
 }
 
@@ -566,16 +519,16 @@ pub fn ex_poll_refuses_reentry_with_ebusy(env: &TestEnv) -> TestResult {
 /// forever on the lock the first task holds (it never gets to run again).
 pub fn ex_poll_across_tasks_gives_ebusy(env: &TestEnv) -> TestResult {
     let p = pair(env, true)?;
-    if let Some(skip) = skip_unless_extended(env, &p.scq) {
+    if let Some(skip) = skip_unless_extended(env, &p.cq_a) {
         return Ok(skip);
     }
-    p.send(1)?;
-    wait(&p.rcq, 1)?;
+    send(&p, 1)?;
+    wait(&p.cq_b, 1)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let local = tokio::task::LocalSet::new();
-    let cq = &p.scq;
+    let cq = &p.cq_a;
     let (wr, other) = local.block_on(&rt, async {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let holder = async {
@@ -608,22 +561,22 @@ pub fn ex_poll_across_tasks_gives_ebusy(env: &TestEnv) -> TestResult {
 /// yielded, never a later one.
 pub fn ex_poll_drop_consumes_only_what_it_returned(env: &TestEnv) -> TestResult {
     let p = pair(env, true)?;
-    if let Some(skip) = skip_unless_extended(env, &p.scq) {
+    if let Some(skip) = skip_unless_extended(env, &p.cq_a) {
         return Ok(skip);
     }
     for id in 1..=3 {
-        p.send(id)?;
+        send(&p, id)?;
     }
-    wait(&p.rcq, 3)?;
+    wait(&p.cq_b, 3)?;
     // Dropped before `next`: the first completion is consumed.
-    drop(started(&p.scq)?);
+    drop(started(&p.cq_a)?);
     // One yielded, then dropped: the third stays.
     {
-        let mut poll = started(&p.scq)?;
+        let mut poll = started(&p.cq_a)?;
         let c = poll.next().expect("a started poll has a completion");
         check!(c.wr_id() == 2, "second poll started at {}", c.wr_id());
     }
-    let mut poll = started(&p.scq)?;
+    let mut poll = started(&p.cq_a)?;
     let c = poll.next().expect("a started poll has a completion");
     check!(c.wr_id() == 3, "third poll started at {}", c.wr_id());
     check!(poll.next().is_none(), "a fourth completion appeared");
@@ -650,26 +603,26 @@ fn mapped_libibverbs_release() -> R<u32> {
 /// when more are queued.
 pub fn rxe_next_poll_workaround_follows_loaded_rdma_core(env: &TestEnv) -> TestResult {
     let p = pair(env, true)?;
-    if let Some(skip) = skip_unless_extended(env, &p.scq) {
+    if let Some(skip) = skip_unless_extended(env, &p.cq_a) {
         return Ok(skip);
     }
     let release = mapped_libibverbs_release()?;
     let want = env.provider == Provider::Rxe && release < 61;
     check!(
-        p.scq.one_per_poll() == want,
+        p.cq_a.one_per_poll() == want,
         "one_per_poll {} with rdma-core {release} loaded",
-        p.scq.one_per_poll()
+        p.cq_a.one_per_poll()
     );
     check!(
-        !p.rcq.one_per_poll(),
+        !p.cq_b.one_per_poll(),
         "a classic queue never avoids next_poll"
     );
-    p.send(1)?;
-    p.send(2)?;
-    wait(&p.rcq, 2)?;
+    send(&p, 1)?;
+    send(&p, 2)?;
+    wait(&p.cq_b, 2)?;
     // Time for the acknowledgements, so both send completions are queued.
     std::thread::sleep(Duration::from_millis(500));
-    let mut poll = started(&p.scq)?;
+    let mut poll = started(&p.cq_a)?;
     let mut n = 0;
     while poll.next().is_some() {
         n += 1;
@@ -677,7 +630,7 @@ pub fn rxe_next_poll_workaround_follows_loaded_rdma_core(env: &TestEnv) -> TestR
     drop(poll);
     if want {
         check!(n == 1, "{n} completions in one poll with the workaround on");
-        let mut poll = started(&p.scq)?;
+        let mut poll = started(&p.cq_a)?;
         check!(
             poll.next().map(|c| c.wr_id()) == Some(2),
             "second completion"

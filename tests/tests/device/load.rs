@@ -4,12 +4,11 @@ use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
 use rdma::{
-    CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, SendWr,
-    WorkCompletion,
+    CompletionQueue, ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, SendWr, WorkCompletion,
 };
 use rdma_tests::{check, Outcome, Provider, TestEnv, TestResult};
 
-use crate::fixtures::{connect_rc, open, ACCESS};
+use crate::fixtures::{open, RcPair};
 
 pub fn thousand_queue_pairs(env: &TestEnv) -> TestResult {
     const N: usize = 1000;
@@ -96,26 +95,17 @@ fn payload(seq: u64) -> [u8; SLOT] {
 
 pub fn messages_over_rc_arrive_intact_and_in_order(env: &TestEnv) -> TestResult {
     let n = message_count();
-    let ctx = open(env)?;
-    let pd = ProtectionDomain::new(&ctx)?;
-    let (scq, rcq) = (
-        CompletionQueue::new(&ctx, 256)?,
-        CompletionQueue::new(&ctx, 256)?,
-    );
-    let caps = QpCaps {
-        max_send_wr: WINDOW as u32,
-        max_recv_wr: RECV_SLOTS as u32,
-        ..QpCaps::default()
-    };
-    let a = QueuePair::builder(&pd, QpType::Rc, &scq)
-        .caps(caps)
-        .build()?;
-    let b = QueuePair::builder(&pd, QpType::Rc, &rcq)
-        .caps(caps)
-        .build()?;
-    let src = MemoryRegion::new(&pd, SLOT * WINDOW, ACCESS)?;
-    let dst = MemoryRegion::new(&pd, SLOT * RECV_SLOTS, ACCESS)?;
-    let _conn = connect_rc(env, &ctx, &a, &b)?;
+    let p = RcPair::options()
+        .cqe(256)
+        .caps(QpCaps {
+            max_send_wr: WINDOW as u32,
+            max_recv_wr: RECV_SLOTS as u32,
+            ..QpCaps::default()
+        })
+        .mr_len(SLOT * WINDOW)
+        .mr_len_b(SLOT * RECV_SLOTS)
+        .build(env)?;
+    let (a, b, scq, rcq, src, dst) = (&p.qp_a, &p.qp_b, &p.cq_a, &p.cq_b, &p.mr_a, &p.mr_b);
 
     let recv_sges: Vec<_> = (0..RECV_SLOTS)
         .map(|i| dst.sge(i * SLOT..(i + 1) * SLOT))

@@ -11,6 +11,7 @@ mod cm_async;
 mod cm_ep;
 mod cm_examples;
 mod cm_options;
+mod cm_teardown;
 mod cm_ud;
 mod cmid;
 mod context;
@@ -28,13 +29,12 @@ mod qp;
 mod qp_errors;
 mod qp_post;
 mod rc;
-mod sound_cm;
-mod sound_umad;
 mod srq;
 mod stream;
 mod stream_msg;
 mod ud;
 mod umad;
+mod umad_receive;
 
 fn main() -> std::process::ExitCode {
     let all: Vec<rdma_tests::Test> = [
@@ -59,13 +59,13 @@ fn main() -> std::process::ExitCode {
         cm_ud::TESTS,
         cm_examples::TESTS,
         cm_options::TESTS,
+        cm_teardown::TESTS,
         umad::TESTS,
+        umad_receive::TESTS,
         bad_input::TESTS,
         process_killed::TESTS,
         load::TESTS,
         interop::TESTS,
-        sound_cm::TESTS,
-        sound_umad::TESTS,
         stream::DATA,
         stream::FRAMEWORKS,
         stream::PEER_GONE,

@@ -4,13 +4,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use rdma::{
-    AccessFlags, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType, QueuePair,
-    RecvWr, SendWr, WcOpcode,
-};
+use rdma::{AccessFlags, MemoryRegion, RecvWr, SendWr, WcOpcode};
 use rdma_tests::{check, fail, Outcome, TestEnv, TestResult};
 
-use crate::fixtures::{self, connect_rc, open, wait, write_to, Pair, ACCESS, R, TIMEOUT};
+use crate::fixtures::{self, wait, write_to, RcPair, ACCESS, R, TIMEOUT};
 
 pub fn remote_writes_need_local_write(env: &TestEnv) -> TestResult {
     let ctx = fixtures::open(env)?;
@@ -32,7 +29,7 @@ pub fn remote_writes_need_local_write(env: &TestEnv) -> TestResult {
         }
     }
     // Relaxed ordering is an optional flag: taken, and traffic flows.
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     let relaxed = MemoryRegion::new(&p.pd, 4096, ACCESS | AccessFlags::RELAXED_ORDERING)?;
     p.mr_a.write(0, b"relaxed!")?;
     let wc = write_to(&p, relaxed.remote(100..108)?, 1)?;
@@ -50,36 +47,10 @@ fn page_size() -> usize {
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
 }
 
-/// Two connected RC queue pairs of one device, each with a CQ.
-struct MrPair {
-    pd: ProtectionDomain,
-    cq_a: CompletionQueue,
-    cq_b: CompletionQueue,
-    qp_a: QueuePair,
-    qp_b: QueuePair,
-    _cm: Option<crate::fixtures::cm::Connection>,
-}
-
-fn pair(env: &TestEnv) -> R<MrPair> {
-    let ctx = open(env)?;
-    let pd = ProtectionDomain::new(&ctx)?;
-    let cq_a = CompletionQueue::new(&ctx, 16)?;
-    let cq_b = CompletionQueue::new(&ctx, 16)?;
-    let qp_a = QueuePair::builder(&pd, QpType::Rc, &cq_a)
-        .caps(QpCaps::default())
-        .build()?;
-    let qp_b = QueuePair::builder(&pd, QpType::Rc, &cq_b)
-        .caps(QpCaps::default())
-        .build()?;
-    let cm = connect_rc(env, &ctx, &qp_a, &qp_b)?;
-    Ok(MrPair {
-        pd,
-        cq_a,
-        cq_b,
-        qp_a,
-        qp_b,
-        _cm: cm,
-    })
+/// Two connected RC queue pairs of one device, each with a CQ of 16
+/// entries (the tests register the regions they prove).
+fn pair(env: &TestEnv) -> R<RcPair> {
+    RcPair::options().cqe(16).build(env)
 }
 
 /// Threads copy into and out of one region through `&MemoryRegion` while

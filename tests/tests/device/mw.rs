@@ -1,18 +1,18 @@
 //! Memory windows: binds that grant remote writes and every way to revoke them.
 
 use rdma::{
-    AccessFlags, MemoryRegion, MemoryWindow, MwType, QpCaps, RecvWr, RemoteMemory, SendWr,
-    WcOpcode, WcStatus,
+    AccessFlags, MemoryRegion, MemoryWindow, MwType, RecvWr, RemoteMemory, SendWr, WcOpcode,
+    WcStatus,
 };
 use rdma_tests::{check, Outcome, Provider, TestEnv, TestResult};
 
-use crate::fixtures::{completion, failed_with, wait, write_to, Pair, ACCESS, R};
+use crate::fixtures::{completion, failed_with, wait, write_to, RcPair, ACCESS, R};
 
 pub fn memory_windows_grant_remote_writes(env: &TestEnv) -> TestResult {
     if env.provider == Provider::Siw {
         return Ok(Outcome::Skipped("iWARP (siw) has no memory windows".into()));
     }
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     let mr = MemoryRegion::new(&p.pd, 4096, ACCESS | AccessFlags::MW_BIND)?;
     p.mr_a.write(0, b"through a type 1 window")?;
     p.mr_a.write(100, b"through a type 2 window")?;
@@ -77,14 +77,14 @@ pub fn memory_windows_grant_remote_writes(env: &TestEnv) -> TestResult {
 }
 
 /// A fresh pair and a region of `qp_b`'s side that windows can bind.
-fn mw_pair(env: &TestEnv) -> R<(Pair, MemoryRegion)> {
-    let p = Pair::new(env, false, QpCaps::default())?;
+fn mw_pair(env: &TestEnv) -> R<(RcPair, MemoryRegion)> {
+    let p = RcPair::new(env)?;
     let mr = MemoryRegion::new(&p.pd, 4096, ACCESS | AccessFlags::MW_BIND)?;
     Ok((p, mr))
 }
 
 /// Binds type 2 window `mw` to `mr[0..1024]` with `access` on `p.qp_b`.
-fn bind2(p: &Pair, mw: &MemoryWindow, mr: &MemoryRegion, access: AccessFlags) -> R<RemoteMemory> {
+fn bind2(p: &RcPair, mw: &MemoryWindow, mr: &MemoryRegion, access: AccessFlags) -> R<RemoteMemory> {
     let (bind, remote) = SendWr::bind_mw(70, mw, rdma::inc_rkey(mw.rkey()), mr, 0..1024, access)?;
     p.qp_b.post_send(&mut [bind.signaled()])?;
     let wc = completion(&p.cq_b)?;

@@ -11,14 +11,14 @@ use rdma::{
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
 use crate::fixtures::{
-    self, at_least, completion, open, roce_gid, send_one, wait, Pair, ACCESS, R, TIMEOUT,
+    self, at_least, completion, open, roce_gid, send_one, wait, RcPair, ACCESS, R, TIMEOUT,
 };
 
 /// A list prepared once (`QueuePair::prepare_send`) is posted three times,
 /// with new request ids and new data each time, and every post lands; an
 /// empty list and a request index past the end are typed errors.
 pub fn prepared_send_posts_again(env: &TestEnv) -> TestResult {
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     match p.qp_a.prepare_send(&mut []) {
         Err(e) if e.errno() == libc::EINVAL => {}
         other => fail!("preparing an empty list: {:?}", other.map(|_| ())),
@@ -58,15 +58,13 @@ pub fn prepared_send_posts_again(env: &TestEnv) -> TestResult {
 }
 
 pub fn rc_send_write_read_and_list(env: &TestEnv) -> TestResult {
-    let p = Pair::new(
-        env,
-        false,
-        QpCaps {
+    let p = RcPair::options()
+        .caps(QpCaps {
             max_inline_data: 64,
             max_send_sge: 2,
             ..QpCaps::default()
-        },
-    )?;
+        })
+        .build(env)?;
     let msg = b"hello over RC through the safe API";
     p.mr_a.write(0, msg)?;
     let recv_sge = [p.mr_b.sge(0..256)?];
@@ -162,7 +160,7 @@ pub fn rc_immediate_data_and_atomics(env: &TestEnv) -> TestResult {
             "iWARP (siw) has no immediate data and no atomics".into(),
         ));
     }
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     let rs = [p.mr_b.sge(0..64)?];
     p.qp_b
         .post_recv(&mut [RecvWr::new(1, &rs), RecvWr::new(2, &rs)])?;
@@ -435,7 +433,7 @@ pub fn qp_query_reports_what_was_set(env: &TestEnv) -> TestResult {
                 );
                 // What siw of Linux 6.1 reports (QpAttr's table): the
                 // netdev's MTU (1500) as an IB MTU, its access rights
-                // whatever was set, the CM's depths (4 and 4, fixtures::cm).
+                // whatever was set, the CM's depths (4 and 4, fixtures::iwarp).
                 check!(
                     q.path_mtu == Some(Mtu::Mtu1024),
                     "path MTU {:?}",
@@ -542,7 +540,7 @@ pub fn receive_queue_edges_and_zero_length(env: &TestEnv) -> TestResult {
     };
 
     // Zero-length SEND, RDMA WRITE and READ complete with 0 bytes.
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     let rs = [p.mr_b.sge(0..64)?];
     p.qp_b.post_recv(&mut [RecvWr::new(20, &rs)])?;
     p.qp_a.post_send(&mut [SendWr::send(21, &[]).signaled()])?;
@@ -591,7 +589,11 @@ pub fn extended_batch_every_operation(env: &TestEnv) -> TestResult {
         max_inline_data: 64,
         ..QpCaps::default()
     };
-    let mut p = Pair::with_ops(env, SendOps::all(), caps)?;
+    let mut p = RcPair::options()
+        .send_ops(SendOps::all())
+        .extended_cqs()
+        .caps(caps)
+        .build(env)?;
     if !p.qp_a.is_extended() {
         return Ok(Outcome::Skipped(format!(
             "{} has no extended QP (ibv_create_qp_ex): the builder fell back to the classic one",
@@ -811,7 +813,7 @@ pub fn extended_batch_every_operation(env: &TestEnv) -> TestResult {
         .ok_or("a bind of another context's region")?;
     check!(e.errno() == libc::EINVAL, "{e}");
     // A QP created without an operation refuses it.
-    let mut q = Pair::new(env, true, QpCaps::default())?;
+    let mut q = RcPair::extended(env)?;
     let mut b = q.qp_a.wr_batch()?;
     b.atomic_fetch_add(54, f, &add_res, target, 1);
     let e = b.complete().err().ok_or("an atomic outside send_ops")?;

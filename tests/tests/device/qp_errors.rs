@@ -5,20 +5,20 @@ use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
 use rdma::{
-    AccessFlags, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpState, QpType,
-    QueuePair, RecvWr, RtsAttr, SendWr, WcOpcode, WcStatus,
+    AccessFlags, CompletionQueue, MemoryRegion, ProtectionDomain, QpState, QpType, QueuePair,
+    RecvWr, RtsAttr, SendWr, WcOpcode, WcStatus,
 };
 use rdma_tests::{check, Outcome, Provider, TestEnv, TestResult};
 
 use crate::fixtures::{
-    atomic, completion, connect_rc, connect_rc_with, failed_with, open, state_report, wait,
-    wait_any, Pair, ACCESS, R, TIMEOUT,
+    atomic, completion, connect_rc_with, failed_with, open, state_report, wait, wait_any, RcPair,
+    ACCESS, R, TIMEOUT,
 };
 
 pub fn atomics_that_miss_or_fault(env: &TestEnv) -> TestResult {
     if env.provider == Provider::Siw {
         // iWARP has no atomics: the post itself is refused, typed.
-        let p = Pair::new(env, false, QpCaps::default())?;
+        let p = RcPair::new(env)?;
         let res = [p.mr_a.sge(64..72)?];
         let target = p.mr_b.remote(0..8)?;
         return match p
@@ -42,7 +42,7 @@ pub fn atomics_that_miss_or_fault(env: &TestEnv) -> TestResult {
 
     // A compare that does not match: the old value comes back, the target
     // stays.
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     p.mr_b.write(0, &100u64.to_ne_bytes())?;
     p.mr_a.write(64, &[0xee; 8])?;
     let wc = atomic(&p, p.mr_b.remote(0..8)?, 5, 7)?;
@@ -61,7 +61,7 @@ pub fn atomics_that_miss_or_fault(env: &TestEnv) -> TestResult {
     );
 
     // Each fault ends its QP's life (the QP goes to ERROR): a pair each.
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     let mut bad_key = p.mr_b.remote(0..8)?;
     bad_key.rkey ^= 0x80;
     failed_with(
@@ -70,7 +70,7 @@ pub fn atomics_that_miss_or_fault(env: &TestEnv) -> TestResult {
         "an atomic with a bad rkey",
     )?;
 
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     let no_atomic = MemoryRegion::new(
         &p.pd,
         64,
@@ -89,7 +89,7 @@ pub fn atomics_that_miss_or_fault(env: &TestEnv) -> TestResult {
 
     // An unaligned target: refused at the post (rxe's library checks) or
     // by the responder.
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     p.mr_b.write(0, &[0; 16])?;
     let res = [p.mr_a.sge(64..72)?];
     let unaligned = p.mr_b.remote(4..12)?;
@@ -112,52 +112,13 @@ pub fn atomics_that_miss_or_fault(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// An RC pair with its own CQs and regions, connected with `rts`.
-struct FaultPair {
-    cq_a: CompletionQueue,
-    cq_b: CompletionQueue,
-    qp_a: QueuePair,
-    qp_b: QueuePair,
-    mr_a: MemoryRegion,
-    mr_b: MemoryRegion,
-    pd: ProtectionDomain,
-    _conn: Option<crate::fixtures::cm::Connection>,
-}
-
-fn pair(env: &TestEnv, rts: Option<RtsAttr>, b_access: AccessFlags) -> R<FaultPair> {
-    let ctx = open(env)?;
-    let pd = ProtectionDomain::new(&ctx)?;
-    let (cq_a, cq_b) = (
-        CompletionQueue::new(&ctx, 64)?,
-        CompletionQueue::new(&ctx, 64)?,
-    );
-    let qp_a = QueuePair::builder(&pd, QpType::Rc, &cq_a).build()?;
-    let qp_b = QueuePair::builder(&pd, QpType::Rc, &cq_b).build()?;
-    let mr_a = MemoryRegion::new(&pd, 4096, ACCESS)?;
-    let mr_b = MemoryRegion::new(&pd, 4096, b_access)?;
-    let conn = match rts {
-        Some(rts) => connect_rc_with(env, &ctx, &qp_a, &qp_b, &rts)?,
-        None => connect_rc(env, &ctx, &qp_a, &qp_b)?,
-    };
-    Ok(FaultPair {
-        cq_a,
-        cq_b,
-        qp_a,
-        qp_b,
-        mr_a,
-        mr_b,
-        pd,
-        _conn: conn,
-    })
-}
-
 /// How a refused RDMA WRITE shows: on RoCE the responder NAKs it and the
 /// requester's completion is a remote access error. On iWARP the WRITE is
 /// unacknowledged (its completion may be a success) and the responder
 /// terminates the connection: a SEND posted afterwards never arrives. (The
 /// state cannot tell: 6.1's siw reports RESET for every state, see
 /// `StateReport`.)
-fn remote_access_refused(env: &TestEnv, p: &FaultPair, wc: &rdma::WorkCompletion) -> R<()> {
+fn remote_access_refused(env: &TestEnv, p: &RcPair, wc: &rdma::WorkCompletion) -> R<()> {
     match env.provider {
         Provider::Rxe => check!(wc.status() == WcStatus::RemoteAccessError, "{wc:?}"),
         Provider::Siw => {
@@ -185,7 +146,7 @@ fn remote_access_refused(env: &TestEnv, p: &FaultPair, wc: &rdma::WorkCompletion
 }
 
 pub fn error_state_flushes_outstanding_requests(env: &TestEnv) -> TestResult {
-    let p = pair(env, None, ACCESS)?;
+    let p = RcPair::options().mr_len(4096).build(env)?;
     let sges: Vec<_> = (0..4)
         .map(|i| p.mr_b.sge(i * 64..i * 64 + 64))
         .collect::<Result<_, _>>()?;
@@ -232,14 +193,13 @@ pub fn receiver_not_ready_exhausts_rnr_retries(env: &TestEnv) -> TestResult {
         ));
     }
     // rnr_retry 0: the first RNR NAK fails the send.
-    let p = pair(
-        env,
-        Some(RtsAttr {
+    let p = RcPair::options()
+        .mr_len(4096)
+        .rts(RtsAttr {
             rnr_retry: 0,
             ..RtsAttr::default()
-        }),
-        ACCESS,
-    )?;
+        })
+        .build(env)?;
     let s = [p.mr_a.sge(0..8)?];
     let start = Instant::now();
     p.qp_a.post_send(&mut [SendWr::send(1, &s).signaled()])?;
@@ -258,7 +218,7 @@ pub fn receiver_not_ready_exhausts_rnr_retries(env: &TestEnv) -> TestResult {
 }
 
 pub fn wrong_rkey_is_a_remote_access_error(env: &TestEnv) -> TestResult {
-    let p = pair(env, None, ACCESS)?;
+    let p = RcPair::options().mr_len(4096).build(env)?;
     let mut remote = p.mr_b.remote(0..64)?;
     remote.rkey ^= 0x0000_ff00;
     let s = [p.mr_a.sge(0..64)?];
@@ -275,7 +235,10 @@ pub fn wrong_rkey_is_a_remote_access_error(env: &TestEnv) -> TestResult {
 
 pub fn missing_remote_write_right_is_a_remote_access_error(env: &TestEnv) -> TestResult {
     // The target region allows local writes only.
-    let p = pair(env, None, AccessFlags::LOCAL_WRITE)?;
+    let p = RcPair::options()
+        .mr_len(4096)
+        .access_b(AccessFlags::LOCAL_WRITE)
+        .build(env)?;
     p.mr_a.write(0, &[0xab; 64])?;
     let s = [p.mr_a.sge(0..64)?];
     p.qp_a
@@ -341,7 +304,7 @@ pub fn peer_gone_gives_retry_exceeded_and_the_survivor_reconnects(env: &TestEnv)
 pub fn panic_with_requests_posted_leaks_nothing(env: &TestEnv) -> TestResult {
     let before = rdma_tests::resource_counts(&env.device)?;
     let r = std::panic::catch_unwind(|| {
-        let p = pair(env, None, ACCESS).expect("pair");
+        let p = RcPair::options().mr_len(4096).build(env).expect("pair");
         let rs = [p.mr_b.sge(0..1024).expect("sge")];
         p.qp_b
             .post_recv(&mut [RecvWr::new(1, &rs)])

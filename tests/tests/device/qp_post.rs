@@ -12,7 +12,8 @@ use rdma::{
 };
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
-use crate::fixtures::{connect_rc, open, roce_gid, state_report, wait, ACCESS, R};
+use crate::fixtures::ud::ud_qp;
+use crate::fixtures::{connect_rc, open, roce_gid, state_report, wait, RcPair, UdPair, ACCESS, R};
 
 /// The error of `r`, or a failure naming what was wrongly accepted.
 fn refused<T>(r: rdma::Result<T>, what: &str) -> R<Error> {
@@ -54,25 +55,16 @@ fn received(
 }
 
 pub fn inline_send_moved_after_a_post_sends_its_own_bytes(env: &TestEnv) -> TestResult {
-    let ctx = open(env)?;
-    let pd = ProtectionDomain::new(&ctx)?;
-    let (cq_a, cq_b) = (
-        CompletionQueue::new(&ctx, 16)?,
-        CompletionQueue::new(&ctx, 16)?,
-    );
-    let caps = QpCaps {
-        max_inline_data: 32,
-        max_recv_wr: 8,
-        ..QpCaps::default()
-    };
-    let a = QueuePair::builder(&pd, QpType::Rc, &cq_a)
-        .caps(caps)
-        .build()?;
-    let b = QueuePair::builder(&pd, QpType::Rc, &cq_b)
-        .caps(caps)
-        .build()?;
-    let mr = MemoryRegion::new(&pd, 4096, ACCESS)?;
-    let _cm = connect_rc(env, &ctx, &a, &b)?;
+    let p = RcPair::options()
+        .cqe(16)
+        .caps(QpCaps {
+            max_inline_data: 32,
+            max_recv_wr: 8,
+            ..QpCaps::default()
+        })
+        .mr_len(4096)
+        .build(env)?;
+    let (a, b, cq_a, cq_b, mr) = (&p.qp_a, &p.qp_b, &p.cq_a, &p.cq_b, &p.mr_b);
     let rs = (0..6)
         .map(|i| mr.sge(i * 64..(i + 1) * 64))
         .collect::<rdma::Result<Vec<_>>>()?;
@@ -86,28 +78,28 @@ pub fn inline_send_moved_after_a_post_sends_its_own_bytes(env: &TestEnv) -> Test
     let mut v = Vec::with_capacity(1);
     v.push(SendWr::send_inline(1, &data).signaled());
     a.post_send(&mut v)?;
-    received(&cq_a, &cq_b, &mr, 0..1, &data, "first post")?;
+    received(cq_a, cq_b, mr, 0..1, &data, "first post")?;
     let mut moved = Vec::with_capacity(4);
     moved.push(v.pop().unwrap());
     v.push(SendWr::send_inline(99, &decoy));
     a.post_send(&mut moved)?;
-    received(&cq_a, &cq_b, &mr, 1..2, &data, "post after the move")?;
+    received(cq_a, cq_b, mr, 1..2, &data, "post after the move")?;
 
     // A list posted through a PreparedSend, which is dropped; the list moves.
     let mut list = Vec::with_capacity(2);
     list.push(SendWr::send_inline(2, &data).signaled());
     list.push(SendWr::send_inline(3, &data).signaled());
     a.prepare_send(&mut list)?.post()?;
-    received(&cq_a, &cq_b, &mr, 2..4, &data, "prepared post")?;
+    received(cq_a, cq_b, mr, 2..4, &data, "prepared post")?;
     let mut moved_list = Vec::with_capacity(8);
     moved_list.append(&mut list);
     list.push(SendWr::send_inline(98, &decoy));
     list.push(SendWr::send_inline(97, &decoy));
     a.prepare_send(&mut moved_list)?.post()?;
     received(
-        &cq_a,
-        &cq_b,
-        &mr,
+        cq_a,
+        cq_b,
+        mr,
         4..6,
         &data,
         "prepared post of the moved list",
@@ -116,33 +108,12 @@ pub fn inline_send_moved_after_a_post_sends_its_own_bytes(env: &TestEnv) -> Test
     Ok(Outcome::Passed)
 }
 
-/// A UD QP in RTS, with qkey `qkey`.
-fn ud_qp(pd: &ProtectionDomain, cq: &CompletionQueue, ops: SendOps, qkey: u32) -> R<QueuePair> {
-    let qp = QueuePair::builder(pd, QpType::Ud, cq)
-        .send_ops(ops)
-        .build()?;
-    qp.to_init(&InitAttr {
-        qkey,
-        ..InitAttr::new(1)
-    })?;
-    qp.to_rtr(None)?;
-    qp.to_rts(&RtsAttr::default())?;
-    Ok(qp)
-}
-
 pub fn ud_qp_refuses_all_but_addressed_sends(env: &TestEnv) -> TestResult {
     if env.provider == Provider::Siw {
         return Ok(Outcome::Skipped("iWARP (siw) has no UD queue pairs".into()));
     }
-    let ctx = open(env)?;
-    let pd = ProtectionDomain::new(&ctx)?;
-    let cq = CompletionQueue::new(&ctx, 16)?;
-    let qkey = 0x4242;
-    let a = ud_qp(&pd, &cq, SendOps::empty(), qkey)?;
-    let b = ud_qp(&pd, &cq, SendOps::empty(), qkey)?;
-    let (gid, idx) = roce_gid(&ctx, env)?;
-    let ah = AddressHandle::new(&pd, &Path::to_gid(gid, idx, 1))?;
-    let mr = MemoryRegion::new(&pd, 4096, ACCESS)?;
+    let p = UdPair::options().qkey(0x4242).access(ACCESS).build(env)?;
+    let (cq, a, b, mr, ah, qkey) = (&p.cq, &p.qp_a, &p.qp_b, &p.mr, &p.ah, p.qkey);
     let s = [mr.sge(0..8)?];
     let remote = mr.remote(0..8)?;
     let bad = || {
@@ -150,7 +121,7 @@ pub fn ud_qp_refuses_all_but_addressed_sends(env: &TestEnv) -> TestResult {
             ("an RDMA WRITE", SendWr::rdma_write(1, &s, remote)),
             (
                 "an RDMA WRITE with an address",
-                SendWr::rdma_write(1, &s, remote).ud(&ah, b.qp_num(), qkey),
+                SendWr::rdma_write(1, &s, remote).ud(ah, b.qp_num(), qkey),
             ),
             ("an RDMA READ", SendWr::rdma_read(1, &s, remote)),
             (
@@ -175,7 +146,7 @@ pub fn ud_qp_refuses_all_but_addressed_sends(env: &TestEnv) -> TestResult {
         );
     }
     for (what, wr) in bad() {
-        let good = SendWr::send(2, &s).ud(&ah, b.qp_num(), qkey);
+        let good = SendWr::send(2, &s).ud(ah, b.qp_num(), qkey);
         let e = refused(a.post_send(&mut [good, wr]), what)?;
         check!(
             e.errno() == libc::EINVAL && e.to_string().contains("work request 1"),
@@ -190,8 +161,8 @@ pub fn ud_qp_refuses_all_but_addressed_sends(env: &TestEnv) -> TestResult {
     let rs = [mr.sge(1024..2048)?];
     b.post_recv(&mut [RecvWr::new(7, &rs)])?;
     mr.write(0, b"still ok")?;
-    a.post_send(&mut [SendWr::send(8, &s).ud(&ah, b.qp_num(), qkey).signaled()])?;
-    let wcs = wait(&cq, 2)?;
+    a.post_send(&mut [SendWr::send(8, &s).ud(ah, b.qp_num(), qkey).signaled()])?;
+    let wcs = wait(cq, 2)?;
     let ids: Vec<u64> = wcs.iter().map(|w| w.wr_id()).collect();
     check!(ids.contains(&7) && ids.contains(&8), "{wcs:?}");
     check!(mr.to_vec(1064..1072)? == b"still ok", "UD payload differs");

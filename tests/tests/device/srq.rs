@@ -9,7 +9,7 @@ use rdma::{
 };
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
-use crate::fixtures::{self, connect_rc, open, refused, wait, ACCESS, R};
+use crate::fixtures::{connect_rc, open, refused, wait, RcPair, ACCESS, R};
 
 pub fn srq_feeds_two_queue_pairs(env: &TestEnv) -> TestResult {
     if env.provider == Provider::Siw {
@@ -121,14 +121,13 @@ pub fn srq_query_limit_event_and_resize(env: &TestEnv) -> TestResult {
         check!(q.srq_limit == 4, "after set_limit(4): {q:?}");
     }
 
-    let cq_a = CompletionQueue::new(&ctx, 32)?;
-    let cq_b = CompletionQueue::new(&ctx, 32)?;
-    let a = QueuePair::builder(&pd, QpType::Rc, &cq_a).build()?;
-    let b = QueuePair::builder(&pd, QpType::Rc, &cq_b)
-        .srq(&srq)
-        .build()?;
-    let mr = MemoryRegion::new(&pd, 8192, ACCESS)?;
-    let _cm = fixtures::connect_rc(env, &ctx, &a, &b)?;
+    let p = RcPair::options()
+        .on(&pd)
+        .cqe(32)
+        .srq_b(&srq)
+        .mr_len(8192)
+        .build(env)?;
+    let (a, cq_a, cq_b, mr) = (&p.qp_a, &p.cq_a, &p.cq_b, &p.mr_b);
     let rs: Vec<_> = (0..8)
         .map(|i| mr.sge(4096 + i * 256..4096 + (i + 1) * 256))
         .collect::<Result<_, _>>()?;
@@ -142,8 +141,8 @@ pub fn srq_query_limit_event_and_resize(env: &TestEnv) -> TestResult {
     let ss = [mr.sge(0..5)?];
     let send = |i: u64| -> R<()> {
         a.post_send(&mut [SendWr::send(100 + i, &ss).signaled()])?;
-        wait(&cq_a, 1)?;
-        let wcs = wait(&cq_b, 1)?;
+        wait(cq_a, 1)?;
+        let wcs = wait(cq_b, 1)?;
         check!(wcs[0].opcode() == WcOpcode::Recv, "{wcs:?}");
         Ok(())
     };

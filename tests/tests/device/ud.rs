@@ -2,41 +2,26 @@
 //! the extended and event-driven paths.
 
 use rdma::{
-    AccessFlags, AddressHandle, CompletionQueue, InitAttr, MemoryRegion, Path, ProtectionDomain,
-    QpState, QpType, QueuePair, RecvWr, RtsAttr, SendFlags, SendOps, SendWr, WcOpcode,
+    AddressHandle, CompletionQueue, InitAttr, ProtectionDomain, QpState, QpType, QueuePair, RecvWr,
+    RtsAttr, SendFlags, SendOps, SendWr, WcOpcode,
 };
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
-use crate::fixtures::{self, at_least, open, roce_gid, wait, T};
+use crate::fixtures::{self, at_least, open, wait, UdPair, T};
 
 pub fn ud_send_through_address_handle(env: &TestEnv) -> TestResult {
     if env.provider == Provider::Siw {
         return Ok(Outcome::Skipped("iWARP (siw) has no UD queue pairs".into()));
     }
-    let ctx = open(env)?;
-    let pd = ProtectionDomain::new(&ctx)?;
-    let cq = CompletionQueue::new(&ctx, 16)?;
-    let mr = MemoryRegion::new(&pd, 4096, AccessFlags::LOCAL_WRITE)?;
-    let qkey = 0x1111_2222;
-    let a = QueuePair::builder(&pd, QpType::Ud, &cq).build()?;
-    let b = QueuePair::builder(&pd, QpType::Ud, &cq).build()?;
-    for qp in [&a, &b] {
-        qp.to_init(&InitAttr {
-            qkey,
-            ..InitAttr::new(1)
-        })?;
-        qp.to_rtr(None)?;
-        qp.to_rts(&RtsAttr::default())?;
-    }
-    let (gid, idx) = roce_gid(&ctx, env)?;
-    let ah = AddressHandle::new(&pd, &Path::to_gid(gid, idx, 1))?;
+    let p = UdPair::options().build(env)?;
+    let (cq, a, b, mr, ah, qkey) = (&p.cq, &p.qp_a, &p.qp_b, &p.mr, &p.ah, p.qkey);
     // A UD receive starts with 40 bytes of GRH.
     let rs = [mr.sge(1024..2048)?];
     b.post_recv(&mut [RecvWr::new(1, &rs)])?;
     mr.write(0, b"datagram")?;
     let ss = [mr.sge(0..8)?];
-    a.post_send(&mut [SendWr::send(2, &ss).ud(&ah, b.qp_num(), qkey).signaled()])?;
-    let wcs = wait(&cq, 2)?;
+    a.post_send(&mut [SendWr::send(2, &ss).ud(ah, b.qp_num(), qkey).signaled()])?;
+    let wcs = wait(cq, 2)?;
     let recv = wcs.iter().find(|w| w.opcode() == WcOpcode::Recv).copied();
     let Some(recv) = recv else {
         fail!("no receive: {wcs:?}")
@@ -49,13 +34,13 @@ pub fn ud_send_through_address_handle(env: &TestEnv) -> TestResult {
     // Reply through an AH built from the receive completion.
     let mut grh = [0u8; 40];
     mr.read(1024, &mut grh)?;
-    let back = AddressHandle::from_wc(&pd, 1, &recv, &grh)?;
+    let back = AddressHandle::from_wc(&p.pd, 1, &recv, &grh)?;
     let rs2 = [mr.sge(2048..3072)?];
     a.post_recv(&mut [RecvWr::new(3, &rs2)])?;
     b.post_send(&mut [SendWr::send(4, &ss)
         .ud(&back, recv.src_qp(), qkey)
         .signaled()])?;
-    let wcs = wait(&cq, 2)?;
+    let wcs = wait(cq, 2)?;
     check!(
         wcs.iter().any(|w| w.wr_id() == 3 && w.byte_len() == 48),
         "reply not received: {wcs:?}"
@@ -119,39 +104,24 @@ pub fn ud_extended_and_event_driven(env: &TestEnv) -> TestResult {
 
     // UD on an extended QP and CQ, the CQ driven by its completion channel.
     let ch = rdma::CompletionChannel::new(&ctx)?;
-    let cq = rdma::CompletionQueue::builder(&ctx)
-        .cqe(16)
-        .extended(true)
+    let mut p = UdPair::options()
+        .on(&pd)
+        .extended_cq()
         .channel(&ch)
-        .build()?;
-    let qkey = 0x1111_2222;
-    let build = || {
-        QueuePair::builder(&pd, rdma::QpType::Ud, &cq)
-            .send_ops(SendOps::SEND | SendOps::SEND_WITH_IMM)
-            .build()
-    };
-    let (mut a, b) = (build()?, build()?);
+        .send_ops(SendOps::SEND | SendOps::SEND_WITH_IMM)
+        .build(env)?;
     check!(
-        a.is_extended() && cq.is_extended(),
+        p.qp_a.is_extended() && p.cq.is_extended(),
         "rxe gave no extended QP or CQ"
     );
-    for qp in [&a, &b] {
-        qp.to_init(&rdma::InitAttr {
-            qkey,
-            ..rdma::InitAttr::new(1)
-        })?;
-        qp.to_rtr(None)?;
-        qp.to_rts(&rdma::RtsAttr::default())?;
-    }
-    let ah = rdma::AddressHandle::new(&pd, &rdma::Path::to_gid(gid, idx, 1))?;
-    let mr = MemoryRegion::new(&pd, 4096, AccessFlags::LOCAL_WRITE)?;
+    let (cq, b, mr, ah, qkey) = (&p.cq, &p.qp_b, &p.mr, &p.ah, p.qkey);
     let rs = [mr.sge(1024..2048)?];
     b.post_recv(&mut [RecvWr::new(1, &rs)])?;
     mr.write(0, b"extended datagram")?;
     let s = mr.sge(0..17)?;
     cq.req_notify(false)?;
-    let mut batch = a.wr_batch()?;
-    batch.send_ud(2, SendFlags::SIGNALED, &s, &ah, b.qp_num(), qkey);
+    let mut batch = p.qp_a.wr_batch()?;
+    batch.send_ud(2, SendFlags::SIGNALED, &s, ah, b.qp_num(), qkey);
     batch.complete()?;
 
     let mut seen = Vec::new();
@@ -183,7 +153,8 @@ pub fn ud_extended_and_event_driven(env: &TestEnv) -> TestResult {
     }
     seen.sort_by_key(|s| s.0 == WcOpcode::Recv);
     check!(
-        seen[0].0 == WcOpcode::Send && seen[1] == (WcOpcode::Recv, 40 + 17, a.qp_num(), b.qp_num()),
+        seen[0].0 == WcOpcode::Send
+            && seen[1] == (WcOpcode::Recv, 40 + 17, p.qp_a.qp_num(), b.qp_num()),
         "completions {seen:?}"
     );
     check!(

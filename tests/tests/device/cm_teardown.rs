@@ -1,5 +1,6 @@
-//! Regression tests for the soundness holes of the issue "Sound by
-//! construction" (sound_cm): each names the behaviour it proves.
+//! Tearing down CM objects: an event callback that panics or drops its own
+//! id, a QP destroyed while its id's event is processed, the QP of a
+//! multicast member, a CM context that outlives its ids and its device.
 
 use std::mem::MaybeUninit;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -14,8 +15,7 @@ use rdma_tests::{
     check, fail, resource_counts, Outcome, Provider, ScratchDevice, TestEnv, TestResult,
 };
 
-type R<T> = Result<T, Box<dyn std::error::Error>>;
-const T: Duration = Duration::from_secs(10);
+use crate::fixtures::{R, T};
 
 /// How long a scratch device may take to take its address (the bind below
 /// succeeds once it has): the device's set-up runs in the kernel's workers,
@@ -313,7 +313,7 @@ pub fn cm_context_outlives_its_ids_and_its_device(env: &TestEnv) -> TestResult {
 }
 
 rdma_tests::tests!(
-    "sound_cm":
+    "cm::teardown":
     panicking_event_callback_still_acknowledges_the_event,
     id_dropped_inside_its_event_callback_is_destroyed,
     qp_teardown_waits_for_event_processing,

@@ -1,9 +1,7 @@
-//! Regression tests for the soundness holes of the issue "Sound by
-//! construction" (sound_umad): each names the behaviour it proves.
-//!
-//! The receive queue of a umad port is bounded, receives sleep in the kernel
-//! until their MAD or their timeout, and an `AsyncPort` gives no way to
-//! receive beside its reader task. rxe only: siw has no umad device.
+//! Receiving on a umad port: its receive queue is bounded, receives sleep
+//! in the kernel until their MAD or their timeout, and an `AsyncPort` gives
+//! no way to receive beside its reader task. rxe only: siw has no umad
+//! device.
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -14,7 +12,7 @@ use rdma::Gid;
 use rdma_tests::{check, fail, Outcome, Provider, ScratchDevice, TestEnv, TestResult};
 
 rdma_tests::tests!(
-    "sound_umad":
+    "umad::receive":
     a_flood_of_unsolicited_mads_is_bounded_and_responses_still_arrive,
     async_server_stream_is_bounded_under_a_flood,
     recv_sleeps_until_its_timeout_or_its_mad,
@@ -23,7 +21,7 @@ rdma_tests::tests!(
     async_requests_fail_when_their_device_goes_away,
 );
 
-type R<T> = Result<T, Box<dyn std::error::Error>>;
+use crate::fixtures::R;
 
 /// Vendor classes of range 2 that these tests serve (other tests use 0x32).
 const FLOODED: u8 = 0x33;
