@@ -378,3 +378,38 @@ fn a_missing_or_malformed_row_is_reported() {
         .unwrap()
         .is_empty());
 }
+
+/// docs/pyverbs.md names, for each pyverbs class, the `rdma` type that does
+/// its job: each type or method it names exists.
+#[test]
+fn pyverbs_table_names_types_that_exist() {
+    let root = repo();
+    let table = std::fs::read_to_string(root.join("docs/pyverbs.md")).expect("docs/pyverbs.md");
+    let mut sources = Vec::new();
+    rust_sources(&root.join("rdma/src"), &mut sources);
+    let code: String = sources.iter().map(|(_, s)| s.as_str()).collect();
+    let mut rows = 0;
+    let mut problems = Vec::new();
+    for (i, line) in table.lines().enumerate() {
+        let Some(rest) = line.strip_prefix("| ") else {
+            continue;
+        };
+        let Some((_, ours)) = rest.split_once(" | ") else {
+            continue;
+        };
+        if !line.contains(": `") && !line.starts_with("| fork") {
+            continue; // the header
+        }
+        rows += 1;
+        for item in backticked(ours).into_iter().flat_map(rust_items) {
+            if !defines(&code, item) {
+                problems.push(format!(
+                    "docs/pyverbs.md:{}: `{item}` is not defined in rdma/src",
+                    i + 1
+                ));
+            }
+        }
+    }
+    assert!(rows > 30, "only {rows} rows read from docs/pyverbs.md");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
