@@ -15,7 +15,8 @@
 use std::path::{Path, PathBuf};
 
 use rdma_sys_build::{
-    builder, copy_shipped, docs_only, fail, function_names, probe, write, write_name_list, Shims,
+    builder, c_function_names, copy_shipped, docs_only, fail, function_names, probe, write,
+    write_name_list, Shims,
 };
 
 /// Static inline functions of the data path: ported to `#[inline]` Rust at the
@@ -58,6 +59,31 @@ fn main() {
             println!("cargo::rustc-cfg=has_{name}");
         }
     }
+    write_functions(&out);
+}
+
+/// Writes `functions.rs`: every C function the crate binds, under its C name
+/// (the macros of verbs.h under the macro's name), for the test that holds
+/// the safe crate's coverage table complete. Derived from the bindings in
+/// use, generated or shipped, so it is never shipped itself.
+fn write_functions(out: &Path) {
+    let mut names: Vec<String> = c_function_names(&out.join("bindings.rs"))
+        .into_iter()
+        .map(|n| match n.strip_prefix("rdma_sys_macro_") {
+            Some(macro_name) => macro_name.to_string(),
+            None => n,
+        })
+        .chain(c_function_names(&out.join("shim.rs")))
+        .collect();
+    names.sort();
+    names.dedup();
+    write_name_list(
+        "functions.rs",
+        "FUNCTIONS",
+        "Names of every function of this system's verbs.h the crate binds (exported, \
+         static inline and the macros `ibv_reg_mr`, `ibv_reg_mr_iova`, `ibv_query_port`).",
+        &names,
+    );
 }
 
 fn generate() {

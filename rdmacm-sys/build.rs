@@ -8,11 +8,14 @@
 
 use std::path::PathBuf;
 
-use rdma_sys_build::{builder, copy_shipped, docs_only, probe, write, Shims};
+use rdma_sys_build::{
+    builder, c_function_names, copy_shipped, docs_only, probe, write, write_name_list, Shims,
+};
 
 fn main() {
     if docs_only() {
         copy_shipped(&["bindings.rs"]);
+        write_functions();
         return;
     }
     let mut lib = probe("librdmacm", "rdmacm", "RDMACM");
@@ -48,4 +51,19 @@ fn main() {
 
     let include = lib.include_paths.first().cloned().unwrap_or_default();
     println!("cargo:include={}", include.display());
+    write_functions();
+}
+
+/// Writes `functions.rs`: every C function of rdma_cma.h and rdma_verbs.h the crate binds
+/// (exported and static inline), for the test that holds the safe crate's
+/// coverage table complete. Derived from the bindings in use, generated or
+/// shipped, so it is never shipped itself.
+fn write_functions() {
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
+    write_name_list(
+        "functions.rs",
+        "FUNCTIONS",
+        "Names of every function of this system's rdma_cma.h and rdma_verbs.h the crate binds.",
+        &c_function_names(&out.join("bindings.rs")),
+    );
 }

@@ -53,6 +53,15 @@ mod bindings {
 }
 pub use bindings::*;
 
+/// The names of every function of `<infiniband/verbs.h>` that this build binds, as C
+/// names them, sorted: what the headers it was built against declare.
+///
+/// The `rdma` repository's coverage test reads it, so that a function a
+/// newer rdma-core adds cannot go unnoticed by the safe crate.
+pub mod functions {
+    include!(concat!(env!("OUT_DIR"), "/functions.rs"));
+}
+
 // verbs_api.h's names for kernel-ABI items (`IBV_ACCESS_OPTIONAL_RANGE`).
 include!(concat!(env!("OUT_DIR"), "/aliases.rs"));
 

@@ -341,6 +341,37 @@ pub fn function_names(bindings_file: &Path) -> Vec<String> {
     names
 }
 
+/// Names of the C functions a generated bindings file declares: the `pub fn`s
+/// of its `extern "C"` blocks, not the methods bindgen writes for its own
+/// helper types (`__IncompleteArrayField::as_ptr`).
+pub fn c_function_names(bindings_file: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(bindings_file)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", bindings_file.display()));
+    let mut names = extern_block_functions(&text);
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The `pub fn` names inside top-level `extern "C" { ... }` blocks of
+/// rustfmt-formatted bindgen output.
+fn extern_block_functions(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if !inside {
+            inside = matches!(line, "extern \"C\" {" | "unsafe extern \"C\" {");
+        } else if line == "}" {
+            inside = false;
+        } else if let Some(rest) = line.trim_start().strip_prefix("pub fn ") {
+            if let Some(name) = rest.split('(').next() {
+                names.push(name.trim().to_string());
+            }
+        }
+    }
+    names
+}
+
 /// Writes `pub const <const_name>: &[&str] = &[...];` listing `names`.
 pub fn write_name_list(file: &str, const_name: &str, doc: &str, names: &[String]) -> PathBuf {
     let mut text = format!("/// {doc}\npub const {const_name}: &[&str] = &[\n");
@@ -363,6 +394,19 @@ mod tests {
 
     fn release(major: u32, minor: u32) -> Release {
         Release { major, minor }
+    }
+
+    #[test]
+    fn only_functions_of_extern_blocks_are_c_functions() {
+        let text = "impl<T> __IncompleteArrayField<T> {\n    #[inline]\n    pub fn as_ptr(&self) -> *const T {\n    }\n}\n\
+            unsafe extern \"C\" {\n    pub fn ibv_get_device_list(num: *mut c_int) -> *mut *mut ibv_device;\n}\n\
+            pub struct ibv_sge {\n    pub addr: u64,\n}\n\
+            extern \"C\" {\n    #[doc = \" x\"]\n    pub fn umad_init() -> c_int;\n    pub fn umad_done(\n        a: c_int,\n    ) -> c_int;\n}\n\
+            pub fn helper() {}\n";
+        assert_eq!(
+            extern_block_functions(text),
+            ["ibv_get_device_list", "umad_init", "umad_done"]
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::sys;
-use crate::{Error, Gid, GidEntry, Result};
+use crate::{Error, Gid, GidEntry, QpType, Result};
 
 /// An open RDMA device (`ibv_context`). Cloning shares it; the device is
 /// closed when the last clone, and every object created from it, is gone.
@@ -90,6 +90,47 @@ impl Context {
         // array inside it, borrowed here no longer than `self`.
         let name = unsafe { CStr::from_ptr(sys::ibv_get_device_name((*self.as_raw()).device)) };
         name.to_str().unwrap_or("?")
+    }
+
+    /// The kernel's index of the device (`ibv_get_device_index`), as in
+    /// `/sys/class/infiniband/<name>/../` netlink messages and `rdma dev`;
+    /// `None` where the kernel does not tell it (no netlink device query).
+    pub fn device_index(&self) -> Option<u32> {
+        // SAFETY: an open context's `device` stays valid while it is open.
+        let i = unsafe { sys::ibv_get_device_index((*self.as_raw()).device) };
+        u32::try_from(i).ok()
+    }
+
+    /// The device's free-running clock now (`ibv_query_rt_values_ex` with
+    /// `IBV_VALUES_MASK_RAW_CLOCK`).
+    ///
+    /// Providers without the query (rxe and siw among them) answer
+    /// `EOPNOTSUPP`: an [`Error`] whose [`errno`](Error::errno) is
+    /// `libc::EOPNOTSUPP`.
+    pub fn raw_clock(&self) -> Result<RawClock> {
+        let mut values = sys::ibv_values_ex {
+            comp_mask: sys::IBV_VALUES_MASK_RAW_CLOCK,
+            ..Default::default()
+        };
+        // SAFETY: an open context; `values` is writable and asks for the
+        // raw clock only, which the provider fills.
+        let rc = unsafe { sys::ibv_query_rt_values_ex(self.as_raw(), &mut values) };
+        if rc != 0 {
+            let e = Error::from_rc("ibv_query_rt_values_ex", rc);
+            return Err(if rc == libc::EOPNOTSUPP {
+                e.with_hint(format!("{} has no real-time clock query", self.name()))
+            } else {
+                e
+            });
+        }
+        if values.comp_mask & sys::IBV_VALUES_MASK_RAW_CLOCK == 0 {
+            return Err(Error::new("ibv_query_rt_values_ex", libc::EOPNOTSUPP)
+                .with_hint(format!("{} did not report its raw clock", self.name())));
+        }
+        Ok(RawClock {
+            sec: values.raw_clock.tv_sec,
+            nsec: values.raw_clock.tv_nsec,
+        })
     }
 
     /// The device's attributes (`ibv_query_device_ex`).
@@ -395,6 +436,47 @@ impl DeviceAttr {
     pub fn as_raw(&self) -> &sys::ibv_device_attr_ex {
         &self.0
     }
+
+    /// The frequency of the device's clock in kHz (`hca_core_clock`), 0
+    /// where the provider does not tell it.
+    pub fn hca_core_clock(&self) -> u64 {
+        self.0.hca_core_clock
+    }
+
+    /// Whether the device offers TCP segmentation offload on queue pairs of
+    /// `qp_type` (`tso_caps.supported_qpts`, read by `ibv_is_qpt_supported`).
+    pub fn tso_supported(&self, qp_type: QpType) -> bool {
+        qpt_supported(self.0.tso_caps.supported_qpts, qp_type)
+    }
+
+    /// Whether the device spreads receives of `qp_type` over receive work
+    /// queues (`rss_caps.supported_qpts`).
+    pub fn rss_supported(&self, qp_type: QpType) -> bool {
+        qpt_supported(self.0.rss_caps.supported_qpts, qp_type)
+    }
+
+    /// Whether the device paces the sends of `qp_type` to a rate limit
+    /// (`packet_pacing_caps.supported_qpts`).
+    pub fn packet_pacing_supported(&self, qp_type: QpType) -> bool {
+        qpt_supported(self.0.packet_pacing_caps.supported_qpts, qp_type)
+    }
+}
+
+fn qpt_supported(caps: u32, qp_type: QpType) -> bool {
+    // SAFETY: a pure function of its arguments (a bit test).
+    unsafe { sys::ibv_is_qpt_supported(caps, qp_type.raw()) != 0 }
+}
+
+/// A reading of the device's free-running clock ([`Context::raw_clock`]),
+/// as the provider reports it in a `struct timespec` (mlx5: the clock's
+/// cycles in `nsec`, `sec` 0); the unit is the device's
+/// (`DeviceAttr::hca_core_clock`, in kHz, where the provider tells it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RawClock {
+    /// The `tv_sec` the provider wrote.
+    pub sec: i64,
+    /// The `tv_nsec` the provider wrote.
+    pub nsec: i64,
 }
 
 impl fmt::Debug for DeviceAttr {

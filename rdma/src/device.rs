@@ -156,6 +156,14 @@ impl<'list> Device<'list> {
         u64::from_be(unsafe { sys::ibv_get_device_guid(self.raw) })
     }
 
+    /// The kernel's index of the device (`ibv_get_device_index`); `None`
+    /// where the kernel does not tell it (no netlink device query).
+    pub fn index(&self) -> Option<u32> {
+        // SAFETY: the device is valid while the list lives.
+        let i = unsafe { sys::ibv_get_device_index(self.raw) };
+        u32::try_from(i).ok()
+    }
+
     /// The node type.
     pub fn node_type(&self) -> NodeType {
         // SAFETY: the device is valid while the list lives.

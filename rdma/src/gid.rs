@@ -173,6 +173,16 @@ impl GidEntry {
     }
 }
 
+/// The UDP source port RoCE v2 uses for a GRH flow label
+/// (`ibv_flow_label_to_udp_sport`): the label's 20 bits folded into the
+/// 14 low bits of a port in 0xC000..=0xFFFF, so that the flows of one QP
+/// pair spread over ECMP paths as their labels do. Bits above the 20 of a
+/// flow label are ignored.
+pub fn flow_label_to_udp_sport(flow_label: u32) -> u16 {
+    // SAFETY: a pure function of its argument (bit operations).
+    unsafe { sys::ibv_flow_label_to_udp_sport(flow_label) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +197,21 @@ mod tests {
         assert_eq!(ll.interface_id(), 0x0001_0002);
         let raw: sys::ibv_gid = ll.into();
         assert_eq!(Gid::from(raw), ll);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "calls the C shim of ibv_flow_label_to_udp_sport")]
+    fn every_flow_label_gives_a_roce_port_and_every_port_as_often() {
+        let mut hits = vec![0u32; 1 << 14];
+        for label in 0..1u32 << 20 {
+            let port = super::flow_label_to_udp_sport(label);
+            assert!(port >= 0xC000, "{label:#x} -> {port:#x}");
+            hits[usize::from(port - 0xC000)] += 1;
+            // Only the 20 bits of a flow label count.
+            assert_eq!(super::flow_label_to_udp_sport(label | 0xFFF0_0000), port);
+        }
+        // 2^20 labels over 2^14 ports: the fold is a bijection for each
+        // value of the 6 high bits.
+        assert!(hits.iter().all(|&h| h == 64), "uneven: {:?}", &hits[..8]);
     }
 }

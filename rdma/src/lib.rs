@@ -192,6 +192,7 @@ mod os;
 mod pd;
 mod provider;
 mod qp;
+mod rate;
 mod retire;
 mod srq;
 // The stream's protocol (its wire format) builds with no feature, so that
@@ -206,14 +207,14 @@ pub use ah::{AddressHandle, Path};
 #[cfg(feature = "tokio")]
 pub use async_io::{AsyncCompletionQueue, AsyncEvents};
 pub use channel::CompletionChannel;
-pub use context::{Context, DeviceAttr, PortAttr, PortState};
+pub use context::{Context, DeviceAttr, PortAttr, PortState, RawClock};
 pub use context::{PortSpeed, PortWidth};
 pub use cq::{CompletionQueue, CqBuilder, ExCompletion, ExPoll, WcFlags};
 pub use device::{Device, DeviceList, NodeType, TransportType};
 pub use error::{Error, Result};
 pub use event::{AsyncEvent, AsyncEventElement, AsyncEventFd, AsyncEventKind};
 pub use fork::{fork_init, is_fork_initialized, ForkStatus};
-pub use gid::{Gid, GidEntry, GidType, IpFamily};
+pub use gid::{flow_label_to_udp_sport, Gid, GidEntry, GidType, IpFamily};
 pub use mr::{AccessFlags, MemoryRegion, RemoteMemory, Sge};
 pub use mw::{inc_rkey, MemoryWindow, MwType};
 pub use pd::ProtectionDomain;
@@ -221,6 +222,7 @@ pub use qp::{
     InitAttr, Mtu, PreparedSend, QpAttr, QpBuilder, QpCaps, QpState, QpType, QueuePair, RtrAttr,
     RtsAttr, SendOps, WrBatch,
 };
+pub use rate::Rate;
 pub use srq::{SharedReceiveQueue, SrqAttr};
 pub use wc::{CompletionBuf, WcOpcode, WcStatus, WorkCompletion};
 pub use wr::{RecvWr, SendFlags, SendWr};

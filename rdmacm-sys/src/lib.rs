@@ -44,3 +44,12 @@ mod bindings {
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 }
 pub use bindings::*;
+
+/// The names of every function of `<rdma/rdma_cma.h>` and `<rdma/rdma_verbs.h>` that this build binds, as C
+/// names them, sorted: what the headers it was built against declare.
+///
+/// The `rdma` repository's coverage test reads it, so that a function a
+/// newer rdma-core adds cannot go unnoticed by the safe crate.
+pub mod functions {
+    include!(concat!(env!("OUT_DIR"), "/functions.rs"));
+}

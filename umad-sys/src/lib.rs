@@ -34,6 +34,15 @@ mod bindings {
 }
 pub use bindings::*;
 
+/// The names of every function of `<infiniband/umad.h>` and `<infiniband/umad_types.h>` that this build binds, as C
+/// names them, sorted: what the headers it was built against declare.
+///
+/// The `rdma` repository's coverage test reads it, so that a function a
+/// newer rdma-core adds cannot go unnoticed by the safe crate.
+pub mod functions {
+    include!(concat!(env!("OUT_DIR"), "/functions.rs"));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -109,6 +109,7 @@ mod addr;
 #[cfg(feature = "tokio")]
 mod async_cm;
 mod channel;
+mod devices;
 mod ep;
 mod event;
 mod id;
@@ -116,6 +117,7 @@ mod id;
 #[cfg(feature = "tokio")]
 pub use self::async_cm::{AsyncCm, AsyncCmId, ConnectRequest, Listener};
 pub use channel::EventChannel;
+pub use devices::CmDevices;
 pub use ep::{AddrEntry, AddrHints, AddrInfo, Endpoint, EpAttr, Request};
 pub use event::{CmEvent, CmEventKind, ConnParam, UdParam};
 pub use id::{CmId, PortSpace};

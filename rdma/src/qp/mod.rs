@@ -30,7 +30,7 @@ pub enum QpType {
 }
 
 impl QpType {
-    fn raw(self) -> sys::ibv_qp_type {
+    pub(crate) fn raw(self) -> sys::ibv_qp_type {
         match self {
             QpType::Rc => sys::IBV_QPT_RC,
             QpType::Uc => sys::IBV_QPT_UC,

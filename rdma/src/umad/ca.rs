@@ -157,6 +157,53 @@ pub fn ca_names() -> Result<Vec<String>> {
         .collect())
 }
 
+/// The names of the CAs of InfiniBand node types (CA, switch, router: not
+/// iWARP's RNICs), sorted by name (`umad_get_ca_device_list`, then
+/// `umad_sort_ca_device_list`). Unlike [`ca_names`] it has no limit of
+/// `UMAD_MAX_DEVICES` names and no made-up default name when sysfs has no
+/// `infiniband` class: it is empty then.
+pub fn ca_device_names() -> Result<Vec<String>> {
+    /// The list libibumad allocated; `umad_free_ca_device_list` on drop.
+    struct List(*mut umad_sys::umad_device_node);
+    impl Drop for List {
+        fn drop(&mut self) {
+            // SAFETY: the head of the list umad_get_ca_device_list returned
+            // (re-linked by the sort, which keeps every node), freed once.
+            unsafe { umad_sys::umad_free_ca_device_list(self.0) };
+        }
+    }
+    // SAFETY: errno is this thread's; cleared so that a NULL return tells
+    // "no CA" (errno 0) from a failure.
+    unsafe { *libc::__errno_location() = 0 };
+    // SAFETY: no arguments; the list returned is freed by `List`.
+    let mut list = List(unsafe { umad_sys::umad_get_ca_device_list() });
+    if list.0.is_null() {
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        return if errno == 0 {
+            Ok(Vec::new())
+        } else {
+            Err(Error::io("umad_get_ca_device_list", errno))
+        };
+    }
+    // SAFETY: `list.0` is the head of a well-formed list; size 0 makes the
+    // sort count the nodes itself. It relinks the nodes and writes the new
+    // head back.
+    let rc = unsafe { umad_sys::umad_sort_ca_device_list(&mut list.0, 0) };
+    if rc != 0 {
+        return Err(Error::io("umad_sort_ca_device_list", rc));
+    }
+    let mut names = Vec::new();
+    let mut node = list.0;
+    while !node.is_null() {
+        // SAFETY: a node of the live list; its name is a NUL-terminated
+        // string allocated with it.
+        let (name, next) = unsafe { (std::ffi::CStr::from_ptr((*node).ca_name), (*node).next) };
+        names.push(name.to_string_lossy().into_owned());
+        node = next;
+    }
+    Ok(names)
+}
+
 /// Every CA with a umad device, with its ports.
 pub fn cas() -> Result<Vec<Ca>> {
     ca_names()?.iter().map(|n| Ca::get(n)).collect()

@@ -7,7 +7,7 @@ use rdma::{
     AccessFlags, CompletionChannel, CompletionQueue, ForkStatus, InitAttr, MemoryRegion, PortSpeed,
     PortWidth, ProtectionDomain, QpType, QueuePair, SharedReceiveQueue,
 };
-use rdma_tests::{check, Outcome, Provider, TestEnv, TestResult};
+use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
 use crate::fixtures::{self, open, refused, send_one, state_report, ACCESS, R};
 
@@ -386,6 +386,147 @@ pub fn gids_are_picked_by_type_and_family(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+/// The kernel's index of the device: the same through the device list and
+/// an open context, the one the `rdma` tool (netlink) prints, and unique
+/// among the devices.
+pub fn device_index_is_the_kernels(env: &TestEnv) -> TestResult {
+    let list = rdma::DeviceList::new()?;
+    let dev = list
+        .find(&env.device)
+        .ok_or("the test device is not listed")?;
+    let Some(index) = dev.index() else {
+        fail!("{} has no index (ibv_get_device_index gave -1)", env.device);
+    };
+    let ctx = dev.open()?;
+    check!(
+        ctx.device_index() == Some(index),
+        "the context says {:?}, the device {index}",
+        ctx.device_index()
+    );
+    let mut seen = Vec::new();
+    for d in list.iter() {
+        let i = d
+            .index()
+            .ok_or_else(|| format!("{} has no index", d.name()))?;
+        check!(!seen.contains(&i), "index {i} twice: {seen:?}");
+        seen.push(i);
+    }
+    let out = std::process::Command::new("rdma")
+        .args(["dev", "show", &env.device])
+        .output()
+        .map_err(|e| format!("running `rdma dev show`: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let kernel: Option<u32> = text.split(':').next().and_then(|n| n.trim().parse().ok());
+    check!(
+        kernel == Some(index),
+        "`rdma dev show {}` says {text:?}, ibv_get_device_index {index}",
+        env.device
+    );
+    Ok(Outcome::Passed)
+}
+
+/// The device's raw clock: read twice, never backwards, where the provider
+/// has the query; otherwise the typed `EOPNOTSUPP` naming the device (rxe
+/// and siw have no `query_rt_values`), and the context still works.
+pub fn raw_clock_is_read_or_refused_by_name(env: &TestEnv) -> TestResult {
+    let ctx = open(env)?;
+    match ctx.raw_clock() {
+        Ok(first) => {
+            let second = ctx.raw_clock()?;
+            check!(
+                second >= first,
+                "the clock went back: {first:?} then {second:?}"
+            );
+            Ok(Outcome::Passed)
+        }
+        Err(e) => {
+            check!(
+                e.errno() == libc::EOPNOTSUPP && e.verb() == "ibv_query_rt_values_ex",
+                "not the typed 'not supported': {e}"
+            );
+            check!(
+                e.hint().is_some_and(|h| h.contains(&env.device)),
+                "the error does not name {}: {e}",
+                env.device
+            );
+            // A failed query changes nothing.
+            ProtectionDomain::new(&ctx)?;
+            check!(ctx.query_device()?.phys_port_cnt() >= 1, "no port");
+            Ok(Outcome::Passed)
+        }
+    }
+}
+
+/// The QP types the device's TSO, RSS and packet pacing take, read with
+/// `ibv_is_qpt_supported`, are the bits of the raw capabilities (none on
+/// rxe and siw, which have none of the three).
+pub fn qp_type_capabilities_are_the_raw_bits(env: &TestEnv) -> TestResult {
+    let ctx = open(env)?;
+    let attr = ctx.query_device()?;
+    let raw = attr.as_raw();
+    for (qpt, bit) in [
+        (QpType::Rc, ibverbs_sys::IBV_QPT_RC),
+        (QpType::Uc, ibverbs_sys::IBV_QPT_UC),
+        (QpType::Ud, ibverbs_sys::IBV_QPT_UD),
+    ] {
+        for (what, got, caps) in [
+            ("tso", attr.tso_supported(qpt), raw.tso_caps.supported_qpts),
+            ("rss", attr.rss_supported(qpt), raw.rss_caps.supported_qpts),
+            (
+                "packet pacing",
+                attr.packet_pacing_supported(qpt),
+                raw.packet_pacing_caps.supported_qpts,
+            ),
+        ] {
+            check!(
+                got == (caps >> bit & 1 == 1),
+                "{what} for {qpt:?}: {got}, caps {caps:#x}"
+            );
+            check!(!got, "{} claims {what} for {qpt:?}", env.device);
+        }
+    }
+    Ok(Outcome::Passed)
+}
+
+/// librdmacm's device contexts: the test device is among them, its context
+/// serves verbs, and it outlives the list it came from.
+pub fn cm_devices_give_working_contexts(env: &TestEnv) -> TestResult {
+    let cm = rdma::cm::CmDevices::new()?;
+    check!(!cm.is_empty(), "librdmacm lists no device");
+    check!(
+        cm.iter().count() == cm.len(),
+        "{cm:?}: {} contexts",
+        cm.len()
+    );
+    let ctx = cm
+        .find(&env.device)
+        .ok_or_else(|| format!("{} is not among librdmacm's devices {cm:?}", env.device))?;
+    let verbs = open(env)?;
+    check!(
+        ctx.device_index() == verbs.device_index(),
+        "librdmacm's context is of device {:?}, the verbs one {:?}",
+        ctx.device_index(),
+        verbs.device_index()
+    );
+    // The same context twice from one list, and from a second list.
+    let again = rdma::cm::CmDevices::new()?
+        .find(&env.device)
+        .ok_or("gone")?;
+    check!(
+        again.as_raw() == ctx.as_raw(),
+        "librdmacm handed out two contexts of {}",
+        env.device
+    );
+    drop(cm);
+    drop(again);
+    // The list is gone; the context still works.
+    let pd = ProtectionDomain::new(&ctx)?;
+    let mr = MemoryRegion::new(&pd, 4096, ACCESS)?;
+    check!(mr.len() == 4096, "a region of {} bytes", mr.len());
+    check!(ctx.query_device()?.phys_port_cnt() >= 1, "no port");
+    Ok(Outcome::Passed)
+}
+
 rdma_tests::tests!(
     "context":
     objects_drop_in_any_order,
@@ -394,4 +535,8 @@ rdma_tests::tests!(
     create_destroy_loop_leaves_no_resources,
     fork_init_reports_the_kernel,
     gids_are_picked_by_type_and_family,
+    device_index_is_the_kernels,
+    raw_clock_is_read_or_refused_by_name,
+    qp_type_capabilities_are_the_raw_bits,
+    cm_devices_give_working_contexts,
 );

@@ -207,9 +207,32 @@ pub fn gid_table_holds_the_netdev_addresses(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+/// libibumad's CA list, sorted by `umad_sort_ca_device_list`: in name
+/// order, the same names `umad_get_cas_names` gives, rxe's device among them
+/// and siw's (an iWARP RNIC, no InfiniBand node type) not.
+pub fn umad_ca_list_is_sorted_and_holds_the_ib_devices(env: &TestEnv) -> TestResult {
+    let sorted = rdma::umad::ca_device_names()?;
+    check!(
+        sorted.windows(2).all(|w| w[0] < w[1]),
+        "not sorted, or a name twice: {sorted:?}"
+    );
+    let names = rdma::umad::ca_names()?;
+    check!(
+        sorted == names,
+        "umad_get_ca_device_list (sorted) gives {sorted:?}, umad_get_cas_names {names:?}"
+    );
+    let listed = sorted.contains(&env.device);
+    match env.provider {
+        Provider::Rxe => check!(listed, "{} missing from {sorted:?}", env.device),
+        Provider::Siw => check!(!listed, "the RNIC {} in {sorted:?}", env.device),
+    }
+    Ok(Outcome::Passed)
+}
+
 rdma_tests::tests!(
     "sys::enumerate":
     device_list_has_the_test_device,
     every_device_opens_and_answers_queries,
     gid_table_holds_the_netdev_addresses,
+    umad_ca_list_is_sorted_and_holds_the_ib_devices,
 );
