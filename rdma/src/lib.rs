@@ -193,6 +193,7 @@ mod pd;
 mod provider;
 mod qp;
 mod srq;
+mod srq_ex;
 // The stream's protocol (its wire format) builds with no feature, so that
 // its host tests run in every build; its types come with feature `stream`.
 pub mod stream;
@@ -200,6 +201,7 @@ pub mod subnet;
 pub mod umad;
 mod wc;
 mod wr;
+mod xrc;
 
 pub use ah::{AddressHandle, Path};
 #[cfg(feature = "tokio")]
@@ -221,5 +223,7 @@ pub use qp::{
     RtsAttr, SendOps, WrBatch,
 };
 pub use srq::{SharedReceiveQueue, SrqAttr};
+pub use srq_ex::SrqBuilder;
 pub use wc::{CompletionBuf, WcOpcode, WcStatus, WorkCompletion};
 pub use wr::{RecvWr, SendFlags, SendWr};
+pub use xrc::{XrcDomain, XrcRecvQp, XrcdOpen};
