@@ -203,6 +203,7 @@ pub mod stream;
 pub mod subnet;
 pub mod umad;
 mod wc;
+mod wq;
 mod wr;
 mod xrc;
 
@@ -231,5 +232,6 @@ pub use srq::{SharedReceiveQueue, SrqAttr};
 pub use srq_ex::SrqBuilder;
 pub use td::ThreadDomain;
 pub use wc::{CompletionBuf, WcOpcode, WcStatus, WorkCompletion};
+pub use wq::{RwqIndTable, WorkQueue, WqState};
 pub use wr::{RecvWr, SendFlags, SendWr};
 pub use xrc::{XrcDomain, XrcRecvQp, XrcdOpen};
