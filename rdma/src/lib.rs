@@ -184,6 +184,7 @@ mod device;
 mod dm;
 mod error;
 mod event;
+mod flow;
 mod fork;
 mod gid;
 mod import;
@@ -218,6 +219,10 @@ pub use device::{Device, DeviceList, NodeType, TransportType};
 pub use dm::{DeviceMemory, DmMemoryRegion};
 pub use error::{Error, Result};
 pub use event::{AsyncEvent, AsyncEventElement, AsyncEventFd, AsyncEventKind};
+pub use flow::{
+    CounterKind, Counters, EthFilter, Flow, FlowBuilder, FlowSpec, Ipv4Filter, Ipv6Filter,
+    PortFilter,
+};
 pub use fork::{fork_init, is_fork_initialized, ForkStatus};
 pub use gid::{Gid, GidEntry, GidType, IpFamily};
 pub use import::ImportedMr;
