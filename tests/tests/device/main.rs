@@ -15,9 +15,12 @@ mod cmid;
 mod context;
 mod cq;
 mod cq_poll;
+mod dm;
 mod enumerate;
 mod extended;
 mod fixtures;
+mod flow;
+mod import;
 mod interop;
 mod load;
 mod mr;
@@ -32,8 +35,12 @@ mod sound_umad;
 mod srq;
 mod stream;
 mod stream_msg;
+mod td;
 mod ud;
 mod umad;
+mod unsupported;
+mod wq;
+mod xrc;
 
 fn main() -> std::process::ExitCode {
     let all: Vec<rdma_tests::Test> = [
@@ -70,6 +77,12 @@ fn main() -> std::process::ExitCode {
         stream::TEARDOWN,
         stream::CANCEL,
         stream_msg::TESTS,
+        xrc::TESTS,
+        td::TESTS,
+        dm::TESTS,
+        wq::TESTS,
+        flow::TESTS,
+        import::TESTS,
     ]
     .concat();
     rdma_tests::run(&all)
