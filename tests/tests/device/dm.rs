@@ -11,7 +11,12 @@ use crate::unsupported::{no_leak, not_supported, said};
 pub fn device_memory_is_not_supported(env: &TestEnv) -> TestResult {
     let errno = no_leak(env, || {
         let ctx = open(env)?;
-        refused(DeviceMemory::new(&ctx, 0, 0), "ibv_alloc_dm", libc::EINVAL, "0 bytes")?;
+        refused(
+            DeviceMemory::new(&ctx, 0, 0),
+            "ibv_alloc_dm",
+            libc::EINVAL,
+            "0 bytes",
+        )?;
         refused(
             DeviceMemory::new(&ctx, 64, 64),
             "ibv_alloc_dm",

@@ -4,8 +4,8 @@
 use std::net::Ipv4Addr;
 
 use rdma::{
-    CompletionQueue, Counters, EthFilter, Flow, FlowSpec, Ipv4Filter, PortFilter,
-    ProtectionDomain, QpType, QueuePair,
+    CompletionQueue, Counters, EthFilter, Flow, FlowSpec, Ipv4Filter, PortFilter, ProtectionDomain,
+    QpType, QueuePair,
 };
 use rdma_tests::{Outcome, Provider, TestEnv, TestResult};
 

@@ -32,13 +32,19 @@ pub fn import_is_not_supported_and_keeps_files_and_objects(env: &TestEnv) -> Tes
             r.as_ref().map(|c| c.name().to_string())
         );
         drop(r);
-        check!(open_fds()? == fds, "the refused import leaked its file ({e:?})");
+        check!(
+            open_fds()? == fds,
+            "the refused import leaked its file ({e:?})"
+        );
         // A file that is no verbs device: refused by libibverbs, closed.
         let null = std::fs::File::open("/dev/null")?;
         let before = open_fds()?;
         let r = Context::import(null.as_fd().try_clone_to_owned()?);
         check!(r.is_err(), "/dev/null imported");
-        check!(open_fds()? == before, "the refused /dev/null import leaked its file");
+        check!(
+            open_fds()? == before,
+            "the refused /dev/null import leaked its file"
+        );
         let file = std::fs::File::open("/proc/self/status")?;
         refused(
             Context::import(file.as_fd().try_clone_to_owned()?),
@@ -46,12 +52,19 @@ pub fn import_is_not_supported_and_keeps_files_and_objects(env: &TestEnv) -> Tes
             libc::EINVAL,
             "not an RDMA device",
         )?;
-        check!(open_fds()? == before, "the refused file import leaked its file");
+        check!(
+            open_fds()? == before,
+            "the refused file import leaked its file"
+        );
         // PD, MR and DM imports on the context itself.
         let handle = pd.handle();
         let p = not_supported(env, ProtectionDomain::import(&ctx, handle), "ibv_import_pd")?;
         // SAFETY: the handle is of no device memory and the import fails.
-        let d = not_supported(env, unsafe { DeviceMemory::import(&ctx, 0, 4096) }, "ibv_import_dm")?;
+        let d = not_supported(
+            env,
+            unsafe { DeviceMemory::import(&ctx, 0, 4096) },
+            "ibv_import_dm",
+        )?;
         let m = not_supported(
             env,
             // SAFETY: reads the MR's handle, a plain field of a live MR.

@@ -21,7 +21,12 @@ pub fn work_queues_are_not_supported(env: &TestEnv) -> TestResult {
             libc::EINVAL,
             "different contexts",
         )?;
-        refused(WorkQueue::new(&pd, &cq, 0, 1), "ibv_create_wq", libc::EINVAL, "at least 1")?;
+        refused(
+            WorkQueue::new(&pd, &cq, 0, 1),
+            "ibv_create_wq",
+            libc::EINVAL,
+            "at least 1",
+        )?;
         refused(
             RwqIndTable::new(&[]),
             "ibv_create_rwq_ind_table",
