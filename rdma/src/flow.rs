@@ -17,7 +17,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::sys;
-use crate::{Context, Error, QueuePair, Result};
+use crate::{Context, Error, FlowActionEsp, QueuePair, Result};
 
 /// What an Ethernet header is matched on. Values are in host order;
 /// the crate writes them in network order.
@@ -284,6 +284,7 @@ pub struct FlowBuilder<'a> {
     priority: u16,
     specs: Vec<FlowSpec>,
     counters: Option<&'a Counters>,
+    esp: Vec<&'a FlowActionEsp>,
 }
 
 impl<'a> FlowBuilder<'a> {
@@ -304,6 +305,12 @@ impl<'a> FlowBuilder<'a> {
         self.counters = Some(counters);
         self
     }
+    /// Applies the ESP action `action` to the matched packets (an action
+    /// handle spec); the flow keeps it alive.
+    pub fn esp(mut self, action: &'a FlowActionEsp) -> Self {
+        self.esp.push(action);
+        self
+    }
 
     /// Creates the rule on `qp` (`ibv_create_flow`). Counters of another
     /// context, or more than 255 specs, are refused (`EINVAL`) before the
@@ -312,6 +319,9 @@ impl<'a> FlowBuilder<'a> {
         const VERB: &str = "ibv_create_flow";
         if let Some(c) = self.counters {
             crate::pd::same_context(VERB, "QP", qp.context(), "counters", c.context())?;
+        }
+        for a in &self.esp {
+            crate::pd::same_context(VERB, "QP", qp.context(), "ESP action", a.context())?;
         }
         let mut buf = self.buffer()?;
         // SAFETY: a live QP; `buf` is an `ibv_flow_attr` followed by its
@@ -324,12 +334,13 @@ impl<'a> FlowBuilder<'a> {
         Ok(Flow {
             raw,
             _counters: self.counters.cloned(),
+            _esp: self.esp.iter().map(|a| (*a).clone()).collect(),
             _qp: PhantomData,
         })
     }
 
     pub(crate) fn buffer(&self) -> Result<FlowBuf> {
-        let n = self.specs.len() + self.counters.is_some() as usize;
+        let n = self.specs.len() + self.counters.is_some() as usize + self.esp.len();
         let n = u8::try_from(n)
             .map_err(|_| Error::invalid("ibv_create_flow", "a flow takes at most 255 specs"))?;
         let mut buf = FlowBuf::new(self.port, self.priority);
@@ -338,6 +349,13 @@ impl<'a> FlowBuilder<'a> {
         }
         if let Some(c) = self.counters {
             buf.push_counters(c.as_raw());
+        }
+        for a in &self.esp {
+            buf.push(sys::ibv_flow_spec_action_handle {
+                type_: sys::IBV_FLOW_SPEC_ACTION_HANDLE,
+                size: size_of::<sys::ibv_flow_spec_action_handle>() as u16,
+                action: a.as_raw(),
+            });
         }
         buf.finish(n);
         Ok(buf)
@@ -349,6 +367,7 @@ impl<'a> FlowBuilder<'a> {
 pub struct Flow<'qp> {
     raw: NonNull<sys::ibv_flow>,
     _counters: Option<Counters>,
+    _esp: Vec<FlowActionEsp>,
     _qp: PhantomData<&'qp QueuePair>,
 }
 
@@ -359,8 +378,8 @@ unsafe impl Sync for Flow<'_> {}
 
 impl Drop for Flow<'_> {
     fn drop(&mut self) {
-        // SAFETY: destroyed once, while its QP (borrowed) and counters
-        // (held) live.
+        // SAFETY: destroyed once, while its QP (borrowed), counters and
+        // ESP actions (held) live.
         unsafe { sys::ibv_destroy_flow(self.raw.as_ptr()) };
     }
 }
@@ -374,6 +393,7 @@ impl Flow<'_> {
             priority: 0,
             specs: Vec::new(),
             counters: None,
+            esp: Vec::new(),
         }
     }
 

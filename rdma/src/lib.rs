@@ -140,7 +140,8 @@
 //! so they are neither `Send` nor `Sync`: the thread that took the lock
 //! releases it. Two settings void the table: mlx5 with
 //! `MLX5_SINGLE_THREADED=1` drops its locks, and objects made through
-//! `as_raw` with a thread domain (`ibv_alloc_td`) have none.
+//! `as_raw`, or in a parent domain made with a thread domain (the
+//! `unsafe` [`ProtectionDomain::parent_domain_with_td`]), have none.
 //!
 //! Memory the device or a peer may write is reached by safe code only
 //! through copies made of relaxed atomic loads and stores ([`mr`]), as
@@ -185,6 +186,7 @@ mod dm;
 mod error;
 mod event;
 mod flow;
+mod flow_action;
 mod fork;
 mod gid;
 mod import;
@@ -223,6 +225,7 @@ pub use flow::{
     CounterKind, Counters, EthFilter, Flow, FlowBuilder, FlowSpec, Ipv4Filter, Ipv6Filter,
     PortFilter,
 };
+pub use flow_action::{AesGcmKey, EspAttr, EspDirection, EspMode, FlowActionEsp};
 pub use fork::{fork_init, is_fork_initialized, ForkStatus};
 pub use gid::{Gid, GidEntry, GidType, IpFamily};
 pub use import::ImportedMr;

@@ -1,5 +1,5 @@
 //! The verbs structs that the rdma crate's XRC, thread- and parent-domain,
-//! device-memory, WQ, flow, counter and import wrappers fill or read,
+//! device-memory, WQ, flow, ESP action, counter and import wrappers fill or read,
 //! checked against the C compiler's layout (`tests/c/verbs_layout.c`,
 //! built by the build script against the installed `<infiniband/verbs.h>`):
 //! each struct's size, each field's offset and size. No soft device runs
@@ -159,6 +159,31 @@ fn rust_table() -> Table {
     layout!(t, ibv_flow_tcp_udp_filter: dst_port, src_port);
     layout!(t, ibv_flow_spec_tcp_udp: type_ as "type", size, val, mask);
     layout!(t, ibv_flow_spec_counter_action: type_ as "type", size, counters);
+    layout!(t, ibv_flow_spec_action_handle: type_ as "type", size, action);
+    layout!(
+        t,
+        ibv_flow_action_esp_attr: esp_attr,
+        keymat_proto,
+        keymat_len,
+        keymat_ptr,
+        replay_proto,
+        replay_len,
+        replay_ptr,
+        esp_encap,
+        comp_mask,
+        esn
+    );
+    layout!(t, ib_uverbs_flow_action_esp: spi, seq, tfc_pad, flags, hard_limit_pkts);
+    layout!(
+        t,
+        ib_uverbs_flow_action_esp_keymat_aes_gcm: iv,
+        iv_algo,
+        salt,
+        icv_len,
+        key_len,
+        aes_key
+    );
+    layout!(t, ib_uverbs_flow_action_esp_replay_bmp: size);
     layout!(t, ibv_flow: comp_mask, context, handle);
     layout!(t, ibv_counters_init_attr: comp_mask);
     layout!(t, ibv_counter_attach_attr: counter_desc, index, comp_mask);
