@@ -22,7 +22,7 @@
 //! (`EOPNOTSUPP`). mlx5 has all four.
 
 use std::fmt;
-use std::os::fd::{BorrowedFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::ptr::NonNull;
 
 use crate::pd::PdKind;
@@ -41,44 +41,66 @@ impl Context {
 
     /// Imports the context whose command file `cmd_fd` is a duplicate of
     /// (`ibv_import_device`). The context takes the file: closing the
-    /// context closes it. On failure the file is closed, except where the
-    /// provider itself refused it (it may have closed it already): then it
-    /// is left open rather than risk closing another file that took its
-    /// number.
+    /// context closes it.
+    ///
+    /// A file that is not a character device (`EINVAL`) or not the
+    /// command file of a verbs device present here (`ENODEV`) is refused
+    /// before libibverbs sees it, and closed. Once libibverbs has the file,
+    /// a failure leaves it open: libibverbs does not say whether the
+    /// provider closed it already (mlx5's failed import does), and closing
+    /// it again could close another file that took its number. rxe and
+    /// siw have no import (`EOPNOTSUPP`), so there the file stays open.
     pub fn import(cmd_fd: OwnedFd) -> Result<Context> {
         const VERB: &str = "ibv_import_device";
+        check_command_file(VERB, &cmd_fd)?;
         let fd = cmd_fd.into_raw_fd();
-        // SAFETY: `fd` is an open file this call owns; ibv_import_device
-        // checks it is a verbs character device before using it.
+        // SAFETY: `fd` is an open verbs command file that this call hands
+        // to libibverbs (which owns it from now on).
         let raw = unsafe { sys::ibv_import_device(fd) };
         match NonNull::new(raw) {
             // SAFETY: a context made just now, which nothing else closes.
             Some(raw) => Ok(unsafe { Context::from_raw(raw) }),
-            None => {
-                let e = Error::last(VERB);
-                // libibverbs' own refusals, made before a provider saw the
-                // file: not a character device (EINVAL), no device of that
-                // number (ENODEV), no import in the provider (EOPNOTSUPP).
-                if matches!(e.errno(), libc::EINVAL | libc::ENODEV | libc::EOPNOTSUPP) {
-                    // SAFETY: still this call's file: nothing took it.
-                    unsafe { libc::close(fd) };
-                }
-                Err(import_error(e))
-            }
+            None => Err(import_error(Error::last(VERB))),
         }
     }
 }
 
+/// Refuses a file that is not the command file of a verbs device present
+/// here, as libibverbs would, but before it owns the file.
+fn check_command_file(verb: &'static str, fd: &OwnedFd) -> Result<()> {
+    // SAFETY: plain data.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: an open file; `st` is writable.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(Error::last(verb));
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFCHR {
+        return Err(Error::invalid(
+            verb,
+            "the file is not an RDMA device's command file (not a character device)",
+        ));
+    }
+    let want = format!("{}:{}", libc::major(st.st_rdev), libc::minor(st.st_rdev));
+    let known = std::fs::read_dir("/sys/class/infiniband_verbs")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|d| std::fs::read_to_string(d.path().join("dev")).is_ok_and(|s| s.trim() == want));
+    if !known {
+        return Err(Error::new(verb, libc::ENODEV).with_hint(format!(
+            "no RDMA device's command file is character device {want}"
+        )));
+    }
+    Ok(())
+}
+
 #[cold]
 fn import_error(e: Error) -> Error {
-    match e.errno() {
-        libc::EOPNOTSUPP => e.with_hint(
-            "not supported by this device: its provider has no import_context (EOPNOTSUPP)",
-        ),
-        libc::EINVAL => e.with_hint("the file is not an RDMA device's command file"),
-        libc::ENODEV => e.with_hint("no RDMA device of this command file is present"),
-        _ => e,
-    }
+    let why = match e.errno() {
+        libc::EOPNOTSUPP => "not supported by this device: its provider has no import_context (EOPNOTSUPP); the file stays open",
+        _ => "the file stays open: libibverbs does not tell whether the provider closed it",
+    };
+    e.with_hint(why)
 }
 
 impl ProtectionDomain {
@@ -213,5 +235,35 @@ impl fmt::Debug for ImportedMr {
             .field("addr", &format_args!("{:#x}", self.addr()))
             .field("len", &self.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether any descriptor of this process is open on `path`.
+    fn open_on(path: &std::path::Path) -> bool {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .any(|t| t == path)
+    }
+
+    #[test]
+    fn files_that_are_no_command_file_are_refused_and_closed() {
+        let path = std::env::temp_dir().join(format!("rdma-import-{}", std::process::id()));
+        let f = std::fs::File::create(&path).unwrap();
+        let path = path.canonicalize().unwrap();
+        assert!(open_on(&path));
+        let e = Context::import(f.into()).err().unwrap();
+        assert_eq!((e.verb(), e.errno()), ("ibv_import_device", libc::EINVAL));
+        assert!(e.hint().unwrap().contains("not a character device"), "{e}");
+        assert!(!open_on(&path), "the refused file was left open");
+        std::fs::remove_file(&path).unwrap();
+        // A character device that is no verbs device.
+        let f = std::fs::File::open("/dev/null").unwrap();
+        let e = Context::import(f.into()).err().unwrap();
+        assert_eq!(e.errno(), libc::ENODEV, "{e}");
     }
 }

@@ -16,46 +16,43 @@ pub fn import_is_not_supported_and_keeps_files_and_objects(env: &TestEnv) -> Tes
         let ctx = open(env)?;
         let pd = ProtectionDomain::new(&ctx)?;
         let mr = MemoryRegion::new(&pd, 4096, ACCESS)?;
-        let fds = open_fds()?;
         // The context's own command file, duplicated as a second process
-        // would receive it.
+        // would receive it. Neither provider imports; libibverbs had the
+        // file, so it stays open (never closed twice): exactly one more
+        // file, the duplicate, which the test closes itself.
+        let before = fd_set()?;
         let dup = ctx.command_fd().try_clone_to_owned()?;
-        let r = Context::import(dup);
-        let e = match &r {
-            Ok(_) => None,
-            Err(e) => Some(e.errno()),
-        };
+        let e = not_supported_import(env, Context::import(dup))?;
+        let after = fd_set()?;
+        let new: Vec<_> = after.difference(&before).copied().collect();
         check!(
-            r.as_ref().err().is_some_and(|e| e.is_unsupported()),
-            "ibv_import_device on {}: {:?}",
-            env.device,
-            r.as_ref().map(|c| c.name().to_string())
+            new.len() == 1 && after.len() == before.len() + 1,
+            "after the refused import ({e}): files {before:?} -> {after:?}"
         );
-        drop(r);
+        // SAFETY: the duplicate this test made and the refused import left
+        // open; nothing else in this process uses that number.
         check!(
-            open_fds()? == fds,
-            "the refused import leaked its file ({e:?})"
+            unsafe { libc::close(new[0]) } == 0,
+            "the left duplicate is not open"
         );
-        // A file that is no verbs device: refused by libibverbs, closed.
-        let null = std::fs::File::open("/dev/null")?;
+        // Files refused before libibverbs sees them are closed.
         let before = open_fds()?;
-        let r = Context::import(null.as_fd().try_clone_to_owned()?);
-        check!(r.is_err(), "/dev/null imported");
-        check!(
-            open_fds()? == before,
-            "the refused /dev/null import leaked its file"
-        );
+        let null = std::fs::File::open("/dev/null")?;
+        refused(
+            Context::import(null.as_fd().try_clone_to_owned()?),
+            "ibv_import_device",
+            libc::ENODEV,
+            "character device",
+        )?;
         let file = std::fs::File::open("/proc/self/status")?;
         refused(
             Context::import(file.as_fd().try_clone_to_owned()?),
             "ibv_import_device",
             libc::EINVAL,
-            "not an RDMA device",
+            "not a character device",
         )?;
-        check!(
-            open_fds()? == before,
-            "the refused file import leaked its file"
-        );
+        drop((null, file));
+        check!(open_fds()? == before, "a refused import leaked its file");
         // PD, MR and DM imports on the context itself.
         let handle = pd.handle();
         let p = not_supported(env, ProtectionDomain::import(&ctx, handle), "ibv_import_pd")?;
@@ -85,3 +82,34 @@ pub fn import_is_not_supported_and_keeps_files_and_objects(env: &TestEnv) -> Tes
 }
 
 rdma_tests::tests!("import": import_is_not_supported_and_keeps_files_and_objects);
+
+/// The open file descriptors of this process (less the one that lists
+/// them, closed by the time they are checked).
+fn fd_set() -> crate::fixtures::R<std::collections::BTreeSet<i32>> {
+    let listed: Vec<i32> = std::fs::read_dir("/proc/self/fd")?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    // SAFETY: F_GETFD only reads the descriptor's flags.
+    Ok(listed
+        .into_iter()
+        .filter(|&n| unsafe { libc::fcntl(n, libc::F_GETFD) } != -1)
+        .collect())
+}
+
+/// Checks that `ibv_import_device` was refused as "not supported"
+/// (`EOPNOTSUPP`: the provider has no `import_context`).
+fn not_supported_import(env: &TestEnv, r: rdma::Result<Context>) -> crate::fixtures::R<String> {
+    match r {
+        Ok(c) => rdma_tests::fail!("{} imported: {}", env.device, c.name()),
+        Err(e) => {
+            check!(
+                e.verb() == "ibv_import_device"
+                    && e.is_unsupported()
+                    && e.hint().unwrap_or("").contains("EOPNOTSUPP"),
+                "ibv_import_device on {}: {e}",
+                env.device
+            );
+            Ok(e.to_string())
+        }
+    }
+}
