@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    verbs_layout();
     let header = ["/usr/include/infiniband/mad.h"]
         .into_iter()
         .map(PathBuf::from)
@@ -31,4 +32,19 @@ fn main() {
         .expect("bindgen on infiniband/mad.h")
         .write_to_file(out.join("libibmad.rs"))
         .expect("writing libibmad.rs");
+}
+
+/// Compiles `c/verbs_layout.c`, the C compiler's table of the verbs
+/// structs the safe wrappers fill (`tests/verbs_layout.rs` compares it
+/// with the Rust side), against the headers ibverbs-sys was built with.
+fn verbs_layout() {
+    println!("cargo:rerun-if-changed=c/verbs_layout.c");
+    let mut build = cc::Build::new();
+    build.file("c/verbs_layout.c").warnings(true);
+    if let Some(dir) = std::env::var_os("DEP_IBVERBS_INCLUDE") {
+        if !dir.is_empty() {
+            build.include(dir);
+        }
+    }
+    build.compile("verbs_layout");
 }

@@ -153,6 +153,30 @@ impl Error {
     pub fn is_refused(&self) -> bool {
         self.errno() == libc::ECONNREFUSED
     }
+
+    /// Whether the device or its provider does not offer the operation
+    /// (`EOPNOTSUPP`, or `ENOSYS` from the kernel's uverbs where the driver
+    /// has no handler for the command): the same call on another device
+    /// may work, and nothing was created.
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self.errno(), libc::EOPNOTSUPP | libc::ENOSYS)
+    }
+
+    /// An error of `verb` that says, where it is a "not supported" error
+    /// ([`is_unsupported`](Self::is_unsupported)), which device lacks
+    /// `what`; any other error as it is.
+    #[cold]
+    pub(crate) fn unsupported_on(self, device: &str, what: &str) -> Error {
+        if !self.is_unsupported() {
+            return self;
+        }
+        let errno = match self.errno() {
+            libc::ENOSYS => "ENOSYS",
+            _ => "EOPNOTSUPP",
+        };
+        let hint = format!("not supported by {device}: it offers no {what} ({errno})");
+        self.with_hint(hint)
+    }
 }
 
 /// The calling thread's errno (`EIO` when there is none).

@@ -140,7 +140,8 @@
 //! so they are neither `Send` nor `Sync`: the thread that took the lock
 //! releases it. Two settings void the table: mlx5 with
 //! `MLX5_SINGLE_THREADED=1` drops its locks, and objects made through
-//! `as_raw` with a thread domain (`ibv_alloc_td`) have none.
+//! `as_raw`, or in a parent domain made with a thread domain (the
+//! `unsafe` [`ProtectionDomain::parent_domain_with_td`]), have none.
 //!
 //! Memory the device or a peer may write is reached by safe code only
 //! through copies made of relaxed atomic loads and stores ([`mr`]), as
@@ -181,10 +182,14 @@ pub mod cm;
 mod context;
 mod cq;
 mod device;
+mod dm;
 mod error;
 mod event;
+mod flow;
+mod flow_action;
 mod fork;
 mod gid;
+mod import;
 pub mod mad;
 pub mod mr;
 mod mw;
@@ -195,13 +200,17 @@ mod qp;
 mod rate;
 mod retire;
 mod srq;
+mod srq_ex;
+mod td;
 // The stream's protocol (its wire format) builds with no feature, so that
 // its host tests run in every build; its types come with feature `stream`.
 pub mod stream;
 pub mod subnet;
 pub mod umad;
 mod wc;
+mod wq;
 mod wr;
+mod xrc;
 
 pub use ah::{AddressHandle, Path};
 #[cfg(feature = "tokio")]
@@ -211,10 +220,17 @@ pub use context::{Context, DeviceAttr, PortAttr, PortState, RawClock};
 pub use context::{PortSpeed, PortWidth};
 pub use cq::{CompletionQueue, CqBuilder, ExCompletion, ExPoll, WcFlags};
 pub use device::{Device, DeviceList, NodeType, TransportType};
+pub use dm::{DeviceMemory, DmMemoryRegion};
 pub use error::{Error, Result};
 pub use event::{AsyncEvent, AsyncEventElement, AsyncEventFd, AsyncEventKind};
+pub use flow::{
+    CounterKind, Counters, EthFilter, Flow, FlowBuilder, FlowSpec, Ipv4Filter, Ipv6Filter,
+    PortFilter,
+};
+pub use flow_action::{AesGcmKey, EspAttr, EspDirection, EspMode, FlowActionEsp};
 pub use fork::{fork_init, is_fork_initialized, ForkStatus};
 pub use gid::{flow_label_to_udp_sport, Gid, GidEntry, GidType, IpFamily};
+pub use import::ImportedMr;
 pub use mr::{AccessFlags, MemoryRegion, RemoteMemory, Sge};
 pub use mw::{inc_rkey, MemoryWindow, MwType};
 pub use pd::ProtectionDomain;
@@ -224,5 +240,9 @@ pub use qp::{
 };
 pub use rate::Rate;
 pub use srq::{SharedReceiveQueue, SrqAttr};
+pub use srq_ex::SrqBuilder;
+pub use td::ThreadDomain;
 pub use wc::{CompletionBuf, WcOpcode, WcStatus, WorkCompletion};
+pub use wq::{RwqIndTable, WorkQueue, WqState};
 pub use wr::{RecvWr, SendFlags, SendWr};
+pub use xrc::{XrcDomain, XrcRecvQp, XrcdOpen};

@@ -24,6 +24,22 @@ pub(crate) struct PdInner {
     /// Its UD QPs' send counts and the address handles dropped while those
     /// may still name them (see `crate::retire`).
     pub(crate) ud: UdRegistry,
+    kind: PdKind,
+}
+
+/// How a PD came to this process, which decides how it is released.
+pub(crate) enum PdKind {
+    /// `ibv_alloc_pd`: deallocated with `ibv_dealloc_pd`.
+    Allocated,
+    /// `ibv_alloc_parent_domain` over a PD (and a thread domain): released
+    /// with `ibv_dealloc_pd`, before the PD and TD it holds.
+    Parent {
+        _pd: ProtectionDomain,
+        _td: Option<crate::ThreadDomain>,
+    },
+    /// `ibv_import_pd`: another process's PD, which this one does not own:
+    /// released with `ibv_unimport_pd`, which leaves it to its owner.
+    Imported,
 }
 
 // SAFETY: verbs on a PD may be called from any thread; the PD itself is not
@@ -37,10 +53,21 @@ impl Drop for PdInner {
         // Every QP of the PD is gone (each held this Arc): the retired
         // address handles are destroyed before the PD.
         self.ud.close();
-        // SAFETY: the PD is deallocated once, after every object created in
-        // it (they hold this Arc, and the retired address handles were
-        // destroyed just now). A failure cannot be handled here.
-        unsafe { sys::ibv_dealloc_pd(self.raw.as_ptr()) };
+        match self.kind {
+            // SAFETY: the PD (or parent domain, which holds its PD and TD
+            // until after this) is deallocated once, after every object
+            // created in it (they hold this Arc) and after the retired
+            // address handles (destroyed just now). A failure cannot be
+            // handled here.
+            PdKind::Allocated | PdKind::Parent { .. } => unsafe {
+                sys::ibv_dealloc_pd(self.raw.as_ptr());
+            },
+            // SAFETY: imported once by `ibv_import_pd`, released once after
+            // every object created in it and the retired address handles;
+            // the kernel object stays its
+            // owner's.
+            PdKind::Imported => unsafe { sys::ibv_unimport_pd(self.raw.as_ptr()) },
+        }
     }
 }
 
@@ -50,13 +77,39 @@ impl ProtectionDomain {
         // SAFETY: `ctx` is an open context.
         let raw = unsafe { sys::ibv_alloc_pd(ctx.as_raw()) };
         let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_alloc_pd"))?;
-        Ok(ProtectionDomain {
+        // SAFETY: allocated just now by ibv_alloc_pd, owned by the value.
+        Ok(unsafe { ProtectionDomain::from_raw(ctx, raw, PdKind::Allocated) })
+    }
+
+    /// Wraps a PD of `ctx` released as `kind` says.
+    ///
+    /// # Safety
+    /// `raw` is a live PD of `ctx`, made as `kind` says, and released by
+    /// nothing else.
+    pub(crate) unsafe fn from_raw(
+        ctx: &Context,
+        raw: NonNull<sys::ibv_pd>,
+        kind: PdKind,
+    ) -> ProtectionDomain {
+        ProtectionDomain {
             inner: Arc::new(PdInner {
                 ctx: ctx.clone(),
                 raw,
                 ud: UdRegistry::default(),
+                kind,
             }),
-        })
+        }
+    }
+
+    /// Whether this is a parent domain ([`ProtectionDomain::parent_domain`]).
+    pub fn is_parent_domain(&self) -> bool {
+        matches!(self.inner.kind, PdKind::Parent { .. })
+    }
+
+    /// Whether this is another process's PD, imported
+    /// ([`ProtectionDomain::import`]): dropping it unimports it.
+    pub fn is_imported(&self) -> bool {
+        matches!(self.inner.kind, PdKind::Imported)
     }
 
     /// The context the domain belongs to.

@@ -21,6 +21,8 @@ struct SrqInner {
     raw: NonNull<sys::ibv_srq>,
     /// The size granted at creation, or by the last resize.
     max_wr: AtomicU32,
+    /// What an XRC SRQ uses besides its PD: its domain and CQ.
+    _xrc: Option<(crate::XrcDomain, crate::CompletionQueue)>,
 }
 
 // SAFETY: libibverbs allows posting to and modifying an SRQ from any thread
@@ -32,7 +34,8 @@ unsafe impl Sync for SrqInner {}
 impl Drop for SrqInner {
     fn drop(&mut self) {
         // SAFETY: destroyed once, after every QP using it (each holds a clone
-        // in its `_srq` field).
+        // in its `_srq` field), before its PD, XRC domain and CQ (fields
+        // dropped after this).
         unsafe { sys::ibv_destroy_srq(self.raw.as_ptr()) };
     }
 }
@@ -52,8 +55,30 @@ impl SharedReceiveQueue {
                 _pd: pd.clone(),
                 raw,
                 max_wr: AtomicU32::new(attr.attr.max_wr),
+                _xrc: None,
             }),
         })
+    }
+
+    /// Wraps an SRQ made by `ibv_create_srq_ex` ([`crate::SrqBuilder`]).
+    ///
+    /// # Safety
+    /// `raw` is a live SRQ of `pd`'s context, owned by the value returned,
+    /// whose XRC domain and CQ (if any) are `xrc`.
+    pub(crate) unsafe fn from_ex(
+        pd: &ProtectionDomain,
+        raw: NonNull<sys::ibv_srq>,
+        max_wr: u32,
+        xrc: Option<(crate::XrcDomain, crate::CompletionQueue)>,
+    ) -> SharedReceiveQueue {
+        SharedReceiveQueue {
+            inner: Arc::new(SrqInner {
+                _pd: pd.clone(),
+                raw,
+                max_wr: AtomicU32::new(max_wr),
+                _xrc: xrc,
+            }),
+        }
     }
 
     /// The number of receives the provider granted at creation, or at the

@@ -39,6 +39,7 @@ impl QueuePair {
             pd,
             ud_count: this.ud_count.as_deref(),
             ud: this.qp_type == QpType::Ud,
+            xrc: this.qp_type == QpType::XrcSend,
             count: 0,
             pending: None,
             sge_list_lengths_equal: this.sge_list_lengths_equal,
@@ -74,6 +75,8 @@ pub struct WrBatch<'qp> {
     /// A UD QP's send counts (`crate::retire`).
     ud_count: Option<&'qp UdSendCount>,
     ud: bool,
+    /// An XRC send QP: the provider filled `wr_set_xrc_srqn`.
+    xrc: bool,
     /// Requests begun so far.
     count: usize,
     /// The SGE of the current request, set on the provider (`ibv_wr_set_sge`)
@@ -132,6 +135,8 @@ enum Refusal {
     /// A bind's window and region of different contexts, or a range
     /// outside the region.
     BadBind,
+    /// `set_xrc_srqn` on a QP that is not XRC send, or with no request.
+    NotXrc,
 }
 
 impl<'qp> WrBatch<'qp> {
@@ -533,6 +538,28 @@ impl<'qp> WrBatch<'qp> {
         self
     }
 
+    /// Names the XRC SRQ of the remote domain that receives the current
+    /// request (`ibv_wr_set_xrc_srqn`; its number is the remote
+    /// [`SharedReceiveQueue::srq_num`](crate::SharedReceiveQueue::srq_num)).
+    /// Every request of an XRC send QP takes one; on another QP, or with
+    /// no request begun, the batch refuses it (the provider has no such
+    /// setter there).
+    #[inline]
+    pub fn set_xrc_srqn(&mut self, remote_srqn: u32) -> &mut Self {
+        if self.refused.is_some() {
+            return self;
+        }
+        if !self.xrc || self.count == 0 {
+            self.refused = Some((self.count.saturating_sub(1), Refusal::NotXrc));
+            return self;
+        }
+        // SAFETY: inside a batch on an XRC send QP, whose provider filled
+        // `wr_set_xrc_srqn`, right after an admitted request (nothing was
+        // refused, and one was begun); plain data.
+        unsafe { sys::ibv_wr_set_xrc_srqn(self.raw(), remote_srqn) };
+        self
+    }
+
     /// Adds a SEND of a copy of `data`, taken now: `data` may be any
     /// memory (`ibv_wr_send` with `IBV_SEND_INLINE` and
     /// `ibv_wr_set_inline_data`). At most the QP's `max_inline_data` bytes
@@ -646,6 +673,10 @@ fn batch_refusal(index: usize, why: Refusal) -> Error {
         Refusal::BadBind => Error::invalid(
             "ibv_wr_bind_mw",
             format!("request {index} of the batch: a batch binds type 2 windows; the window, the region and the QP must share a context, and the range must lie in the region; {tail}"),
+        ),
+        Refusal::NotXrc => Error::invalid(
+            "ibv_wr_set_xrc_srqn",
+            format!("request {index} of the batch: an XRC SRQ number is set on a request of an XRC send QP only, after its operation; {tail}"),
         ),
     }
 }

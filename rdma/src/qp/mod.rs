@@ -27,6 +27,12 @@ pub enum QpType {
     Uc,
     /// Unreliable datagram.
     Ud,
+    /// XRC send (the XRC initiator, `IBV_QPT_XRC_SEND`): connected to an
+    /// [`XrcRecvQp`](crate::XrcRecvQp), it reaches every XRC SRQ of the
+    /// remote domain; each request names its SRQ
+    /// ([`WrBatch::set_xrc_srqn`]). It has no receive queue. Providers
+    /// with XRC only (mlx5; rxe and siw refuse it).
+    XrcSend,
 }
 
 impl QpType {
@@ -35,6 +41,7 @@ impl QpType {
             QpType::Rc => sys::IBV_QPT_RC,
             QpType::Uc => sys::IBV_QPT_UC,
             QpType::Ud => sys::IBV_QPT_UD,
+            QpType::XrcSend => sys::IBV_QPT_XRC_SEND,
         }
     }
 }
@@ -271,7 +278,7 @@ impl<'a> QpBuilder<'a> {
             qp_type: self.qp_type,
             unchecked_send_len: match self.qp_type {
                 QpType::Ud => usize::MAX,
-                QpType::Rc | QpType::Uc => 1,
+                QpType::Rc | QpType::Uc | QpType::XrcSend => 1,
             },
             caps: QpCaps {
                 max_send_wr: cap.max_send_wr,
@@ -531,7 +538,7 @@ impl QueuePair {
                 a.qkey = init.qkey;
                 mask |= sys::IBV_QP_QKEY;
             }
-            QpType::Rc | QpType::Uc => {
+            QpType::Rc | QpType::Uc | QpType::XrcSend => {
                 a.qp_access_flags = init.access.bits();
                 mask |= sys::IBV_QP_ACCESS_FLAGS;
             }
@@ -575,7 +582,7 @@ impl QueuePair {
         a.qp_state = sys::IBV_QPS_RTS;
         a.sq_psn = rts.sq_psn;
         let mut mask = sys::IBV_QP_STATE | sys::IBV_QP_SQ_PSN;
-        if self.qp_type == QpType::Rc {
+        if matches!(self.qp_type, QpType::Rc | QpType::XrcSend) {
             a.timeout = rts.timeout;
             a.retry_cnt = rts.retry_cnt;
             a.rnr_retry = rts.rnr_retry;

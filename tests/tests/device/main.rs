@@ -17,9 +17,12 @@ mod cmid;
 mod context;
 mod cq;
 mod cq_poll;
+mod dm;
 mod enumerate;
 mod extended;
 mod fixtures;
+mod flow;
+mod import;
 mod interop;
 mod load;
 mod mr;
@@ -32,9 +35,13 @@ mod rc;
 mod srq;
 mod stream;
 mod stream_msg;
+mod td;
 mod ud;
 mod umad;
 mod umad_receive;
+mod unsupported;
+mod wq;
+mod xrc;
 
 fn main() -> std::process::ExitCode {
     let all: Vec<rdma_tests::Test> = [
@@ -73,6 +80,12 @@ fn main() -> std::process::ExitCode {
         stream::CANCEL,
         stream::CONFIG,
         stream_msg::TESTS,
+        xrc::TESTS,
+        td::TESTS,
+        dm::TESTS,
+        wq::TESTS,
+        flow::TESTS,
+        import::TESTS,
     ]
     .concat();
     rdma_tests::run(&all)
