@@ -168,22 +168,30 @@ pub enum Ran {
 /// `SKIPPED (why)` or `FAILED (N ms): the error` (a panic is a failure,
 /// with its message).
 pub fn run_one(name: &str, body: impl FnOnce() -> TestResult) -> Ran {
-    print!("test {name} ... ");
-    let _ = std::io::stdout().flush();
+    // In a child process of `in_own_process` the whole line comes at the
+    // end, so that what the test printed meanwhile cannot split it: the
+    // parent reads the outcome from it.
+    let lead = if std::env::var(CHILD_VAR).as_deref() == Ok(name) {
+        format!("test {name} ... ")
+    } else {
+        print!("test {name} ... ");
+        let _ = std::io::stdout().flush();
+        String::new()
+    };
     let start = Instant::now();
     let result = catch_unwind(AssertUnwindSafe(body));
     let ms = start.elapsed().as_millis();
     match result {
         Ok(Ok(Outcome::Passed)) => {
-            println!("ok ({ms} ms)");
+            println!("{lead}ok ({ms} ms)");
             Ran::Passed
         }
         Ok(Ok(Outcome::Skipped(why))) => {
-            println!("SKIPPED ({why})");
+            println!("{lead}SKIPPED ({why})");
             Ran::Skipped(why)
         }
         Ok(Err(e)) => {
-            println!("FAILED ({ms} ms): {e}");
+            println!("{lead}FAILED ({ms} ms): {e}");
             Ran::Failed(e.to_string())
         }
         Err(panic) => {
@@ -192,7 +200,7 @@ pub fn run_one(name: &str, body: impl FnOnce() -> TestResult) -> Ran {
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "panic".into());
-            println!("FAILED ({ms} ms): panicked: {msg}");
+            println!("{lead}FAILED ({ms} ms): panicked: {msg}");
             Ran::Failed(format!("panicked: {msg}"))
         }
     }

@@ -299,8 +299,11 @@ impl CmId {
                      device's address) first",
                 )
             })?;
-            let gone =
-                || Error::new(VERB, libc::ENODEV).with_hint("the id's device is being removed");
+            let gone = || {
+                Error::new(VERB, libc::ENODEV).with_hint(
+                    "the id's device is being removed, or its address is not bound to the device",
+                )
+            };
             let at = self.local_addr().ok_or_else(gone)?;
             let keep: Arc<dyn Any + Send + Sync> = pin(raw.as_ptr(), at).ok_or_else(gone)?;
             // SAFETY: `keep` holds librdmacm's reference on the device of

@@ -232,26 +232,36 @@ pub fn cm_context_outlives_its_ids_and_its_device(env: &TestEnv) -> TestResult {
     // as one waits. That is the kernel's set-up of the device, not what
     // this test proves, so such a device is made again, twice at most.
     let mut attempt = 0;
-    let (dev, ch, id) = loop {
+    let (dev, ch, id, ctx) = loop {
         attempt += 1;
         let dev = ScratchDevice::new(env.provider, name, netdev, ip)?;
         let ch = EventChannel::new()?;
         let id = CmId::new(&ch, PortSpace::Tcp)?;
         let start = Instant::now();
-        let bound = loop {
-            match id.bind(SocketAddr::new(IpAddr::V4(ip), 0)) {
-                Ok(()) => break Ok(()),
+        let mut bound = false;
+        // The id's context takes a second binding to the address (the
+        // reference that keeps the device open): it fails with ENODEV, as a
+        // bind does, while the new device does not hold its address yet.
+        let up = loop {
+            let step = match bound {
+                false => id.bind(SocketAddr::new(IpAddr::V4(ip), 0)).map(|()| None),
+                true => id.context().map(Some),
+            };
+            match step {
+                Ok(None) => bound = true,
+                Ok(Some(ctx)) => break Ok(ctx),
                 Err(_) if start.elapsed() < DEVICE_UP => {
                     std::thread::sleep(Duration::from_millis(100))
                 }
                 Err(e) => break Err(e),
             }
         };
-        match bound {
-            Ok(()) => break (dev, ch, id),
+        match up {
+            Ok(ctx) => break (dev, ch, id, ctx),
             Err(e) if attempt < 3 => {
+                let what = if bound { "the id's context" } else { "bind" };
                 println!(
-                    "    device {attempt}: bind to {ip} for {:?}: {e}; the device is made again",
+                    "    device {attempt}: {what} on {ip} for {:?}: {e}; the device is made again",
                     start.elapsed()
                 );
                 drop((id, ch, dev));
@@ -259,7 +269,6 @@ pub fn cm_context_outlives_its_ids_and_its_device(env: &TestEnv) -> TestResult {
             Err(e) => fail!("bind to {ip}, on {attempt} new devices, {DEVICE_UP:?} each: {e}"),
         }
     };
-    let ctx = id.context()?;
     check!(ctx.name() == dev.name, "the id is on {}", ctx.name());
     let pd = ProtectionDomain::new(&ctx)?;
     let cq = CompletionQueue::new(&ctx, 4)?;
