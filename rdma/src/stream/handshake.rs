@@ -18,14 +18,14 @@
 //! Bytes after these are ignored: on InfiniBand and RoCE the CM delivers
 //! a request's private data padded with zeros to its full size.
 
+pub(super) use super::stream_config::VERSION;
 use super::stream_config::{
-    StreamConfigError, MAX_BUFFERS, MAX_BUFFER_SIZE, MIN_BUFFER_SIZE, MIN_RECV_BUFFERS,
+    StreamConfig, StreamConfigError, MAX_BUFFERS, MAX_BUFFER_SIZE, MIN_BUFFER_SIZE,
+    MIN_RECV_BUFFERS,
 };
 
 /// The mark at the start of a stream's private data.
 pub(super) const MAGIC: [u8; 4] = *b"RDMS";
-/// The version of the set-up format.
-pub(super) const VERSION: u8 = 1;
 /// Bytes of a stream's private data.
 pub(super) const LEN: usize = 16;
 
@@ -39,6 +39,15 @@ pub(super) struct Announce {
 }
 
 impl Announce {
+    /// What a side of configuration `config` tells the peer at set-up: its
+    /// receive buffers.
+    pub(super) fn of(config: &StreamConfig) -> Announce {
+        Announce {
+            recv_buffers: config.recv_buffers(),
+            buffer_size: config.buffer_size(),
+        }
+    }
+
     pub(super) fn to_bytes(self) -> [u8; LEN] {
         let mut b = [0u8; LEN];
         b[..4].copy_from_slice(&MAGIC);

@@ -9,12 +9,8 @@
 
 use super::handshake::Announce;
 use super::stream_config::StreamConfig;
+pub(super) use super::stream_config::{CTRL_SIZE, CTRL_SLOTS};
 use super::HEADER_LEN;
-
-/// Buffers for header-only messages (FIN, credits).
-pub(super) const CTRL_SLOTS: usize = 2;
-/// Bytes of each control buffer (a header, rounded up).
-pub(super) const CTRL_SIZE: usize = 64;
 
 /// The most bytes of a SEND (header and data) copied into the work
 /// request at post time rather than read from the buffer by the device

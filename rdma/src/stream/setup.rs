@@ -99,7 +99,7 @@ impl Resources {
         let inline = (qp.caps().max_inline_data as usize).min(INLINE);
         // The peer's part of the layout is not known yet; only this
         // side's receive buffers are posted here.
-        let own = Layout::new(config, config.announce());
+        let own = Layout::new(config, Announce::of(config));
         for slot in 0..recv {
             post_recv(qp, &mr, &own, slot)?;
         }
@@ -125,7 +125,7 @@ impl Resources {
 /// retries, since credits make them unnecessary (a violation shows as an
 /// error).
 pub(super) fn conn_param(config: &StreamConfig) -> ConnParam {
-    let mut p = ConnParam::new().with_private_data(&config.announce().to_bytes());
+    let mut p = ConnParam::new().with_private_data(&Announce::of(config).to_bytes());
     p.rnr_retry_count = 0;
     p
 }

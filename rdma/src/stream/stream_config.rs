@@ -6,6 +6,15 @@ use std::time::Duration;
 
 use super::{HEADER_LEN, RECV_SLOTS, SEND_SLOTS, SLOT_SIZE};
 
+/// The version of the set-up format (the private data of connect and
+/// accept: `handshake`).
+pub(super) const VERSION: u8 = 1;
+/// Buffers of a connection's region for header-only messages (FIN,
+/// credits), beside the configured ones.
+pub(super) const CTRL_SLOTS: usize = 2;
+/// Bytes of each control buffer (a header, rounded up).
+pub(super) const CTRL_SIZE: usize = 64;
+
 /// The fewest receive buffers a side may post: data takes a credit only
 /// while two are left (the last is kept for a credit-only message), so a
 /// ring of one would carry no data.
@@ -177,16 +186,7 @@ impl StreamConfig {
     /// small control buffers.
     pub fn region_len(&self) -> usize {
         // Cannot overflow: at most 2 * 4096 buffers of 1 GiB (2^43 bytes).
-        (self.recv_buffers + self.send_buffers) * self.buffer_size
-            + super::layout::CTRL_SLOTS * super::layout::CTRL_SIZE
-    }
-
-    /// What this side tells the peer at set-up: its receive buffers.
-    pub(super) fn announce(&self) -> super::handshake::Announce {
-        super::handshake::Announce {
-            recv_buffers: self.recv_buffers,
-            buffer_size: self.buffer_size,
-        }
+        (self.recv_buffers + self.send_buffers) * self.buffer_size + CTRL_SLOTS * CTRL_SIZE
     }
 
     /// Checks the configuration against the limits of a device: the
@@ -317,7 +317,7 @@ impl fmt::Display for StreamConfigError {
                 f,
                 "the peer's connection private data is of set-up format version {version}, \
                  not {} (the peer runs another version of rdma::stream)",
-                super::handshake::VERSION
+                VERSION
             ),
             StreamConfigError::PeerParams {
                 recv_buffers,
