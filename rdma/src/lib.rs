@@ -214,6 +214,8 @@ pub use event::{AsyncEvent, AsyncEventElement, AsyncEventFd, AsyncEventKind};
 pub use fork::{fork_init, is_fork_initialized, ForkStatus};
 pub use gid::{Gid, GidEntry, GidType, IpFamily};
 pub use mr::{AccessFlags, MemoryRegion, RemoteMemory, Sge};
+pub use mr::{Advice, AdviseFlags, DmaBuf, DmaBufRegion, MrBuilder, NullMemoryRegion, Rereg};
+pub use mr::{OdpCaps, OdpGeneralCaps, OdpTransportCaps};
 pub use mw::{inc_rkey, MemoryWindow, MwType};
 pub use pd::ProtectionDomain;
 pub use qp::{
