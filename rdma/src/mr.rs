@@ -820,6 +820,31 @@ mod tests {
     }
 
     #[test]
+    fn sges_and_remote_descriptors_name_the_iova() {
+        let iova = 0x5a5a_0000_0000u64;
+        let sge = Sge::of(iova, 4100, 96, 0x1234, "t").unwrap();
+        // The bytes the device reads, at the C offsets of `ibv_sge`
+        // (addr 0, length 8, lkey 12; checked against the C compiler by
+        // tests/tests/mr_layout.rs).
+        // SAFETY: `Sge` is `repr(transparent)` over the 16-byte `ibv_sge`.
+        let bytes: [u8; 16] = unsafe { std::mem::transmute(sge) };
+        assert_eq!(bytes[0..8], (iova + 4100).to_ne_bytes());
+        assert_eq!(bytes[8..12], 96u32.to_ne_bytes());
+        assert_eq!(bytes[12..16], 0x1234u32.to_ne_bytes());
+        let e = Sge::of(iova, 0, 1 << 32, 1, "MemoryRegion::sge").unwrap_err();
+        assert_eq!((e.errno(), e.verb()), (libc::EINVAL, "MemoryRegion::sge"));
+        let r = RemoteMemory::of(iova, 8, 16, 0x99);
+        assert_eq!(
+            r,
+            RemoteMemory {
+                addr: iova + 8,
+                len: 16,
+                rkey: 0x99
+            }
+        );
+    }
+
+    #[test]
     fn page_size_is_the_systems() {
         // SAFETY: sysconf has no preconditions.
         let sys = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
