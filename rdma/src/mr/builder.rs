@@ -40,6 +40,11 @@ impl<'pd> MrBuilder<'pd> {
     /// memory's), and `iova + len` must fit 64 bits; otherwise
     /// [`build`](Self::build) fails with `EINVAL` before any call. An IOVA
     /// of 0 makes the region zero-based.
+    ///
+    /// siw takes the registration but ignores the IOVA (the kernel's
+    /// `siw_reg_user_mr` leaves it unused and checks every access against
+    /// the process address): there an access by the IOVA fails with an
+    /// error completion, and never reaches memory outside the region.
     pub fn iova(mut self, iova: u64) -> Self {
         self.iova = Some(iova);
         self
