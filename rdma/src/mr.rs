@@ -59,6 +59,14 @@
 //! long it must stay valid. [`stream`](crate::stream)'s one-sided requests
 //! keep their region (an `Arc`) until they complete.
 //!
+//! [`MemoryRegion::rereg`] with new memory is a deregistration of the old
+//! pages as far as they are concerned: they are unmapped once the call
+//! has moved the translation to the new ones, and pages a failed call was
+//! given stay mapped until the region is dropped (the device may map them).
+//! A [`DmaBufRegion`] has no memory of the process: the exporter's buffer
+//! is kept alive by the kernel's reference until deregistration, and the
+//! region offers no copies, only SGEs and remote descriptors.
+//!
 //! This is the one statement of the model; the crate docs, the README and
 //! the comments beside the code refer to it.
 
