@@ -46,10 +46,13 @@ impl MemoryRegion {
     /// [`AdviseFlags::FLUSH`] the call returns once the pages are mapped.
     ///
     /// The range is checked against the region (`EINVAL`, verb
-    /// `MemoryRegion::advise`, before any call), as is an empty range. A device or kernel without
-    /// on-demand paging answers `EOPNOTSUPP` (rxe before kernel 6.14 and
-    /// siw: the provider has no `advise_mr`), a region that is not
-    /// on-demand `EINVAL` or `EOPNOTSUPP`, as the provider decides.
+    /// `MemoryRegion::advise`, before any call), as is an empty range.
+    /// A region not registered `ON_DEMAND` is refused the same way: rxe
+    /// (kernels with its ODP, 7.2 for one) treats every region it is
+    /// advised about as on-demand, reading a pinned region's kernel state
+    /// as another type's, so the call is never made for one. A device or
+    /// kernel without on-demand paging answers `EOPNOTSUPP` (siw, and rxe
+    /// where the provider or kernel has no `advise_mr`).
     pub fn advise(
         &self,
         advice: Advice,
@@ -79,6 +82,12 @@ impl MemoryRegion {
         flags: AdviseFlags,
         sges: &mut [sys::ibv_sge],
     ) -> Result<()> {
+        if !self.access().contains(crate::AccessFlags::ON_DEMAND) {
+            return Err(Error::invalid(
+                "MemoryRegion::advise",
+                "the region is pinned: advice is for regions registered ON_DEMAND",
+            ));
+        }
         // SAFETY: `sges` is `sges.len()` entries, each a range of this live
         // registration under its lkey; the call only reads them. The PD is
         // the region's own.

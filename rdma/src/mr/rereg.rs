@@ -78,7 +78,8 @@ impl MemoryRegion {
     /// and the old pages are unmapped as [`Drop`] unmaps them (the module's
     /// model: nothing the device still writes reaches the process).
     ///
-    /// Refused with `EINVAL` before any call: no change, a protection
+    /// Refused with `EINVAL` before any call: no change, adding or
+    /// removing [`ON_DEMAND`](AccessFlags::ON_DEMAND), a protection
     /// domain of another context, new memory for a region of
     /// [`from_raw_parts`](Self::from_raw_parts) (its memory is the
     /// caller's), an empty or unmappable new length. A provider without
@@ -90,6 +91,14 @@ impl MemoryRegion {
         let flags = change.flags();
         if flags == 0 {
             return Err(Error::invalid(verb, "nothing to change"));
+        }
+        if let Some(a) = change.access {
+            if (a ^ self.access).contains(AccessFlags::ON_DEMAND) {
+                return Err(Error::invalid(
+                    verb,
+                    "ON_DEMAND is how the memory is registered: it cannot be changed in place",
+                ));
+            }
         }
         if let Some(pd) = change.pd {
             crate::pd::same_context(
