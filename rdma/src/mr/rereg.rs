@@ -123,7 +123,9 @@ impl MemoryRegion {
             None => (std::ptr::null_mut(), 0),
         };
         let pd_raw = change.pd.map_or(std::ptr::null_mut(), |pd| pd.as_raw());
+        // libibverbs refuses access bits without CHANGE_ACCESS.
         let access = change.access.unwrap_or(self.access);
+        let access_arg = change.access.map_or(0, |a| a.bits() as i32);
         // SAFETY: the registration is live and no reference into it is
         // (`&mut self`). New memory is `len` valid bytes of pages this
         // region keeps until after deregistration (below: as its memory on
@@ -136,7 +138,7 @@ impl MemoryRegion {
                 pd_raw,
                 addr.cast(),
                 len,
-                access.bits() as i32,
+                access_arg,
             )
         };
         // DO_FORK_OLD: the registration changed; only marking the old
@@ -181,12 +183,12 @@ impl MemoryRegion {
 fn rereg_error(rc: i32, access: AccessFlags, len: usize) -> Error {
     let e = Error::last("ibv_rereg_mr");
     match rc {
+        _ if matches!(e.errno(), libc::EOPNOTSUPP | libc::ENOSYS) => {
+            e.with_hint("the provider has no re-registration (rereg_mr)")
+        }
         sys::IBV_REREG_MR_ERR_INPUT => e.with_hint("libibverbs refused the flags or arguments"),
         sys::IBV_REREG_MR_ERR_DONT_FORK_NEW => {
             e.with_hint("the new memory could not be marked not to be copied on fork")
-        }
-        _ if matches!(e.errno(), libc::EOPNOTSUPP | libc::ENOSYS) => {
-            e.with_hint("the provider has no re-registration (rereg_mr)")
         }
         _ => super::registration_error(e, len.max(1), access),
     }
