@@ -51,8 +51,9 @@ fn typed<T: std::fmt::Debug>(r: rdma::Result<T>, verb: &str, errnos: &[i32]) -> 
 /// name the IOVA; a remote RDMA WRITE and READ by that IOVA land in and
 /// come from the region's memory byte for byte, and a local SGE by the IOVA
 /// is the source of a WRITE. Bad IOVAs are typed errors before any call.
-/// siw ignores the IOVA (siw_reg_user_mr leaves `rnic_va` unused): there
-/// an access by it fails with an error completion, which is checked.
+/// siw of kernel 7.2 ignores the IOVA (siw_reg_user_mr leaves `rnic_va`
+/// unused; 6.1's takes it): there an access by it fails with an error
+/// completion, which is checked.
 pub fn registration_at_an_iova_is_reached_by_the_iova(env: &TestEnv) -> TestResult {
     let p = Pair::new(env, false, QpCaps::default())?;
     let pg = page();
@@ -97,17 +98,13 @@ pub fn registration_at_an_iova_is_reached_by_the_iova(env: &TestEnv) -> TestResu
     p.qp_a
         .post_send(&mut [SendWr::rdma_write(1, &s, remote).signaled()])?;
     let wc = completion(&p.cq_a)?;
-    if env.provider == Provider::Siw {
-        check!(
-            !wc.is_success(),
-            "siw placed a WRITE by an IOVA it ignores: {wc:?}"
-        );
+    if env.provider == Provider::Siw && !wc.is_success() {
         check!(
             target.to_vec(..)?.iter().all(|&b| b == 0),
             "a failed WRITE changed the region"
         );
         return Ok(Outcome::Skipped(format!(
-            "siw ignores the IOVA of a registration (rnic_va unused, kernel {}): a WRITE by it failed with {:?}, checked",
+            "siw of kernel {} ignores the IOVA of a registration (rnic_va unused): a WRITE by it failed with {:?}, checked",
             kernel(),
             wc.status()
         )));
