@@ -43,8 +43,10 @@ impl<'pd> MrBuilder<'pd> {
     ///
     /// siw takes the registration but ignores the IOVA (the kernel's
     /// `siw_reg_user_mr` leaves it unused and checks every access against
-    /// the process address): there an access by the IOVA fails with an
-    /// error completion, and never reaches memory outside the region.
+    /// the process address, kernels 6.1 to 7.2): there a peer's access by
+    /// the IOVA is refused (a READ fails; a WRITE completes at the sender,
+    /// as iWARP WRITEs do, but is not placed) and never reaches memory
+    /// outside the region.
     pub fn iova(mut self, iova: u64) -> Self {
         self.iova = Some(iova);
         self
