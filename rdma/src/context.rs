@@ -432,6 +432,11 @@ impl DeviceAttr {
     pub fn device_cap_flags(&self) -> u32 {
         self.orig().device_cap_flags
     }
+    /// The on-demand paging capabilities (`odp_caps`): empty where the
+    /// device has none.
+    pub fn odp_caps(&self) -> crate::OdpCaps {
+        crate::OdpCaps::from_raw(&self.0.odp_caps)
+    }
     /// The raw attributes, for what has no accessor.
     pub fn as_raw(&self) -> &sys::ibv_device_attr_ex {
         &self.0

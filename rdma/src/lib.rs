@@ -232,6 +232,8 @@ pub use fork::{fork_init, is_fork_initialized, ForkStatus};
 pub use gid::{flow_label_to_udp_sport, Gid, GidEntry, GidType, IpFamily};
 pub use import::ImportedMr;
 pub use mr::{AccessFlags, MemoryRegion, RemoteMemory, Sge};
+pub use mr::{Advice, AdviseFlags, DmaBuf, DmaBufRegion, MrBuilder, NullMemoryRegion, Rereg};
+pub use mr::{OdpCaps, OdpGeneralCaps, OdpTransportCaps};
 pub use mw::{inc_rkey, MemoryWindow, MwType};
 pub use pd::ProtectionDomain;
 pub use qp::{

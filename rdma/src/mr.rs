@@ -59,6 +59,14 @@
 //! long it must stay valid. [`stream`](crate::stream)'s one-sided requests
 //! keep their region (an `Arc`) until they complete.
 //!
+//! [`MemoryRegion::rereg`] with new memory is a deregistration of the old
+//! pages as far as they are concerned: they are unmapped once the call
+//! has moved the translation to the new ones, and pages a failed call was
+//! given stay mapped until the region is dropped (the device may map them).
+//! A [`DmaBufRegion`] has no memory of the process: the exporter's buffer
+//! is kept alive by the kernel's reference until deregistration, and the
+//! region offers no copies, only SGEs and remote descriptors.
+//!
 //! This is the one statement of the model; the crate docs, the README and
 //! the comments beside the code refer to it.
 
@@ -73,9 +81,21 @@ use bitflags::bitflags;
 use crate::sys;
 use crate::{Error, ProtectionDomain, Result};
 
+mod advise;
+mod builder;
+mod dmabuf;
+mod null;
+mod odp;
 mod pages;
+mod rereg;
 mod shared;
+pub use advise::{Advice, AdviseFlags};
+pub use builder::MrBuilder;
+pub use dmabuf::{DmaBuf, DmaBufRegion};
+pub use null::NullMemoryRegion;
+pub use odp::{OdpCaps, OdpGeneralCaps, OdpTransportCaps};
 use pages::Pages;
+pub use rereg::Rereg;
 use shared::SharedBytes;
 
 bitflags! {
@@ -115,6 +135,12 @@ pub struct MemoryRegion {
     bytes: SharedBytes,
     memory: Memory,
     access: AccessFlags,
+    /// The address work requests and peers name the first byte by: the
+    /// process address, unless registered at another IOVA.
+    iova: u64,
+    /// Pages a failed [`rereg`](Self::rereg) was given: the device may map
+    /// them, so they are unmapped only after deregistration.
+    retired: Vec<Pages>,
     pd: ProtectionDomain,
 }
 
@@ -132,8 +158,9 @@ enum Memory {
 unsafe impl Send for MemoryRegion {}
 // SAFETY: `&MemoryRegion` allows only atomic copies in and out of the
 // memory (race-free with each other, see `shared`), reads of the `ibv_mr`
-// fields (written once by `ibv_reg_mr`), and building SGEs and remote
-// descriptors from them. The views that create references take `&mut self`.
+// fields (written by `ibv_reg_mr`, and by `ibv_rereg_mr` only through
+// `&mut self`), and building SGEs and remote descriptors from them. The
+// views that create references take `&mut self`.
 unsafe impl Sync for MemoryRegion {}
 
 /// The system's page size (`sysconf(_SC_PAGESIZE)`), read once.
@@ -160,20 +187,75 @@ fn outside(verb: &'static str, start: usize, end: usize, len: usize) -> Error {
     )
 }
 
+/// A failed registration with its likely cause as the hint.
+#[cold]
+#[inline(never)]
+fn registration_error(mut e: Error, len: usize, access: AccessFlags) -> Error {
+    let remote_writes = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC;
+    if e.errno() == libc::EINVAL && len == 0 {
+        e = e.with_hint("a memory region cannot be empty");
+    } else if e.errno() == libc::EINVAL
+        && access.intersects(remote_writes)
+        && !access.contains(AccessFlags::LOCAL_WRITE)
+    {
+        e = e.with_hint(
+            "REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE: the device writes the memory for the peer",
+        );
+    } else if access.contains(AccessFlags::ON_DEMAND)
+        && matches!(e.errno(), libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS)
+    {
+        e = e.with_hint(
+            "ON_DEMAND needs on-demand paging in the device (DeviceAttr::odp_caps) and a kernel built with it",
+        );
+    }
+    e
+}
+
 impl MemoryRegion {
     /// Allocates `len` zeroed bytes on whole pages of their own and
     /// registers them; the region is `len` bytes long.
+    ///
+    /// [`builder`](Self::builder) registers at a chosen IOVA.
     pub fn new(pd: &ProtectionDomain, len: usize, access: AccessFlags) -> Result<MemoryRegion> {
+        Self::builder(pd, len).access(access).build()
+    }
+
+    /// A region of `len` bytes of its own memory, with its options: the
+    /// access rights and the IOVA (`ibv_reg_mr_iova2`).
+    ///
+    /// ```no_run
+    /// # fn f(pd: &rdma::ProtectionDomain) -> rdma::Result<()> {
+    /// use rdma::{AccessFlags, MemoryRegion};
+    /// let mr = MemoryRegion::builder(pd, 8192)
+    ///     .access(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)
+    ///     .iova(0x1_0000_0000)
+    ///     .build()?;
+    /// assert_eq!(mr.remote(..)?.addr, 0x1_0000_0000);
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(pd: &ProtectionDomain, len: usize) -> MrBuilder<'_> {
+        MrBuilder::new(pd, len)
+    }
+
+    /// Registers `len` bytes of new pages of its own, at `iova` (the
+    /// process address where `None`).
+    fn own(
+        pd: &ProtectionDomain,
+        len: usize,
+        access: AccessFlags,
+        iova: Option<u64>,
+    ) -> Result<MemoryRegion> {
         let pages = Pages::new(len, page_size())?;
         let ptr = pages.ptr();
         // SAFETY: `ptr` is at least `len` valid bytes (whole pages) that the
         // region will own and unmap only after deregistration (`Drop`); no
         // Rust reference to them exists.
-        match unsafe { Self::register(pd, ptr.as_ptr(), len, access) } {
+        match unsafe { Self::register(pd, ptr.as_ptr(), len, access, iova) } {
             Ok(raw) => Ok(Self::assemble(
                 raw,
                 Memory::Owned(ManuallyDrop::new(pages)),
                 access,
+                iova,
                 pd,
             )),
             // Never registered: `pages` is unmapped as it goes.
@@ -202,8 +284,8 @@ impl MemoryRegion {
     ) -> Result<MemoryRegion> {
         // SAFETY: the caller guarantees the memory for the region's life
         // (contract above).
-        let raw = unsafe { Self::register(pd, addr, len, access)? };
-        Ok(Self::assemble(raw, Memory::Borrowed, access, pd))
+        let raw = unsafe { Self::register(pd, addr, len, access, None)? };
+        Ok(Self::assemble(raw, Memory::Borrowed, access, None, pd))
     }
 
     /// The region of a registration just made over `memory`.
@@ -211,6 +293,7 @@ impl MemoryRegion {
         raw: NonNull<sys::ibv_mr>,
         memory: Memory,
         access: AccessFlags,
+        iova: Option<u64>,
         pd: &ProtectionDomain,
     ) -> MemoryRegion {
         // SAFETY: `raw` is the live registration ibv_reg_mr just returned;
@@ -231,6 +314,8 @@ impl MemoryRegion {
             bytes,
             memory,
             access,
+            iova: iova.unwrap_or(mr.addr as u64),
+            retired: Vec::new(),
             pd: pd.clone(),
         }
     }
@@ -243,26 +328,24 @@ impl MemoryRegion {
         addr: *mut u8,
         len: usize,
         access: AccessFlags,
+        iova: Option<u64>,
     ) -> Result<NonNull<sys::ibv_mr>> {
         // SAFETY: `pd` is live (it holds its context); the memory is valid
-        // per the caller. ibv_reg_mr is the macro form, which handles
-        // optional access flags.
-        let raw = unsafe { sys::ibv_reg_mr(pd.as_raw(), addr.cast(), len, access.bits() as i32) };
-        NonNull::new(raw).ok_or_else(|| {
-            let mut e = Error::last("ibv_reg_mr");
-            let remote_writes = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC;
-            if e.errno() == libc::EINVAL && len == 0 {
-                e = e.with_hint("a memory region cannot be empty");
-            } else if e.errno() == libc::EINVAL
-                && access.intersects(remote_writes)
-                && !access.contains(AccessFlags::LOCAL_WRITE)
-            {
-                e = e.with_hint(
-                    "REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE: the device writes the memory for the peer",
-                );
+        // per the caller. ibv_reg_mr and ibv_reg_mr_iova are the macro
+        // forms, which handle optional access flags.
+        let (raw, verb) = unsafe {
+            match iova {
+                None => (
+                    sys::ibv_reg_mr(pd.as_raw(), addr.cast(), len, access.bits() as i32),
+                    "ibv_reg_mr",
+                ),
+                Some(iova) => (
+                    sys::ibv_reg_mr_iova(pd.as_raw(), addr.cast(), len, iova, access.bits() as i32),
+                    "ibv_reg_mr_iova",
+                ),
             }
-            e
-        })
+        };
+        NonNull::new(raw).ok_or_else(|| registration_error(Error::last(verb), len, access))
     }
 
     /// The protection domain of the region.
@@ -277,7 +360,7 @@ impl MemoryRegion {
 
     fn mr(&self) -> &sys::ibv_mr {
         // SAFETY: the registration lives as long as `self`; these fields are
-        // written once by ibv_reg_mr.
+        // written by ibv_reg_mr, and by ibv_rereg_mr only under `&mut self`.
         unsafe { self.raw.as_ref() }
     }
 
@@ -304,6 +387,16 @@ impl MemoryRegion {
     /// The remote key, which a peer needs for RDMA READ, WRITE and atomics.
     pub fn rkey(&self) -> u32 {
         self.mr().rkey
+    }
+
+    /// The address work requests and peers use for the first byte: the
+    /// IOVA the region was registered at ([`MrBuilder::iova`]), else the
+    /// process address [`addr`](Self::addr). Both [`sge`](Self::sge) and
+    /// [`remote`](Self::remote) give addresses from it: a device
+    /// translates the addresses of local (lkey) and remote (rkey) accesses
+    /// alike.
+    pub fn iova(&self) -> u64 {
+        self.iova
     }
 
     /// The raw region, valid while this value lives.
@@ -447,30 +540,13 @@ impl MemoryRegion {
     /// A scatter/gather entry for `range` of the region, for a work request.
     pub fn sge(&self, range: impl RangeBounds<usize>) -> Result<Sge<'_>> {
         let (off, n) = self.bounds(range, "MemoryRegion::sge")?;
-        let length = u32::try_from(n).map_err(|_| {
-            Error::invalid(
-                "MemoryRegion::sge",
-                format!("an SGE of {n} bytes exceeds 4 GiB"),
-            )
-        })?;
-        Ok(Sge {
-            raw: sys::ibv_sge {
-                addr: self.addr() as u64 + off as u64,
-                length,
-                lkey: self.lkey(),
-            },
-            _mr: std::marker::PhantomData,
-        })
+        Sge::of(self.iova, off, n, self.lkey(), "MemoryRegion::sge")
     }
 
     /// What a peer needs to access `range` of the region remotely.
     pub fn remote(&self, range: impl RangeBounds<usize>) -> Result<RemoteMemory> {
         let (off, n) = self.bounds(range, "MemoryRegion::remote")?;
-        Ok(RemoteMemory {
-            addr: self.addr() as u64 + off as u64,
-            len: n as u64,
-            rkey: self.rkey(),
-        })
+        Ok(RemoteMemory::of(self.iova, off, n, self.rkey()))
     }
 }
 
@@ -483,6 +559,12 @@ impl Drop for MemoryRegion {
         // whatever the device still writes (module docs, "What
         // deregistration fences").
         let rc = unsafe { sys::ibv_dereg_mr(self.raw.as_ptr()) };
+        let retired = std::mem::take(&mut self.retired);
+        if rc == 0 {
+            drop(retired);
+        } else {
+            std::mem::forget(retired);
+        }
         if let Memory::Owned(pages) = &mut self.memory {
             if rc == 0 {
                 // SAFETY: taken once, here, and the field is never used
@@ -499,6 +581,7 @@ impl fmt::Debug for MemoryRegion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryRegion")
             .field("addr", &self.addr())
+            .field("iova", &format_args!("{:#x}", self.iova))
             .field("len", &self.len())
             .field("lkey", &format_args!("{:#x}", self.lkey()))
             .field("rkey", &format_args!("{:#x}", self.rkey()))
@@ -515,10 +598,36 @@ impl fmt::Debug for MemoryRegion {
 #[repr(transparent)]
 pub struct Sge<'mr> {
     raw: sys::ibv_sge,
-    _mr: std::marker::PhantomData<&'mr MemoryRegion>,
+    _mr: std::marker::PhantomData<&'mr ()>,
 }
 
 impl Sge<'_> {
+    /// The entry of `n` bytes at `off` of a registration whose first byte
+    /// the device knows as `iova` (the range checked by the caller).
+    #[inline]
+    pub(crate) fn of(
+        iova: u64,
+        off: usize,
+        n: usize,
+        lkey: u32,
+        verb: &'static str,
+    ) -> Result<Self> {
+        let Ok(length) = u32::try_from(n) else {
+            return Err(Error::invalid(
+                verb,
+                format!("an SGE of {n} bytes exceeds 4 GiB"),
+            ));
+        };
+        Ok(Sge {
+            raw: sys::ibv_sge {
+                addr: iova.wrapping_add(off as u64),
+                length,
+                lkey,
+            },
+            _mr: std::marker::PhantomData,
+        })
+    }
+
     /// The device address.
     pub fn addr(&self) -> u64 {
         self.raw.addr
@@ -566,6 +675,18 @@ pub struct RemoteMemory {
 }
 
 impl RemoteMemory {
+    /// The `n` bytes at `off` of a registration whose first byte peers
+    /// name `iova` (the range checked by the caller; `iova + len` fits
+    /// 64 bits, checked at registration).
+    #[inline]
+    pub(crate) fn of(iova: u64, off: usize, n: usize, rkey: u32) -> Self {
+        RemoteMemory {
+            addr: iova.wrapping_add(off as u64),
+            len: n as u64,
+            rkey,
+        }
+    }
+
     /// The length of the wire form, [`to_bytes`](Self::to_bytes).
     pub const WIRE_LEN: usize = 20;
 
@@ -704,6 +825,31 @@ mod tests {
             assert_eq!(e.verb(), "RemoteMemory::from_bytes");
             assert!(e.to_string().contains(&format!("{n} bytes")), "{e}");
         }
+    }
+
+    #[test]
+    fn sges_and_remote_descriptors_name_the_iova() {
+        let iova = 0x5a5a_0000_0000u64;
+        let sge = Sge::of(iova, 4100, 96, 0x1234, "t").unwrap();
+        // The bytes the device reads, at the C offsets of `ibv_sge`
+        // (addr 0, length 8, lkey 12; checked against the C compiler by
+        // tests/tests/mr_layout.rs).
+        // SAFETY: `Sge` is `repr(transparent)` over the 16-byte `ibv_sge`.
+        let bytes: [u8; 16] = unsafe { std::mem::transmute(sge) };
+        assert_eq!(bytes[0..8], (iova + 4100).to_ne_bytes());
+        assert_eq!(bytes[8..12], 96u32.to_ne_bytes());
+        assert_eq!(bytes[12..16], 0x1234u32.to_ne_bytes());
+        let e = Sge::of(iova, 0, 1 << 32, 1, "MemoryRegion::sge").unwrap_err();
+        assert_eq!((e.errno(), e.verb()), (libc::EINVAL, "MemoryRegion::sge"));
+        let r = RemoteMemory::of(iova, 8, 16, 0x99);
+        assert_eq!(
+            r,
+            RemoteMemory {
+                addr: iova + 8,
+                len: 16,
+                rkey: 0x99
+            }
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod import;
 mod interop;
 mod load;
 mod mr;
+mod mr_placement;
 mod mw;
 mod process_killed;
 mod qp;
@@ -56,6 +57,7 @@ fn main() -> std::process::ExitCode {
         qp_post::TESTS,
         qp_errors::TESTS,
         mr::TESTS,
+        mr_placement::TESTS,
         srq::TESTS,
         mw::TESTS,
         ud::TESTS,
