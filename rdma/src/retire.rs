@@ -85,9 +85,14 @@
 //! [`QueuePair::post_send_raw`](crate::QueuePair::post_send_raw) are not
 //! counted: a request that is not counted only takes a place in the queue,
 //! which steps 3 to 5 do not rely on; it delays a release, never hastens one.
+//! But step 7 does rely on `started`: so a UD QP that prepared a list
+//! (`prepare_send`, which every post of a `PreparedSend` follows) is marked
+//! as one that may hold requests, `started` or not; its threshold is then
+//! reached only by counted posts, or at its destruction. (`post_send_raw`
+//! is `unsafe`: its caller keeps the handle alive until the completion.)
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::sys;
@@ -98,6 +103,9 @@ pub(crate) struct UdSendCount {
     started: AtomicU64,
     posted: AtomicU64,
     refused: AtomicU64,
+    /// Whether a list was prepared on the QP (`prepare_send`): its posts
+    /// are not counted, so `started` may be 0 with requests queued.
+    prepared: AtomicBool,
     /// `max_send_wr` as the provider granted it.
     depth: u64,
 }
@@ -108,6 +116,7 @@ impl UdSendCount {
             started: AtomicU64::new(0),
             posted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            prepared: AtomicBool::new(false),
             depth: u64::from(depth),
         }
     }
@@ -133,13 +142,22 @@ impl UdSendCount {
         self.refused.fetch_add(n as u64, Ordering::Release);
     }
 
+    /// A list was prepared on the QP: its posts, uncounted, may leave
+    /// requests queued with `started` at 0 (see the module's docs). Release:
+    /// the prepared posts, and the drop of a handle they name, come after.
+    pub(crate) fn prepared(&self) {
+        self.prepared.store(true, Ordering::Release);
+    }
+
     /// The `posted` count after which no request posted so far is read
-    /// (proof, step 2); `None` when the QP never started a post, so holds
-    /// no request (a receive-only QP never keeps a handle).
+    /// (proof, step 2); `None` when the QP never started a post nor
+    /// prepared a list, so holds no request (a receive-only QP never keeps
+    /// a handle).
     fn mark(&self) -> Option<u64> {
         let f = self.refused.load(Ordering::Acquire);
         let s = self.started.load(Ordering::Acquire);
-        (s != 0).then(|| (s - f).saturating_add(self.depth))
+        let prepared = self.prepared.load(Ordering::Acquire);
+        (s != 0 || prepared).then(|| (s - f).saturating_add(self.depth))
     }
 
     /// Whether the count passed a `mark`.
@@ -344,6 +362,20 @@ mod tests {
         assert_eq!(c.mark(), None);
         post(&c, 1, false);
         assert_eq!(c.mark(), Some(4));
+    }
+
+    #[test]
+    fn a_qp_that_prepared_a_list_may_hold_a_handle_without_a_counted_post() {
+        // Posts of a prepared list are not counted: such a QP is marked at
+        // depth, passed only by as many counted posts.
+        let c = UdSendCount::new(3);
+        c.prepared();
+        let t = c.mark().expect("a QP that prepared a list is marked");
+        assert_eq!(t, 3);
+        post(&c, 2, true);
+        assert!(!c.passed(t));
+        post(&c, 1, true);
+        assert!(c.passed(t));
     }
 
     #[test]

@@ -235,6 +235,11 @@ impl QueuePair {
         }
         if self.qp_type == QpType::Ud {
             check_ud_sends(wrs, self.raw_pd())?;
+            // Its posts are not counted: handles they name are kept by
+            // the PD until this QP's counted posts or its end release them.
+            if let Some(c) = self.ud_count.as_deref() {
+                c.prepared();
+            }
         }
         let len = wrs.len();
         // `head` is derived from the slice's own pointer and covers all of

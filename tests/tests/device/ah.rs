@@ -87,6 +87,17 @@ fn pd_users(dev: &str) -> Option<Vec<u64>> {
 /// receiver C through the IPv6 GID, told apart by the GRH), and once the
 /// QPs are gone the PD has no user left (no kernel address handle kept).
 pub fn ah_dropped_after_post_send_is_kept_until_sent(env: &TestEnv) -> TestResult {
+    dropped_handles(env, false)
+}
+
+/// As [`ah_dropped_after_post_send_is_kept_until_sent`], with every send
+/// posted through a prepared list (`prepare_send`, whose posts the QP does
+/// not count) that is dropped with its handle right after its post.
+pub fn ah_dropped_after_a_prepared_post_is_kept_until_sent(env: &TestEnv) -> TestResult {
+    dropped_handles(env, true)
+}
+
+fn dropped_handles(env: &TestEnv, prepared: bool) -> TestResult {
     if env.provider == Provider::Siw {
         return Ok(Outcome::Skipped("iWARP (siw) has no UD queue pairs".into()));
     }
@@ -159,10 +170,18 @@ pub fn ah_dropped_after_post_send_is_kept_until_sent(env: &TestEnv) -> TestResul
                                 let ah =
                                     AddressHandle::new(&pd, path).map_err(|e| e.to_string())?;
                                 let sge = [mr.sge(i * 8..i * 8 + 8).map_err(|e| e.to_string())?];
-                                a.post_send(&mut [SendWr::send(i as u64, &sge)
-                                    .ud(&ah, to, QKEY)
-                                    .signaled()])
-                                    .map_err(|e| format!("send {i}: {e}"))?;
+                                let mut wrs =
+                                    [SendWr::send(i as u64, &sge).ud(&ah, to, QKEY).signaled()];
+                                if prepared {
+                                    let mut p = a
+                                        .prepare_send(&mut wrs)
+                                        .map_err(|e| format!("prepare {i}: {e}"))?;
+                                    p.post().map_err(|e| format!("send {i}: {e}"))?;
+                                } else {
+                                    a.post_send(&mut wrs)
+                                        .map_err(|e| format!("send {i}: {e}"))?;
+                                }
+                                drop(wrs);
                                 drop(ah);
                             }
                             Ok(())
@@ -342,5 +361,6 @@ pub fn ah_of_another_pd_is_refused(env: &TestEnv) -> TestResult {
 rdma_tests::tests!(
     "ah":
     ah_dropped_after_post_send_is_kept_until_sent,
+    ah_dropped_after_a_prepared_post_is_kept_until_sent,
     ah_of_another_pd_is_refused,
 );

@@ -6,11 +6,11 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 use rdma::{
     AccessFlags, Advice, AdviseFlags, DmaBuf, DmaBufRegion, MemoryRegion, NullMemoryRegion,
-    ProtectionDomain, QpCaps, RecvWr, Rereg, SendWr, WcOpcode, WcStatus,
+    ProtectionDomain, RecvWr, Rereg, SendWr, WcOpcode, WcStatus,
 };
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
-use crate::fixtures::{self, completion, wait, Pair, ACCESS, R};
+use crate::fixtures::{self, completion, wait, RcPair, ACCESS, R};
 
 fn page() -> usize {
     // SAFETY: sysconf has no preconditions.
@@ -56,7 +56,7 @@ fn typed<T: std::fmt::Debug>(r: rdma::Result<T>, verb: &str, errnos: &[i32]) -> 
 /// sent, so the READ answers): the test checks the region is unchanged
 /// and reports the skip.
 pub fn registration_at_an_iova_is_reached_by_the_iova(env: &TestEnv) -> TestResult {
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     let pg = page();
     let len = 3 * pg + 100;
     // Typed refusals before any call.
@@ -170,7 +170,7 @@ pub fn registration_at_an_iova_is_reached_by_the_iova(env: &TestEnv) -> TestResu
 /// any call: no change, a PD of another context, new memory for a region
 /// of `from_raw_parts`.
 pub fn rereg_changes_or_leaves_the_region_usable(env: &TestEnv) -> TestResult {
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     let pg = page();
     let mut mr = MemoryRegion::new(&p.pd, pg, AccessFlags::LOCAL_WRITE)?;
     typed(
@@ -351,7 +351,7 @@ pub fn advise_checks_its_ranges(env: &TestEnv) -> TestResult {
 /// a typed error naming ON_DEMAND, and the device's ODP capabilities are
 /// empty: both checked.
 pub fn on_demand_region_takes_writes_into_untouched_pages(env: &TestEnv) -> TestResult {
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     let caps = p.ctx.query_device()?.odp_caps();
     let pg = page();
     let len = 4 * pg;
@@ -456,7 +456,7 @@ pub fn on_demand_region_takes_writes_into_untouched_pages(env: &TestEnv) -> Test
 /// The null region: a receive through it drops the payload; where the
 /// provider has none (rxe, siw), a typed EOPNOTSUPP.
 pub fn null_region_drops_what_it_receives(env: &TestEnv) -> TestResult {
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     let null = match NullMemoryRegion::new(&p.pd) {
         Ok(n) => n,
         Err(e) => {
@@ -569,7 +569,7 @@ fn open_fds() -> R<usize> {
 /// more or less in the process. Where a device imports it, a WRITE and a
 /// READ by its IOVA round-trip.
 pub fn dmabuf_registration_keeps_the_descriptor(env: &TestEnv) -> TestResult {
-    let p = Pair::new(env, false, QpCaps::default())?;
+    let p = RcPair::new(env)?;
     let pg = page();
     let (fd, source) = match dmabuf(4 * pg)? {
         Ok(f) => f,
