@@ -181,7 +181,8 @@ fn dropped_handles(env: &TestEnv, prepared: bool) -> TestResult {
                                     a.post_send(&mut wrs)
                                         .map_err(|e| format!("send {i}: {e}"))?;
                                 }
-                                drop(wrs);
+                                // The list, which borrows the handle, ends here.
+                                let _ = wrs;
                                 drop(ah);
                             }
                             Ok(())
