@@ -10,6 +10,7 @@ use crate::{CompletionQueue, Error, ProtectionDomain, Result, SharedReceiveQueue
 
 mod attr;
 mod batch;
+mod mcast;
 mod post;
 mod query;
 
@@ -288,6 +289,7 @@ impl<'a> QpBuilder<'a> {
             _send_cq: self.send_cq.clone(),
             _recv_cq: self.recv_cq.clone(),
             _srq: self.srq.cloned(),
+            mcast: std::sync::Mutex::new(Vec::new()),
         }
     }
 }
@@ -321,6 +323,10 @@ pub struct QueuePair {
     _send_cq: CompletionQueue,
     _recv_cq: CompletionQueue,
     _srq: Option<SharedReceiveQueue>,
+    /// The multicast groups the QP is attached to (GID, LID), detached
+    /// before the QP is destroyed: the kernel refuses to destroy an
+    /// attached QP (`EBUSY`).
+    mcast: std::sync::Mutex<Vec<(crate::Gid, u16)>>,
 }
 
 // SAFETY: libibverbs allows posting to and modifying a QP from any thread;
@@ -334,6 +340,7 @@ unsafe impl Sync for QueuePair {}
 
 impl Drop for QueuePair {
     fn drop(&mut self) {
+        self.detach_all_mcast();
         // SAFETY: destroyed once; its PD, CQs and SRQ outlive it (held here).
         let rc = unsafe { sys::ibv_destroy_qp(self.raw.as_ptr()) };
         if let Some(count) = self.ud_count.take() {

@@ -21,6 +21,7 @@ mod extended;
 mod fixtures;
 mod interop;
 mod load;
+mod mcast;
 mod mr;
 mod mw;
 mod process_killed;
@@ -52,6 +53,7 @@ fn main() -> std::process::ExitCode {
         srq::TESTS,
         mw::TESTS,
         ud::TESTS,
+        mcast::TESTS,
         cm::TESTS,
         cmid::TESTS,
         cm_async::TESTS,
