@@ -15,6 +15,7 @@ mod cm_ud;
 mod cmid;
 mod context;
 mod cq;
+mod cq_moderation;
 mod cq_poll;
 mod enumerate;
 mod extended;
@@ -45,6 +46,7 @@ fn main() -> std::process::ExitCode {
         extended::TESTS,
         context::TESTS,
         cq::TESTS,
+        cq_moderation::TESTS,
         cq_poll::TESTS,
         qp::TESTS,
         qp_post::TESTS,
