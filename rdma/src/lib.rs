@@ -218,8 +218,8 @@ pub use mr::{AccessFlags, MemoryRegion, RemoteMemory, Sge};
 pub use mw::{inc_rkey, MemoryWindow, MwType};
 pub use pd::ProtectionDomain;
 pub use qp::{
-    InitAttr, Mtu, PreparedSend, QpAttr, QpBuilder, QpCaps, QpState, QpType, QueuePair, RtrAttr,
-    RtsAttr, SendOps, WrBatch,
+    Ece, InitAttr, Mtu, PreparedSend, QpAttr, QpBuilder, QpCaps, QpState, QpType, QueuePair,
+    RtrAttr, RtsAttr, SendOps, WrBatch,
 };
 pub use srq::{SharedReceiveQueue, SrqAttr};
 pub use wc::{CompletionBuf, WcOpcode, WcStatus, WorkCompletion};

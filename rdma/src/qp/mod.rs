@@ -10,12 +10,14 @@ use crate::{CompletionQueue, Error, ProtectionDomain, Result, SharedReceiveQueue
 
 mod attr;
 mod batch;
+mod ece;
 mod mcast;
 mod post;
 mod query;
 
 pub use attr::{InitAttr, Mtu, RtrAttr, RtsAttr};
 pub use batch::WrBatch;
+pub use ece::Ece;
 pub use post::PreparedSend;
 pub use query::QpAttr;
 

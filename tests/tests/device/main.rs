@@ -17,6 +17,7 @@ mod context;
 mod cq;
 mod cq_moderation;
 mod cq_poll;
+mod ece;
 mod enumerate;
 mod extended;
 mod fixtures;
@@ -58,6 +59,7 @@ fn main() -> std::process::ExitCode {
         mcast::TESTS,
         cm::TESTS,
         cmid::TESTS,
+        ece::TESTS,
         cm_async::TESTS,
         cm_ep::TESTS,
         cm_ud::TESTS,
