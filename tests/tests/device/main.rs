@@ -5,6 +5,7 @@
 //! module lists its tests in a `TESTS` table.
 
 mod ah;
+mod ah_reply;
 mod bad_input;
 mod cm;
 mod cm_async;
@@ -43,6 +44,7 @@ fn main() -> std::process::ExitCode {
     let all: Vec<rdma_tests::Test> = [
         enumerate::TESTS,
         ah::TESTS,
+        ah_reply::TESTS,
         rc::TESTS,
         extended::TESTS,
         context::TESTS,
