@@ -16,6 +16,7 @@ mod cm_ud;
 mod cmid;
 mod context;
 mod cq;
+mod cq_ex;
 mod cq_moderation;
 mod cq_poll;
 mod ece;
@@ -49,6 +50,7 @@ fn main() -> std::process::ExitCode {
         extended::TESTS,
         context::TESTS,
         cq::TESTS,
+        cq_ex::TESTS,
         cq_moderation::TESTS,
         cq_poll::TESTS,
         qp::TESTS,
