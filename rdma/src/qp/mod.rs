@@ -12,6 +12,7 @@ mod attr;
 mod batch;
 mod ece;
 mod mcast;
+mod order;
 mod post;
 mod query;
 

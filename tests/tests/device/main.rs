@@ -31,6 +31,7 @@ mod mw;
 mod process_killed;
 mod qp;
 mod qp_errors;
+mod qp_ext;
 mod qp_post;
 mod rc;
 mod sound_cm;
@@ -56,6 +57,7 @@ fn main() -> std::process::ExitCode {
         qp::TESTS,
         qp_post::TESTS,
         qp_errors::TESTS,
+        qp_ext::TESTS,
         mr::TESTS,
         srq::TESTS,
         mw::TESTS,
