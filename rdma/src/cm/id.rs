@@ -511,3 +511,24 @@ impl CmId {
         )
     }
 }
+
+impl CmId {
+    /// Tells the CM that the connection is up (`rdma_notify` with
+    /// `IBV_EVENT_COMM_EST`): the passive side calls it when its QP
+    /// received data (or got the `CommEstablished` async event) before
+    /// the CM's `Established`, which a lost RTU would otherwise delay.
+    /// On InfiniBand and RoCE the IB CM then moves to established (an
+    /// `Established` event follows); iWARP's CM has nothing to do and
+    /// succeeds in any state. Errors: `EINVAL` for an id the kernel's CM
+    /// has no connection or listen of (never connected or listening), and
+    /// on InfiniBand and RoCE for a listener or a request not answered yet
+    /// (before [`accept`](Self::accept)); `EISCONN` on InfiniBand and RoCE
+    /// once established.
+    pub fn notify_comm_established(&self) -> Result<()> {
+        // SAFETY: a live id; the lock is held.
+        rc(
+            "rdma_notify",
+            self.locked(|| unsafe { cm::rdma_notify(self.as_raw(), cm::IBV_EVENT_COMM_EST) }),
+        )
+    }
+}

@@ -11,6 +11,7 @@ mod cm;
 mod cm_async;
 mod cm_ep;
 mod cm_examples;
+mod cm_notify;
 mod cm_options;
 mod cm_ud;
 mod cmid;
@@ -70,6 +71,7 @@ fn main() -> std::process::ExitCode {
         cm_ep::TESTS,
         cm_ud::TESTS,
         cm_examples::TESTS,
+        cm_notify::TESTS,
         cm_options::TESTS,
         umad::TESTS,
         bad_input::TESTS,
