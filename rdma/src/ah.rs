@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::sys;
-use crate::{Error, Gid, ProtectionDomain, Result, WorkCompletion};
+use crate::{Error, Gid, ProtectionDomain, Result, WcOpcode, WorkCompletion};
 
 /// Where a connected QP sends, or what an address handle addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,6 +137,68 @@ impl Drop for AddressHandle {
     }
 }
 
+/// The 40 bytes of a GRH as an `ibv_grh`. The bytes may sit at any offset
+/// of a receive buffer; libibverbs reads them as an `ibv_grh` (u32 fields),
+/// which must be aligned.
+fn aligned_grh(grh: &[u8; 40]) -> sys::ibv_grh {
+    const _: () = assert!(std::mem::size_of::<sys::ibv_grh>() == 40);
+    let mut aligned = std::mem::MaybeUninit::<sys::ibv_grh>::uninit();
+    // SAFETY: 40 bytes from `grh` into `aligned`, which is 40 bytes
+    // (asserted above); ibv_grh is plain integers, valid for any bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(grh.as_ptr(), aligned.as_mut_ptr().cast::<u8>(), 40);
+        aligned.assume_init()
+    }
+}
+
+impl Path {
+    /// The path back to the sender of a UD receive (`ibv_init_ah_from_wc`):
+    /// `wc` is the receive's completion and `grh` the 40 bytes at the start
+    /// of its buffer (RoCE always has one); `port` is the port of the QP
+    /// that received. The local GID to reply from is the one the datagram
+    /// was addressed to, looked up in the port's GID table. What
+    /// [`AddressHandle::from_wc`] creates a handle for, as a value a
+    /// program may keep, change or hand to [`AddressHandle::new`].
+    ///
+    /// Refused before the call (`EINVAL`): a completion that is not a
+    /// successful receive. Fails as libibverbs does when the GRH's
+    /// destination GID is not in the port's table (the GRH bytes are not
+    /// this receive's).
+    pub fn from_wc(
+        ctx: &crate::Context,
+        port: u8,
+        wc: &WorkCompletion,
+        grh: &[u8; 40],
+    ) -> Result<Path> {
+        // libibverbs reads any completion: a send's, or a failed one, gives
+        // a path of zeros (no GID), which addresses nobody.
+        if !wc.is_success() || !matches!(wc.opcode(), WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
+            return Err(Error::invalid(
+                "ibv_init_ah_from_wc",
+                format!(
+                    "the path back comes from a successful receive, not a {:?} of status {:?}",
+                    wc.opcode(),
+                    wc.status()
+                ),
+            ));
+        }
+        let mut raw_wc = *wc.as_raw();
+        let mut aligned = aligned_grh(grh);
+        // SAFETY: plain data.
+        let mut attr: sys::ibv_ah_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: a live context (`ctx`); `raw_wc` and `aligned` are
+        // initialised, aligned locals that the call only reads, despite its
+        // non-const parameters; `attr` is a local it fills.
+        let rc = unsafe {
+            sys::ibv_init_ah_from_wc(ctx.as_raw(), port, &mut raw_wc, &mut aligned, &mut attr)
+        };
+        if rc != 0 {
+            return Err(Error::from_rc("ibv_init_ah_from_wc", rc));
+        }
+        Ok(Path::from_raw(&attr))
+    }
+}
+
 impl AddressHandle {
     /// An address handle for `path`.
     pub fn new(pd: &ProtectionDomain, path: &Path) -> Result<AddressHandle> {
@@ -169,16 +231,7 @@ impl AddressHandle {
         grh: &[u8; 40],
     ) -> Result<AddressHandle> {
         let mut raw_wc = *wc.as_raw();
-        // The bytes may sit at any offset of a receive buffer; libibverbs
-        // reads them as an ibv_grh (u32 fields), which must be aligned.
-        const _: () = assert!(std::mem::size_of::<sys::ibv_grh>() == 40);
-        let mut aligned = std::mem::MaybeUninit::<sys::ibv_grh>::uninit();
-        // SAFETY: 40 bytes from `grh` into `aligned`, which is 40 bytes
-        // (asserted above); ibv_grh is plain integers, valid for any bytes.
-        let mut aligned = unsafe {
-            std::ptr::copy_nonoverlapping(grh.as_ptr(), aligned.as_mut_ptr().cast::<u8>(), 40);
-            aligned.assume_init()
-        };
+        let mut aligned = aligned_grh(grh);
         // SAFETY: a live PD; `raw_wc` and `aligned` are initialised, aligned
         // locals that the call only reads, despite its non-const parameters.
         let raw =

@@ -237,8 +237,8 @@ pub use mr::{OdpCaps, OdpGeneralCaps, OdpTransportCaps};
 pub use mw::{inc_rkey, MemoryWindow, MwType};
 pub use pd::ProtectionDomain;
 pub use qp::{
-    InitAttr, Mtu, PreparedSend, QpAttr, QpBuilder, QpCaps, QpState, QpType, QueuePair, RtrAttr,
-    RtsAttr, SendOps, WrBatch,
+    Ece, InitAttr, Mtu, PreparedSend, QpAttr, QpBuilder, QpCaps, QpState, QpType, QueuePair,
+    RtrAttr, RtsAttr, SendOps, WrBatch,
 };
 pub use rate::Rate;
 pub use srq::{SharedReceiveQueue, SrqAttr};

@@ -448,3 +448,90 @@ impl fmt::Debug for CmId {
             .finish()
     }
 }
+
+impl CmId {
+    /// Sets the ECE options this side offers in its REQ or REP
+    /// (`rdma_set_local_ece`), for a connection whose QP the id does not
+    /// hold (`ConnParam::qp_num`); an id with a QP offers what the QP
+    /// reports ([`QueuePair::query_ece`](crate::QueuePair::query_ece)).
+    /// Errors: `EINVAL` when the id holds a QP (librdmacm's rule, told
+    /// here before the call).
+    pub fn set_local_ece(&self, ece: crate::Ece) -> Result<()> {
+        if self.qp.is_some() {
+            return Err(Error::invalid(
+                "rdma_set_local_ece",
+                "the id holds a QP: its ECE options are the QP's (QueuePair::set_ece)",
+            ));
+        }
+        let mut e = ece.raw();
+        // SAFETY: a live id; `e` is complete and lives for the call
+        // (librdmacm copies it); the lock is held.
+        rc(
+            "rdma_set_local_ece",
+            self.locked(|| unsafe { cm::rdma_set_local_ece(self.as_raw(), &mut e) }),
+        )
+    }
+
+    /// The ECE options the peer offered in its REQ or REP
+    /// (`rdma_get_remote_ece`), for a connection whose QP the id does not
+    /// hold: read it on a connect request's id, or after `ConnectResponse`.
+    /// All zero when the peer offered none. Errors: `EINVAL` when the id
+    /// holds a QP (librdmacm's rule, told here before the call).
+    pub fn remote_ece(&self) -> Result<crate::Ece> {
+        if self.qp.is_some() {
+            return Err(Error::invalid(
+                "rdma_get_remote_ece",
+                "the id holds a QP, which applied the peer's ECE options itself",
+            ));
+        }
+        let mut e = crate::Ece::default().raw();
+        // SAFETY: a live id; `e` is a local the call fills; the lock is
+        // held.
+        rc(
+            "rdma_get_remote_ece",
+            self.locked(|| unsafe { cm::rdma_get_remote_ece(self.as_raw(), &mut e) }),
+        )?;
+        Ok(crate::Ece::from_raw(&e))
+    }
+
+    /// Rejects a connection request because its ECE options are not
+    /// supported (`rdma_reject_ece`: the reject's reason is "vendor option
+    /// not supported" on InfiniBand and RoCE; iWARP carries no reason),
+    /// with up to 255 bytes of private data.
+    pub fn reject_ece(&self, private_data: &[u8]) -> Result<()> {
+        let len = u8::try_from(private_data.len())
+            .map_err(|_| Error::invalid("rdma_reject_ece", "at most 255 bytes of private data"))?;
+        let p = if len == 0 {
+            ptr::null()
+        } else {
+            private_data.as_ptr().cast()
+        };
+        // SAFETY: a live id; `p` is NULL or `len` readable bytes; the lock
+        // is held.
+        rc(
+            "rdma_reject_ece",
+            self.locked(|| unsafe { cm::rdma_reject_ece(self.as_raw(), p, len) }),
+        )
+    }
+}
+
+impl CmId {
+    /// Tells the CM that the connection is up (`rdma_notify` with
+    /// `IBV_EVENT_COMM_EST`): the passive side calls it when its QP
+    /// received data (or got the `CommEstablished` async event) before
+    /// the CM's `Established`, which a lost RTU would otherwise delay.
+    /// On InfiniBand and RoCE the IB CM then moves to established (an
+    /// `Established` event follows); iWARP's CM has nothing to do and
+    /// succeeds in any state. Errors: `EINVAL` for an id the kernel's CM
+    /// has no connection or listen of (never connected or listening), and
+    /// on InfiniBand and RoCE for a listener or a request not answered yet
+    /// (before [`accept`](Self::accept)); `EISCONN` on InfiniBand and RoCE
+    /// once established.
+    pub fn notify_comm_established(&self) -> Result<()> {
+        // SAFETY: a live id; the lock is held.
+        rc(
+            "rdma_notify",
+            self.locked(|| unsafe { cm::rdma_notify(self.as_raw(), cm::IBV_EVENT_COMM_EST) }),
+        )
+    }
+}

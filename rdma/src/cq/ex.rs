@@ -34,6 +34,12 @@ bitflags::bitflags! {
         /// [`ExCompletion::completion_wallclock_ns`].
         const COMPLETION_TIMESTAMP_WALLCLOCK =
             sys::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK as u64;
+        /// [`ExCompletion::cvlan`].
+        const CVLAN = sys::IBV_WC_EX_WITH_CVLAN as u64;
+        /// [`ExCompletion::flow_tag`].
+        const FLOW_TAG = sys::IBV_WC_EX_WITH_FLOW_TAG as u64;
+        /// [`ExCompletion::tm_info`] (tag matching).
+        const TM_INFO = sys::IBV_WC_EX_WITH_TM_INFO as u64;
     }
 }
 
@@ -287,6 +293,58 @@ impl ExCompletion<'_> {
             None
         }
     }
+    /// The rkey a SEND with invalidate invalidated at this receive, if
+    /// the completion succeeded and carries one (`IBV_WC_WITH_INV`) and
+    /// the CQ has [`WcFlags::IMM`] (the reader shares the immediate's
+    /// field, `ibv_wc_read_invalidated_rkey`).
+    #[inline]
+    pub fn invalidated_rkey(&self) -> Option<u32> {
+        if self.flags.contains(WcFlags::IMM)
+            && self.is_success()
+            && self.wc_flags() & sys::IBV_WC_WITH_INV != 0
+        {
+            // SAFETY: inside a poll, on a CQ created with IMM (checked),
+            // whose immediate reader the provider filled.
+            Some(unsafe { sys::ibv_wc_read_invalidated_rkey(self.raw()) })
+        } else {
+            None
+        }
+    }
+    /// The customer VLAN the packet carried (`ibv_wc_read_cvlan`), on a
+    /// CQ with [`WcFlags::CVLAN`]; meaningful only for a successful
+    /// receive of a RAW_PACKET or UD QP on Ethernet.
+    #[inline]
+    pub fn cvlan(&self) -> Option<u16> {
+        if !self.flags.contains(WcFlags::CVLAN) {
+            return None;
+        }
+        // SAFETY: inside a poll, on a CQ created with the flag (checked).
+        Some(unsafe { sys::ibv_wc_read_cvlan(self.raw()) })
+    }
+    /// The flow tag of the steering rule that matched the packet
+    /// (`ibv_wc_read_flow_tag`), on a CQ with [`WcFlags::FLOW_TAG`].
+    #[inline]
+    pub fn flow_tag(&self) -> Option<u32> {
+        if !self.flags.contains(WcFlags::FLOW_TAG) {
+            return None;
+        }
+        // SAFETY: inside a poll, on a CQ created with the flag (checked).
+        Some(unsafe { sys::ibv_wc_read_flow_tag(self.raw()) })
+    }
+    /// The tag-matching tag and private value (`ibv_wc_read_tm_info`), on
+    /// a CQ with [`WcFlags::TM_INFO`]; meaningful only for completions
+    /// of a tag-matching SRQ (`IBV_WC_TM_*` in [`wc_flags`](Self::wc_flags)).
+    #[inline]
+    pub fn tm_info(&self) -> Option<(u64, u32)> {
+        if !self.flags.contains(WcFlags::TM_INFO) {
+            return None;
+        }
+        let mut tm = sys::ibv_wc_tm_info { tag: 0, priv_: 0 };
+        // SAFETY: inside a poll, on a CQ created with the flag (checked);
+        // `tm` is a local the reader fills.
+        unsafe { sys::ibv_wc_read_tm_info(self.raw(), &mut tm) };
+        Some((tm.tag, tm.priv_))
+    }
     /// The completion's time on the device's clock, on a CQ with
     /// [`WcFlags::COMPLETION_TIMESTAMP`].
     #[inline]
@@ -354,6 +412,55 @@ mod tests {
             _poll: PhantomData,
         };
         (wc.slid(), wc.sl(), wc.dlid_path_bits())
+    }
+
+    unsafe extern "C" fn cvlan(_: *mut sys::ibv_cq_ex) -> u16 {
+        0x0123
+    }
+    unsafe extern "C" fn flow_tag(_: *mut sys::ibv_cq_ex) -> u32 {
+        0xfeed
+    }
+    unsafe extern "C" fn tm_info(_: *mut sys::ibv_cq_ex, tm: *mut sys::ibv_wc_tm_info) {
+        // SAFETY: the reader's caller passes a live `ibv_wc_tm_info`.
+        unsafe {
+            (*tm).tag = 0x1111_2222_3333_4444;
+            (*tm).priv_ = 77;
+        }
+    }
+
+    /// The VLAN, flow tag and tag-matching info of a completion of a CQ
+    /// created with `flags`, only the asked-for readers filled.
+    fn read_ext_with(flags: WcFlags) -> (Option<u16>, Option<u32>, Option<(u64, u32)>) {
+        // SAFETY: plain C data; all zero is every pointer NULL, every op
+        // None.
+        let mut cq: Box<sys::ibv_cq_ex> = Box::new(unsafe { std::mem::zeroed() });
+        if flags.contains(WcFlags::CVLAN) {
+            cq.read_cvlan = Some(cvlan);
+        }
+        if flags.contains(WcFlags::FLOW_TAG) {
+            cq.read_flow_tag = Some(flow_tag);
+        }
+        if flags.contains(WcFlags::TM_INFO) {
+            cq.read_tm_info = Some(tm_info);
+        }
+        let wc = ExCompletion {
+            cq: NonNull::from(&mut *cq),
+            flags,
+            _poll: PhantomData,
+        };
+        (wc.cvlan(), wc.flow_tag(), wc.tm_info())
+    }
+
+    #[test]
+    fn vlan_flow_tag_and_tag_matching_are_read_only_when_asked_for() {
+        let tm = Some((0x1111_2222_3333_4444, 77));
+        let all = WcFlags::CVLAN | WcFlags::FLOW_TAG | WcFlags::TM_INFO;
+        assert_eq!(read_ext_with(all), (Some(0x0123), Some(0xfeed), tm));
+        assert_eq!(read_ext_with(WcFlags::CVLAN), (Some(0x0123), None, None));
+        assert_eq!(read_ext_with(WcFlags::FLOW_TAG), (None, Some(0xfeed), None));
+        assert_eq!(read_ext_with(WcFlags::TM_INFO), (None, None, tm));
+        // A reader never asked for is never called (they are all unset).
+        assert_eq!(read_ext_with(WcFlags::STANDARD), (None, None, None));
     }
 
     #[test]

@@ -10,11 +10,15 @@ use crate::{CompletionQueue, Error, ProtectionDomain, Result, SharedReceiveQueue
 
 mod attr;
 mod batch;
+mod ece;
+mod mcast;
+mod order;
 mod post;
 mod query;
 
 pub use attr::{InitAttr, Mtu, RtrAttr, RtsAttr};
 pub use batch::WrBatch;
+pub use ece::Ece;
 pub use post::PreparedSend;
 pub use query::QpAttr;
 
@@ -295,6 +299,7 @@ impl<'a> QpBuilder<'a> {
             _send_cq: self.send_cq.clone(),
             _recv_cq: self.recv_cq.clone(),
             _srq: self.srq.cloned(),
+            mcast: std::sync::Mutex::new(Vec::new()),
         }
     }
 }
@@ -328,6 +333,10 @@ pub struct QueuePair {
     _send_cq: CompletionQueue,
     _recv_cq: CompletionQueue,
     _srq: Option<SharedReceiveQueue>,
+    /// The multicast groups the QP is attached to (GID, LID), detached
+    /// before the QP is destroyed: the kernel refuses to destroy an
+    /// attached QP (`EBUSY`).
+    mcast: std::sync::Mutex<Vec<(crate::Gid, u16)>>,
 }
 
 // SAFETY: libibverbs allows posting to and modifying a QP from any thread;
@@ -341,6 +350,7 @@ unsafe impl Sync for QueuePair {}
 
 impl Drop for QueuePair {
     fn drop(&mut self) {
+        self.detach_all_mcast();
         // SAFETY: destroyed once; its PD, CQs and SRQ outlive it (held here).
         let rc = unsafe { sys::ibv_destroy_qp(self.raw.as_ptr()) };
         if let Some(count) = self.ud_count.take() {

@@ -5,19 +5,24 @@
 //! module lists its tests in a `TESTS` table.
 
 mod ah;
+mod ah_reply;
 mod bad_input;
 mod cm;
 mod cm_async;
 mod cm_ep;
 mod cm_examples;
+mod cm_notify;
 mod cm_options;
 mod cm_teardown;
 mod cm_ud;
 mod cmid;
 mod context;
 mod cq;
+mod cq_ex;
+mod cq_moderation;
 mod cq_poll;
 mod dm;
+mod ece;
 mod enumerate;
 mod extended;
 mod fixtures;
@@ -25,12 +30,14 @@ mod flow;
 mod import;
 mod interop;
 mod load;
+mod mcast;
 mod mr;
 mod mr_placement;
 mod mw;
 mod process_killed;
 mod qp;
 mod qp_errors;
+mod qp_ext;
 mod qp_post;
 mod rc;
 mod srq;
@@ -48,25 +55,32 @@ fn main() -> std::process::ExitCode {
     let all: Vec<rdma_tests::Test> = [
         enumerate::TESTS,
         ah::TESTS,
+        ah_reply::TESTS,
         rc::TESTS,
         extended::TESTS,
         context::TESTS,
         cq::TESTS,
+        cq_ex::TESTS,
+        cq_moderation::TESTS,
         cq_poll::TESTS,
         qp::TESTS,
         qp_post::TESTS,
         qp_errors::TESTS,
+        qp_ext::TESTS,
         mr::TESTS,
         mr_placement::TESTS,
         srq::TESTS,
         mw::TESTS,
         ud::TESTS,
+        mcast::TESTS,
         cm::TESTS,
         cmid::TESTS,
+        ece::TESTS,
         cm_async::TESTS,
         cm_ep::TESTS,
         cm_ud::TESTS,
         cm_examples::TESTS,
+        cm_notify::TESTS,
         cm_options::TESTS,
         cm_teardown::TESTS,
         umad::TESTS,
