@@ -3,13 +3,13 @@
 
 use std::time::Instant;
 
-use rdma::{CompletionQueue, QpCaps, RecvWr, SendWr, WcFlags, WcOpcode};
+use rdma::{CompletionQueue, RecvWr, SendWr, WcFlags, WcOpcode};
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
-use crate::fixtures::{Pair, TIMEOUT};
+use crate::fixtures::{RcPair, TIMEOUT};
 
 pub fn optional_readers_only_when_asked_for(env: &TestEnv) -> TestResult {
-    let p = Pair::new(env, true, QpCaps::default())?;
+    let p = RcPair::extended(env)?;
     if !p.cq_b.is_extended() {
         // siw has no extended CQs: the pair's are classic, whose extended
         // poll is refused with its typed error.

@@ -2,15 +2,18 @@
 //! moderation limits, the typed "not supported" error where it does not,
 //! and a queue that delivers as before either way.
 
-use rdma::QpCaps;
 use rdma_tests::{check, Outcome, TestEnv, TestResult};
 
-use crate::fixtures::{refused, send_one, Pair};
+use crate::fixtures::{refused, send_one, RcPair};
 
 pub fn modify_moderation_or_not_supported(env: &TestEnv) -> TestResult {
     let mut outcome = String::new();
     for extended in [false, true] {
-        let p = Pair::new(env, extended, QpCaps::default())?;
+        let p = if extended {
+            RcPair::extended(env)?
+        } else {
+            RcPair::new(env)?
+        };
         let caps = p.ctx.query_device()?.as_raw().cq_mod_caps;
         let cqe = p.cq_b.cqe();
         if caps.max_cq_count == 0 {
