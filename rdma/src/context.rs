@@ -516,6 +516,29 @@ pub enum PortState {
     Other(u32),
 }
 
+impl PortState {
+    /// The `ibv_port_state` value.
+    pub fn raw(self) -> sys::ibv_port_state {
+        match self {
+            PortState::Nop => sys::IBV_PORT_NOP,
+            PortState::Down => sys::IBV_PORT_DOWN,
+            PortState::Init => sys::IBV_PORT_INIT,
+            PortState::Armed => sys::IBV_PORT_ARMED,
+            PortState::Active => sys::IBV_PORT_ACTIVE,
+            PortState::ActiveDefer => sys::IBV_PORT_ACTIVE_DEFER,
+            PortState::Other(n) => n,
+        }
+    }
+}
+
+/// libibverbs' name of the state (`ibv_port_state_str`: `active`, `down`, ...).
+impl fmt::Display for PortState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // SAFETY: takes any value; returns a string constant of the library.
+        f.write_str(unsafe { crate::os::static_c_str(sys::ibv_port_state_str(self.raw())) })
+    }
+}
+
 /// Port attributes, from `ibv_query_port`.
 #[derive(Clone, Copy)]
 pub struct PortAttr(sys::ibv_port_attr);
@@ -728,6 +751,31 @@ fn mtu_bytes(code: sys::ibv_mtu) -> u32 {
 
 #[cfg(test)]
 mod tests {
+
+    /// Port states over libibverbs' range and past it: each keeps its
+    /// value and prints libibverbs' own name of it.
+    #[test]
+    #[cfg_attr(miri, ignore = "calls libibverbs")]
+    fn port_states_keep_their_value_and_print_libibverbs_names() {
+        for v in 0..12 {
+            let st = match v {
+                sys::IBV_PORT_NOP => PortState::Nop,
+                sys::IBV_PORT_DOWN => PortState::Down,
+                sys::IBV_PORT_INIT => PortState::Init,
+                sys::IBV_PORT_ARMED => PortState::Armed,
+                sys::IBV_PORT_ACTIVE => PortState::Active,
+                sys::IBV_PORT_ACTIVE_DEFER => PortState::ActiveDefer,
+                other => PortState::Other(other),
+            };
+            assert_eq!(st.raw(), v, "{st:?}");
+            // SAFETY: takes any value; returns a string constant.
+            let c = unsafe { crate::os::static_c_str(sys::ibv_port_state_str(v)) };
+            assert_eq!(st.to_string(), c, "{st:?}");
+        }
+        assert_eq!(PortState::Active.to_string(), "active");
+        assert_eq!(PortState::Other(99).to_string(), "unknown");
+    }
+
     use super::*;
 
     #[test]

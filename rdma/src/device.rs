@@ -124,6 +124,45 @@ pub enum NodeType {
     Other(i32),
 }
 
+impl NodeType {
+    /// The `ibv_node_type` value.
+    pub fn raw(self) -> sys::ibv_node_type {
+        match self {
+            NodeType::Ca => sys::IBV_NODE_CA,
+            NodeType::Switch => sys::IBV_NODE_SWITCH,
+            NodeType::Router => sys::IBV_NODE_ROUTER,
+            NodeType::Rnic => sys::IBV_NODE_RNIC,
+            NodeType::Usnic => sys::IBV_NODE_USNIC,
+            NodeType::UsnicUdp => sys::IBV_NODE_USNIC_UDP,
+            NodeType::Unspecified => sys::IBV_NODE_UNSPECIFIED,
+            NodeType::Other(n) => n,
+        }
+    }
+
+    /// The node type of an `ibv_node_type` value.
+    pub fn from_raw(n: sys::ibv_node_type) -> NodeType {
+        match n {
+            sys::IBV_NODE_CA => NodeType::Ca,
+            sys::IBV_NODE_SWITCH => NodeType::Switch,
+            sys::IBV_NODE_ROUTER => NodeType::Router,
+            sys::IBV_NODE_RNIC => NodeType::Rnic,
+            sys::IBV_NODE_USNIC => NodeType::Usnic,
+            sys::IBV_NODE_USNIC_UDP => NodeType::UsnicUdp,
+            sys::IBV_NODE_UNSPECIFIED => NodeType::Unspecified,
+            other => NodeType::Other(other),
+        }
+    }
+}
+
+/// libibverbs' name of the node type (`ibv_node_type_str`: `InfiniBand
+/// channel adapter`, `iWARP`, ...).
+impl fmt::Display for NodeType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // SAFETY: takes any value; returns a string constant of the library.
+        f.write_str(unsafe { crate::os::static_c_str(sys::ibv_node_type_str(self.raw())) })
+    }
+}
+
 /// Which transport a device speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportType {
@@ -167,16 +206,7 @@ impl<'list> Device<'list> {
     /// The node type.
     pub fn node_type(&self) -> NodeType {
         // SAFETY: the device is valid while the list lives.
-        match unsafe { (*self.raw).node_type } {
-            sys::IBV_NODE_CA => NodeType::Ca,
-            sys::IBV_NODE_SWITCH => NodeType::Switch,
-            sys::IBV_NODE_ROUTER => NodeType::Router,
-            sys::IBV_NODE_RNIC => NodeType::Rnic,
-            sys::IBV_NODE_USNIC => NodeType::Usnic,
-            sys::IBV_NODE_USNIC_UDP => NodeType::UsnicUdp,
-            sys::IBV_NODE_UNSPECIFIED => NodeType::Unspecified,
-            other => NodeType::Other(other),
-        }
+        NodeType::from_raw(unsafe { (*self.raw).node_type })
     }
 
     /// The transport type.
@@ -214,5 +244,26 @@ impl fmt::Debug for Device<'_> {
             .field("guid", &format_args!("{:#018x}", self.guid()))
             .field("node_type", &self.node_type())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Node types over libibverbs' range and past both ends: each keeps
+    /// its value and prints libibverbs' own name of it.
+    #[test]
+    #[cfg_attr(miri, ignore = "calls libibverbs")]
+    fn node_types_keep_their_value_and_print_libibverbs_names() {
+        for v in -3..12 {
+            let t = NodeType::from_raw(v);
+            assert_eq!(t.raw(), v, "{t:?}");
+            // SAFETY: takes any value; returns a string constant.
+            let c = unsafe { crate::os::static_c_str(sys::ibv_node_type_str(v)) };
+            assert_eq!(t.to_string(), c, "{t:?}");
+        }
+        assert_eq!(NodeType::Rnic.to_string(), "iWARP NIC");
+        assert_eq!(NodeType::Ca.to_string(), "InfiniBand channel adapter");
     }
 }

@@ -83,6 +83,43 @@ impl AsyncEventKind {
             other => Other(other),
         }
     }
+
+    /// The `ibv_event_type` value.
+    pub fn raw(self) -> sys::ibv_event_type {
+        use AsyncEventKind::*;
+        match self {
+            CqError => sys::IBV_EVENT_CQ_ERR,
+            QpFatal => sys::IBV_EVENT_QP_FATAL,
+            QpRequestError => sys::IBV_EVENT_QP_REQ_ERR,
+            QpAccessError => sys::IBV_EVENT_QP_ACCESS_ERR,
+            CommunicationEstablished => sys::IBV_EVENT_COMM_EST,
+            SqDrained => sys::IBV_EVENT_SQ_DRAINED,
+            PathMigrated => sys::IBV_EVENT_PATH_MIG,
+            PathMigrationError => sys::IBV_EVENT_PATH_MIG_ERR,
+            DeviceFatal => sys::IBV_EVENT_DEVICE_FATAL,
+            PortActive => sys::IBV_EVENT_PORT_ACTIVE,
+            PortError => sys::IBV_EVENT_PORT_ERR,
+            LidChange => sys::IBV_EVENT_LID_CHANGE,
+            PkeyChange => sys::IBV_EVENT_PKEY_CHANGE,
+            SmChange => sys::IBV_EVENT_SM_CHANGE,
+            SrqError => sys::IBV_EVENT_SRQ_ERR,
+            SrqLimitReached => sys::IBV_EVENT_SRQ_LIMIT_REACHED,
+            QpLastWqeReached => sys::IBV_EVENT_QP_LAST_WQE_REACHED,
+            ClientReregister => sys::IBV_EVENT_CLIENT_REREGISTER,
+            GidChange => sys::IBV_EVENT_GID_CHANGE,
+            WqFatal => sys::IBV_EVENT_WQ_FATAL,
+            Other(n) => n,
+        }
+    }
+}
+
+/// libibverbs' name of the event (`ibv_event_type_str`: `port active`,
+/// `local work queue catastrophic error`, ...).
+impl fmt::Display for AsyncEventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // SAFETY: takes any value; returns a string constant of the library.
+        f.write_str(unsafe { crate::os::static_c_str(sys::ibv_event_type_str(self.raw())) })
+    }
 }
 
 /// The object an asynchronous event is about.
@@ -226,5 +263,26 @@ impl AsRawFd for AsyncEventFd {
 impl AsFd for AsyncEventFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.0.async_event_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every event type of libibverbs' range and past it: the kind keeps
+    /// its value, and prints libibverbs' own name of it.
+    #[test]
+    #[cfg_attr(miri, ignore = "calls libibverbs")]
+    fn event_kinds_keep_their_value_and_print_libibverbs_names() {
+        for v in 0..40 {
+            let k = AsyncEventKind::from_raw(v);
+            assert_eq!(k.raw(), v, "{k:?}");
+            // SAFETY: takes any value; returns a string constant.
+            let c = unsafe { crate::os::static_c_str(sys::ibv_event_type_str(v)) };
+            assert_eq!(k.to_string(), c, "{k:?}");
+        }
+        assert_eq!(AsyncEventKind::PortActive.to_string(), "port active");
+        assert_eq!(AsyncEventKind::Other(1000).to_string(), "unknown");
     }
 }

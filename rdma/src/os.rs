@@ -127,6 +127,24 @@ impl<T: AsRawFd> AsRawFd for FdOwner<T> {
     }
 }
 
+/// The static string a C library's `*_str` helper returned (rdma-core's
+/// return a string constant for every value, "unknown" and the like for
+/// values they do not know).
+///
+/// # Safety
+///
+/// `p` is NULL or points to a NUL-terminated string that lives for the
+/// whole process (a string constant of the library).
+pub(crate) unsafe fn static_c_str(p: *const std::ffi::c_char) -> &'static str {
+    if p.is_null() {
+        return "unknown";
+    }
+    // SAFETY: per the caller, a NUL-terminated string that lives forever.
+    unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_str()
+        .unwrap_or("unknown")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,6 +55,30 @@ impl CmEventKind {
         }
     }
 
+    /// The `rdma_cm_event_type` value.
+    pub fn raw(self) -> cm::rdma_cm_event_type {
+        use CmEventKind::*;
+        match self {
+            AddrResolved => cm::RDMA_CM_EVENT_ADDR_RESOLVED,
+            AddrError => cm::RDMA_CM_EVENT_ADDR_ERROR,
+            RouteResolved => cm::RDMA_CM_EVENT_ROUTE_RESOLVED,
+            RouteError => cm::RDMA_CM_EVENT_ROUTE_ERROR,
+            ConnectRequest => cm::RDMA_CM_EVENT_CONNECT_REQUEST,
+            ConnectResponse => cm::RDMA_CM_EVENT_CONNECT_RESPONSE,
+            ConnectError => cm::RDMA_CM_EVENT_CONNECT_ERROR,
+            Unreachable => cm::RDMA_CM_EVENT_UNREACHABLE,
+            Rejected => cm::RDMA_CM_EVENT_REJECTED,
+            Established => cm::RDMA_CM_EVENT_ESTABLISHED,
+            Disconnected => cm::RDMA_CM_EVENT_DISCONNECTED,
+            DeviceRemoval => cm::RDMA_CM_EVENT_DEVICE_REMOVAL,
+            MulticastJoin => cm::RDMA_CM_EVENT_MULTICAST_JOIN,
+            MulticastError => cm::RDMA_CM_EVENT_MULTICAST_ERROR,
+            AddrChange => cm::RDMA_CM_EVENT_ADDR_CHANGE,
+            TimewaitExit => cm::RDMA_CM_EVENT_TIMEWAIT_EXIT,
+            Other(n) => n,
+        }
+    }
+
     /// Whether the event reports a failure of the step it answers.
     pub fn is_error(self) -> bool {
         use CmEventKind::*;
@@ -68,6 +92,15 @@ impl CmEventKind {
                 | MulticastError
                 | DeviceRemoval
         )
+    }
+}
+
+/// librdmacm's name of the event (`rdma_event_str`:
+/// `RDMA_CM_EVENT_ESTABLISHED`, ...).
+impl fmt::Display for CmEventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // SAFETY: takes any value; returns a string constant of the library.
+        f.write_str(unsafe { crate::os::static_c_str(cm::rdma_event_str(self.raw())) })
     }
 }
 
@@ -343,6 +376,26 @@ pub(crate) fn reject_hint(status: i32, private_data_len: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// CM event types over librdmacm's range and past it: each keeps its
+    /// value and prints librdmacm's own name of it.
+    #[test]
+    #[cfg_attr(miri, ignore = "calls librdmacm")]
+    fn event_kinds_keep_their_value_and_print_librdmacm_names() {
+        for v in 0..24 {
+            let k = CmEventKind::from_raw(v);
+            assert_eq!(k.raw(), v, "{k:?}");
+            // SAFETY: takes any value; returns a string constant.
+            let c = unsafe { crate::os::static_c_str(cm::rdma_event_str(v)) };
+            assert_eq!(k.to_string(), c, "{k:?}");
+        }
+        assert_eq!(
+            CmEventKind::Established.to_string(),
+            "RDMA_CM_EVENT_ESTABLISHED"
+        );
+        assert_eq!(CmEventKind::Other(99).to_string(), "UNKNOWN EVENT");
+    }
+
     use super::*;
 
     #[test]
