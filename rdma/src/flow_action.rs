@@ -86,9 +86,31 @@ pub struct EspAttr {
 /// The C attributes of an [`EspAttr`], and the structs they point to.
 pub(crate) struct RawEsp {
     pub(crate) attr: sys::ibv_flow_action_esp_attr,
-    _esp: Box<sys::ib_uverbs_flow_action_esp>,
-    keymat: Box<sys::ib_uverbs_flow_action_esp_keymat_aes_gcm>,
-    _replay: Box<sys::ib_uverbs_flow_action_esp_replay_bmp>,
+    _esp: Heap<sys::ib_uverbs_flow_action_esp>,
+    keymat: Heap<sys::ib_uverbs_flow_action_esp_keymat_aes_gcm>,
+    _replay: Heap<sys::ib_uverbs_flow_action_esp_replay_bmp>,
+}
+
+/// A heap value that `attr` points into, held by its raw pointer: moving a
+/// `Box` would assert that it is the only way to the value, which the
+/// pointers in `attr` are too.
+struct Heap<T>(NonNull<T>);
+
+impl<T> Heap<T> {
+    fn new(v: T) -> Heap<T> {
+        Heap(NonNull::from(Box::leak(Box::new(v))))
+    }
+
+    fn ptr(&self) -> *mut T {
+        self.0.as_ptr()
+    }
+}
+
+impl<T> Drop for Heap<T> {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::leak` in `new`, freed once, here.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
 }
 
 impl EspAttr {
@@ -113,7 +135,7 @@ impl EspAttr {
         if self.full_offload {
             flags |= sys::IB_UVERBS_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD;
         }
-        let mut esp = Box::new(sys::ib_uverbs_flow_action_esp {
+        let esp = Heap::new(sys::ib_uverbs_flow_action_esp {
             spi: self.spi,
             seq: self.seq,
             tfc_pad: self.tfc_pad,
@@ -124,7 +146,7 @@ impl EspAttr {
         for (i, c) in self.key.key.chunks(4).enumerate() {
             aes_key[i] = u32::from_ne_bytes(c.try_into().expect("16 or 32 bytes"));
         }
-        let mut keymat = Box::new(sys::ib_uverbs_flow_action_esp_keymat_aes_gcm {
+        let keymat = Heap::new(sys::ib_uverbs_flow_action_esp_keymat_aes_gcm {
             iv: self.key.iv,
             iv_algo: sys::IB_UVERBS_FLOW_ACTION_IV_ALGO_SEQ,
             salt: self.key.salt,
@@ -132,14 +154,14 @@ impl EspAttr {
             key_len: n as u32,
             aes_key,
         });
-        let mut replay = Box::new(sys::ib_uverbs_flow_action_esp_replay_bmp {
+        let replay = Heap::new(sys::ib_uverbs_flow_action_esp_replay_bmp {
             size: self.replay_window.unwrap_or(0),
         });
         let attr = sys::ibv_flow_action_esp_attr {
-            esp_attr: &mut *esp,
+            esp_attr: esp.ptr(),
             keymat_proto: sys::IB_UVERBS_FLOW_ACTION_ESP_KEYMAT_AES_GCM,
             keymat_len: size_of_u16::<sys::ib_uverbs_flow_action_esp_keymat_aes_gcm>(),
-            keymat_ptr: (&mut *keymat as *mut sys::ib_uverbs_flow_action_esp_keymat_aes_gcm).cast(),
+            keymat_ptr: keymat.ptr().cast(),
             replay_proto: if self.replay_window.is_some() {
                 sys::IB_UVERBS_FLOW_ACTION_ESP_REPLAY_BMP
             } else {
@@ -151,7 +173,7 @@ impl EspAttr {
                 0
             },
             replay_ptr: if self.replay_window.is_some() {
-                (&mut *replay as *mut sys::ib_uverbs_flow_action_esp_replay_bmp).cast()
+                replay.ptr().cast()
             } else {
                 ptr::null_mut()
             },
@@ -179,8 +201,9 @@ fn size_of_u16<T>() -> u16 {
 impl RawEsp {
     /// Zeroes the key material before the boxes are freed.
     fn wipe(&mut self) {
-        // SAFETY: a live box of plain data; volatile so the store stays.
-        unsafe { ptr::write_volatile(&mut self.keymat.aes_key, [0; 8]) };
+        // SAFETY: a live heap value of plain data, freed only after this;
+        // volatile so the store stays.
+        unsafe { ptr::write_volatile(&raw mut (*self.keymat.ptr()).aes_key, [0; 8]) };
     }
 }
 
