@@ -251,6 +251,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "opens files and calls fstat")]
     fn files_that_are_no_command_file_are_refused_and_closed() {
         let path = std::env::temp_dir().join(format!("rdma-import-{}", std::process::id()));
         let f = std::fs::File::create(&path).unwrap();
