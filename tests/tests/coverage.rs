@@ -319,27 +319,41 @@ fn print_counts(counts: &BTreeMap<(&str, &str), usize>) {
         }
         let _ = writeln!(
             err,
-            "coverage {library}: {} functions: {} called, {} rebuilt, {} internal, {} superseded, {} todo; {:.0}% called or rebuilt",
+            "coverage {library}: {} functions: {} called, {} rebuilt, {} internal, {} superseded, {} todo; {:.0}% called or rebuilt; {}",
             functions.len(),
             n[0],
             n[1],
             n[2],
             n[3],
             n[4],
-            percent(n[0] + n[1], functions.len())
+            percent(n[0] + n[1], functions.len()),
+            for_programs(&n)
         );
     }
     let all: usize = total.iter().sum();
     let _ = writeln!(
         err,
-        "coverage: {all} functions: {} called, {} rebuilt, {} internal, {} superseded, {} todo; {:.0}% called or rebuilt",
+        "coverage: {all} functions: {} called, {} rebuilt, {} internal, {} superseded, {} todo; {:.0}% called or rebuilt; {}",
         total[0],
         total[1],
         total[2],
         total[3],
         total[4],
-        percent(total[0] + total[1], all)
+        percent(total[0] + total[1], all),
+        for_programs(&total)
     );
+}
+
+/// The share of the functions meant for programs (all but the `internal`
+/// ones: the headers' own helpers, which no program calls) that is called or
+/// rebuilt, from counts in the order of `STATUSES`.
+fn for_programs(n: &[usize]) -> String {
+    let [called, rebuilt, _internal, superseded, todo] = [n[0], n[1], n[2], n[3], n[4]];
+    let meant = called + rebuilt + superseded + todo;
+    format!(
+        "of the {meant} meant for programs, {:.1}% called or rebuilt",
+        percent(called + rebuilt, meant)
+    )
 }
 
 fn percent(part: usize, whole: usize) -> f64 {
