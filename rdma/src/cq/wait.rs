@@ -408,7 +408,10 @@ mod wait_tests {
             assert_eq!(out[0].wr_id(), 1);
             assert!(took >= Duration::from_millis(100), "{took:?}");
             // A hang guard only: the host's load may stretch the 100 ms.
-            assert!(took < Duration::from_secs(30), "channel {channel}: {took:?}");
+            assert!(
+                took < Duration::from_secs(30),
+                "channel {channel}: {took:?}"
+            );
             if channel {
                 assert_eq!(cq.log.last(), Some(&Step::Poll(0)));
                 assert!(cq.log.contains(&Step::Sleep(false)));
@@ -443,7 +446,10 @@ mod wait_tests {
         assert!(polls < 2 * WAIT_SPINS as usize + 30_000, "{polls} polls");
         // The thread slept for most of the 300 ms: its own CPU time, which
         // the host's load does not stretch, is a small part of them.
-        assert!(cpu < Duration::from_millis(100), "{cpu:?} of CPU in {polls} polls");
+        assert!(
+            cpu < Duration::from_millis(100),
+            "{cpu:?} of CPU in {polls} polls"
+        );
     }
 
     /// The CPU time the calling thread has used.

@@ -42,6 +42,12 @@ impl RecvState {
 pub(crate) struct Pending {
     /// Oldest first; the flag says whether the MAD counts toward `capacity`.
     mads: VecDeque<(Received, bool)>,
+    /// Responses of tracked requests that were too long to keep, read by a
+    /// thread other than the one waiting for them: the first segment's
+    /// headers and the transfer's length, for the waiting receive to get
+    /// [`Error::MadTooLong`] instead of its timeout. One per request in
+    /// flight at most, as for the queued responses.
+    too_long: Vec<(Received, usize)>,
     pub(super) unsolicited: usize,
     pub(super) capacity: usize,
 }
@@ -50,6 +56,7 @@ impl Pending {
     pub(crate) fn new(capacity: usize) -> Pending {
         Pending {
             mads: VecDeque::new(),
+            too_long: Vec::new(),
             unsolicited: 0,
             capacity,
         }
@@ -68,9 +75,25 @@ impl Pending {
         true
     }
 
+    /// Keeps the headers of a response too long to keep (`first`, of a
+    /// transfer of `len` bytes) for the receive waiting for it.
+    pub(crate) fn push_too_long(&mut self, first: Received, len: usize) {
+        self.too_long.push((first, len));
+    }
+
+    /// The error of the oldest too-long response that `want` accepts, taken
+    /// from the queue.
+    pub(crate) fn take_too_long(&mut self, want: impl Fn(&Received) -> bool) -> Option<Error> {
+        let i = self.too_long.iter().position(|(r, _)| want(r))?;
+        let (_, len) = self.too_long.remove(i);
+        Some(too_long_error(len))
+    }
+
     /// Drops the queued response or timeout notice of `agent`'s request
     /// `tid` (lower 32 bits), whose requester stopped waiting for it.
     pub(crate) fn discard_response(&mut self, agent: u32, tid: u32) {
+        self.too_long
+            .retain(|(r, _)| !(r.agent_id == agent && r.tid() as u32 == tid));
         let mut unsolicited = 0;
         self.mads.retain(|(r, counted)| {
             let keep = !(r.agent_id == agent
@@ -94,6 +117,7 @@ impl Pending {
 
     /// Forgets the MADs of `agent` (unregistered: no one will take them).
     pub(crate) fn purge(&mut self, agent: u32) {
+        self.too_long.retain(|(r, _)| r.agent_id != agent);
         let mut unsolicited = 0;
         self.mads.retain(|(r, counted)| {
             let keep = r.agent_id != agent;
@@ -216,8 +240,9 @@ impl PortInner {
             match read(Some(Duration::ZERO))? {
                 Read::Mad(r, _) => return Ok(Some(r)),
                 Read::Nothing => return Ok(None),
-                // Dropped and counted, whichever agent they were for.
-                Read::Malformed | Read::TooLong(_) => {}
+                Read::TooLong(t) => self.queue_too_long(t),
+                // Dropped and counted, whichever agent it was for.
+                Read::Malformed => {}
             }
         }
     }
@@ -238,6 +263,16 @@ impl PortInner {
         self.queued.notify_all();
     }
 
+    /// Keeps the headers of a too-long response for the receive that waits
+    /// for it (waking it); drops the rest of a too-long MAD, and all of an
+    /// unsolicited one: no one waits for that.
+    fn queue_too_long(&self, t: TooLong) {
+        if let (Some(first), true) = (t.first, t.solicited) {
+            lock(&self.recv).pending.push_too_long(first, t.len);
+            self.queued.notify_all();
+        }
+    }
+
     /// Waits for a MAD that `want` accepts; others are queued for later.
     ///
     /// One receiving thread at a time waits in poll(2) on the fd, for as
@@ -248,7 +283,10 @@ impl PortInner {
     ///
     /// A MAD longer than the largest read is dropped (and counted); when
     /// `want` accepts its first segment (the header of the response this
-    /// receive waits for), the receive returns [`Error::MadTooLong`].
+    /// receive waits for), the receive returns [`Error::MadTooLong`]. One
+    /// that answers a tracked request of another receive leaves its headers
+    /// queued, so that that receive gets the error too, whichever thread
+    /// read it.
     pub(crate) fn recv_matching(
         &self,
         timeout: Option<Duration>,
@@ -271,6 +309,9 @@ impl PortInner {
             if let Some(r) = st.pending.take(&want) {
                 return Ok(r);
             }
+            if let Some(e) = st.pending.take_too_long(&want) {
+                return Err(e);
+            }
             let left = remaining(deadline);
             if left.is_some_and(|l| l.is_zero()) {
                 return Err(timed_out());
@@ -288,6 +329,9 @@ impl PortInner {
         if let Some(r) = st.pending.take(&want) {
             return Ok(r);
         }
+        if let Some(e) = st.pending.take_too_long(&want) {
+            return Err(e);
+        }
         // The reader now: only it queues, so nothing for it can appear in
         // the queue while it reads.
         st.reading = true;
@@ -299,7 +343,8 @@ impl PortInner {
                 Read::Mad(r, _) if want(&r) => return Ok(r),
                 Read::Mad(r, solicited) => self.queue(r, solicited),
                 Read::TooLong(t) if t.first.as_ref().is_some_and(&want) => return Err(t.error()),
-                Read::Nothing | Read::Malformed | Read::TooLong(_) => {}
+                Read::TooLong(t) => self.queue_too_long(t),
+                Read::Nothing | Read::Malformed => {}
             }
             // Checked after every read, not only after an empty poll: a
             // steady stream of MADs for others would otherwise keep this
@@ -316,12 +361,26 @@ impl PortInner {
     /// request, so that its response, if it still comes, is not kept for
     /// no one outside the queue's bound.
     pub(crate) fn await_response(&self, agent: u32, tid: u64, limit: Duration) -> Result<Received> {
+        self.await_response_with(agent, tid, limit, |left| self.read_one(left))
+    }
+    /// [`PortInner::await_response`] with `read` for `read_one`.
+    fn await_response_with(
+        &self,
+        agent: u32,
+        tid: u64,
+        limit: Duration,
+        read: impl FnMut(Option<Duration>) -> Result<Read>,
+    ) -> Result<Received> {
         let low = tid as u32;
-        self.recv_matching(Some(limit), |r| {
-            r.agent_id == agent
-                && r.tid() as u32 == low
-                && (r.status != 0 || r.mad.method().is_response())
-        })
+        self.recv_matching_with(
+            Some(limit),
+            |r| {
+                r.agent_id == agent
+                    && r.tid() as u32 == low
+                    && (r.status != 0 || r.mad.method().is_response())
+            },
+            read,
+        )
         .map_err(|e| {
             self.abandon(agent, tid);
             match e {
@@ -372,14 +431,21 @@ pub(crate) struct TooLong {
     /// The umad header and the transfer's first segment (its MAD and RMPP
     /// headers: agent, TID, class, method), if they decode.
     pub(super) first: Option<Received>,
+    /// Whether it answers one of the port's tracked requests.
+    pub(super) solicited: bool,
 }
 
 impl TooLong {
     pub(super) fn error(&self) -> Error {
-        Error::MadTooLong {
-            len: self.len,
-            reason: "an RMPP transfer longer than a receive reads (64 MiB) is dropped",
-        }
+        too_long_error(self.len)
+    }
+}
+
+/// The error of a receive whose MAD, `len` bytes long, was too long to keep.
+fn too_long_error(len: usize) -> Error {
+    Error::MadTooLong {
+        len,
+        reason: "an RMPP transfer longer than a receive reads (64 MiB) is dropped",
     }
 }
 
@@ -519,12 +585,11 @@ impl PortInner {
     fn drop_too_long(&self, got: &[u8]) -> TooLong {
         self.too_long.fetch_add(1, Ordering::Relaxed);
         let first = parse(&got[..got.len().min(HDR_SIZE + Mad::SIZE)]).ok();
-        if let Some(r) = &first {
-            self.settle(r);
-        }
+        let solicited = first.as_ref().is_some_and(|r| self.settle(r));
         TooLong {
             len: got.len().saturating_sub(HDR_SIZE),
             first,
+            solicited,
         }
     }
 }

@@ -114,6 +114,67 @@ fn a_receive_waiting_for_a_mad_past_the_largest_read_gets_mad_too_long() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // a socket pair and mmap(2)
+fn a_too_long_response_read_by_another_receive_reaches_its_waiter() {
+    let (port, _w) = fake_port();
+    let mut k = Kernel::default();
+    assert!(port.add_outstanding(CLIENT, 0x42));
+    // The response the client waits for, too long to keep, an unsolicited
+    // one as long, then a request the server waits for: the server's
+    // receive reads all three.
+    k.deliver(CLIENT, Method::GET_RESP, 0x42, HUGE);
+    k.deliver(CLIENT, Method::GET, 0x50, HUGE);
+    k.deliver(SERVER, Method::GET, 8, Mad::SIZE);
+    let wait = Some(Duration::from_secs(5));
+    let r = port.recv_matching_with(
+        wait,
+        |r| r.agent_id == SERVER,
+        |_| port.read_mad(false, |b| k.read(b)),
+    );
+    assert_eq!(r.unwrap().tid(), 8);
+    assert_eq!(port.too_long.load(Ordering::Relaxed), 2);
+    // The client's wait gets the error from the queue at once, with
+    // nothing left to read; the unsolicited one was kept for no one.
+    let mut reads = 0;
+    let r = port.await_response_with(CLIENT, 0x42, Duration::from_secs(5), |_| {
+        reads += 1;
+        Ok(Read::Nothing)
+    });
+    assert!(
+        matches!(r, Err(Error::MadTooLong { len: HUGE, .. })),
+        "{r:?}"
+    );
+    assert_eq!(reads, 0);
+    let st = lock(&port.recv);
+    assert_eq!((st.pending.len(), st.pending.too_long.len()), (0, 0));
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // a socket pair and mmap(2)
+fn a_too_long_response_whose_waiter_gave_up_is_not_kept() {
+    let (port, _w) = fake_port();
+    let mut k = Kernel::default();
+    // Given up before its response came: the response is unsolicited.
+    assert!(port.add_outstanding(CLIENT, 0x42));
+    port.abandon(CLIENT, 0x42);
+    k.deliver(CLIENT, Method::GET_RESP, 0x42, HUGE);
+    // Given up after another receive read its response: the kept headers
+    // go with it.
+    assert!(port.add_outstanding(CLIENT, 0x43));
+    k.deliver(CLIENT, Method::GET_RESP, 0x43, HUGE);
+    k.deliver(SERVER, Method::GET, 8, Mad::SIZE);
+    let r = port.recv_matching_with(
+        Some(Duration::from_secs(5)),
+        |r| r.agent_id == SERVER,
+        |_| port.read_mad(false, |b| k.read(b)),
+    );
+    assert_eq!(r.unwrap().tid(), 8);
+    assert_eq!(lock(&port.recv).pending.too_long.len(), 1);
+    port.abandon(CLIENT, 0x43);
+    assert_eq!(lock(&port.recv).pending.too_long.len(), 0);
+}
+
+#[test]
 fn enospc_past_the_largest_read_discards_up_to_what_ib_umad_can_report() {
     let small = HDR_SIZE + Mad::SIZE;
     assert!(matches!(
