@@ -9,7 +9,7 @@
 #   ci/fabric.sh [--net NAME] --speed   # ibnetdiscover's sweep, ours against the C tool's
 #   ci/fabric.sh --list         # the CI topologies
 #
-# --sm none starts no SM (the command brings one). --sm ours runs the project's subnet manager (examples/src/bin/sm, target/debug/sm, or
+# --sm none starts no SM (the command brings one). --sm ours runs the project's subnet manager (the package rdma-sm in sm/, target/debug/sm, or
 # RDMA_FABRIC_SM_BIN) instead of OpenSM; it is up when it has printed SUBNET UP and
 # sminfo reports it master. The suite runs every topology under each SM of
 # RDMA_FABRIC_SMS (default "opensm ours"); under ours a topology's results are named
@@ -477,7 +477,7 @@ if [ "$MODE" = speed ]; then
     exit 0
 fi
 if [ "$SM" = ours ] && [ -z "${RDMA_FABRIC_SM_BIN:-}" ]; then
-    cargo_cmd build -p rdma-examples --bin sm >&2
+    cargo_cmd build -p rdma-sm --bin sm >&2
 fi
 RC=0
 start_fabric "$NAME" "$NET" || RC=$?

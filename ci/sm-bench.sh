@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ci/sm-bench.sh: our subnet manager (examples/src/bin/sm) against OpenSM on the same
+# ci/sm-bench.sh: our subnet manager (the package rdma-sm in sm/) against OpenSM on the same
 # simulated fabrics, in one run: the time from the SM's start until the fabric is ready
 # (the SM has logged SUBNET UP; then sminfo must report it master and ibnetdiscover
 # every port with a LID, or the round fails), and the rate of SA PathRecord answers with
@@ -18,7 +18,7 @@ cd "$REPO_ROOT"
 ROUNDS=${1:-5}
 read -ra NETS <<<"${RDMA_SM_BENCH_NETS:-2sw2path4hca fattree ring}"
 # Release builds: OpenSM is optimised C.
-cargo_cmd build --release -p rdma-examples --bin sm --bin sa_bench
+cargo_cmd build --release -p rdma-sm --bin sm -p rdma-examples --bin sa_bench
 BIN=$REPO_ROOT/target/release
 OUT=$CI_WORK/sm-bench
 mkdir -p "$OUT"

@@ -9,7 +9,6 @@
 //! | [`umad::Error`](crate::umad::Error) | a MAD exchange failed, the SA client's requests included | outcomes with data of their own that callers match on (the TID that timed out, the class the kernel refused, the SA's status) |
 //! | [`mad::Error`](crate::mad::Error) | bytes that do not decode, a value that does not encode | pure data (`Clone`, `Eq`), no call and no errno: the codec runs without a device (fuzzers, an SM's tables) |
 //! | [`mad::sa::SaError`](crate::mad::sa::SaError) | an SA response that says no (its status) or does not hold its records | a protocol answer, pure data like the codec it belongs to; [`umad::Error::Sa`](crate::umad::Error::Sa) carries it |
-//! | [`subnet::Error`](crate::subnet::Error) | a topology that cannot be built (a port that does not exist, or is taken) | pure data of a pure-Rust model with no I/O |
 //! | `std::io::Error` (`rdma::stream`) | a stream's read, write or connect failed | what `AsyncRead`, `AsyncWrite` and `std::io` demand; the [`Error`] behind one is its inner error |
 //!
 //! The types with an errno give it as `errno() -> i32`: the OS's

@@ -74,8 +74,8 @@
 //!   MADs sent and received with timeouts and matched to their requests;
 //!   [`mad`] builds and parses them (`mad::sa` the subnet administrator's
 //!   records). With feature `tokio`, `umad::sa` is a client of the subnet
-//!   administrator; [`subnet`] holds the topology, LIDs and routes of a
-//!   subnet manager.
+//!   administrator. The subnet manager built on them is the package
+//!   `rdma-sm`.
 //!
 //! # Three programs to start from
 //! Each is a whole program, in the crate's `examples/` (`cargo run -p rdma
@@ -205,7 +205,6 @@ mod td;
 // The stream's protocol (its wire format) builds with no feature, so that
 // its host tests run in every build; its types come with feature `stream`.
 pub mod stream;
-pub mod subnet;
 pub mod umad;
 mod wc;
 mod wq;

@@ -1,5 +1,5 @@
 //! The subnet manager of the fabric, as its C clients see it: the same
-//! checks pass under OpenSM and under ours (`examples/src/bin/sm`, which
+//! checks pass under OpenSM and under ours (`sm/`, the package `rdma-sm`, which
 //! `ci/fabric.sh --sm ours` starts instead of OpenSM; `RDMA_FABRIC_SM` names
 //! the one running).
 //!

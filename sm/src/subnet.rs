@@ -5,7 +5,7 @@
 //! OpenSM's default routing engine computes them.
 //!
 //! ```
-//! use rdma::subnet::{Lids, NodeKind, Topology};
+//! use rdma_sm::subnet::{Lids, NodeKind, Topology};
 //!
 //! // Two switches joined by two parallel links, an HCA on each.
 //! let mut t = Topology::new();
@@ -25,7 +25,7 @@
 //! assert_eq!(routes.port(s1, h2_lid), Some(2));
 //! assert_eq!(routes.port(s1, lids.of(&t, s2, 0).unwrap()), Some(1));
 //! assert_eq!(routes.port(s2, h2_lid), Some(3)); // the HCA's own link
-//! # Ok::<(), rdma::subnet::Error>(())
+//! # Ok::<(), rdma_sm::subnet::Error>(())
 //! ```
 
 use std::collections::{HashMap, VecDeque};

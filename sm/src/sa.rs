@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
+use crate::subnet::{NodeId, NodeKind};
 use rdma::mad::sa::{
     self as records, InformInfo, InformInfoRecord, JoinState, LinkRecord, Matcher, McMemberRecord,
     McMemberRecordMask, NodeRecord, PathRecord, PathRecordMask, PortInfoRecord, PortInfoRecordMask,
@@ -14,76 +15,11 @@ use rdma::mad::{
     attr_id, ClassPortInfo, LinkSpeed, LinkWidth, Mad, MadHeader, Method, NodeDescription,
     PortInfo, Status,
 };
-use rdma::subnet::{NodeId, NodeKind};
 use rdma::umad::{AgentView, Received};
 use rdma::Gid;
 
-use crate::sweep::{lock_r, lock_w, Subnet, SUBNET_PREFIX};
-
-/// The IPoIB IPv4 broadcast group of the default partition, which the SM
-/// creates (as OpenSM does).
-pub const IPOIB_BROADCAST: [u8; 16] = [
-    0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
-];
-/// The packet lifetime of the paths the SA gives (OpenSM's default).
-const PACKET_LIFE: u8 = 0x12;
-const DEFAULT_PKEY: u16 = 0xffff;
-
-/// A multicast group: its record and its members' join states.
-#[derive(Clone, Debug)]
-pub struct Group {
-    /// The group (PortGID and JoinState unset).
-    pub rec: McMemberRecord,
-    /// Members by port GID.
-    pub members: BTreeMap<[u8; 16], JoinState>,
-    /// Kept when its last full member leaves.
-    pub permanent: bool,
-}
-
-/// The groups, by MGID.
-#[derive(Clone, Debug)]
-pub struct Groups {
-    /// By MGID.
-    pub by_mgid: BTreeMap<[u8; 16], Group>,
-    next_mlid: u16,
-    /// InformInfo subscriptions: the subscriber's LID and its InformInfo
-    /// as the request gave it, one per (LID, trap number, generic). Kept,
-    /// answered and listed as InformInfoRecords; Reports are not sent
-    /// (under ibsim only the SM's own process could receive them).
-    pub subscriptions: Vec<(u16, InformInfo)>,
-}
-
-impl Default for Groups {
-    fn default() -> Groups {
-        let mut by_mgid = BTreeMap::new();
-        by_mgid.insert(
-            IPOIB_BROADCAST,
-            Group {
-                rec: McMemberRecord {
-                    mgid: Gid(IPOIB_BROADCAST),
-                    qkey: 0x0b1b,
-                    mlid: 0xc000,
-                    mtu_selector: Selector::Exactly,
-                    mtu: 4,
-                    pkey: DEFAULT_PKEY,
-                    rate_selector: Selector::Exactly,
-                    rate: 3,
-                    packet_life_time_selector: Selector::Exactly,
-                    packet_life_time: PACKET_LIFE,
-                    scope: 2,
-                    ..McMemberRecord::default()
-                },
-                members: BTreeMap::new(),
-                permanent: true,
-            },
-        );
-        Groups {
-            by_mgid,
-            next_mlid: 0xc001,
-            subscriptions: Vec::new(),
-        }
-    }
-}
+use crate::groups::{Group, DEFAULT_PKEY, PACKET_LIFE};
+use crate::state::{lock_r, lock_w, Subnet, SUBNET_PREFIX};
 
 /// The SA's handler ([`AsyncPort::register_responder`]): answers each
 /// request, on the port's reader, from the state of the last sweep, and

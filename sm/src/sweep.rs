@@ -6,13 +6,14 @@ use std::fmt;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use crate::subnet::{Lids, NodeId, NodeKind};
 use rdma::mad::{
     attr_id, Attribute, LinearForwardingTable, Mad, Method, MulticastForwardingTable,
     NodeDescription, NodeInfo, PhysPortState, PortInfo, PortState, SmInfo, SwitchInfo,
 };
-use rdma::subnet::{Lids, NodeId, NodeKind, Routes, Topology};
 use rdma::umad::{Address, AsyncAgent};
 
+use crate::state::{lock_r, lock_w, Subnet, SUBNET_PREFIX};
 use crate::Error;
 
 /// Per attempt.
@@ -20,55 +21,6 @@ const SMP_TIMEOUT: Duration = Duration::from_millis(200);
 const SMP_RETRIES: u32 = 3;
 /// Concurrent SMPs of one sweep step.
 const IN_FLIGHT: usize = 32;
-
-/// The default subnet prefix.
-pub const SUBNET_PREFIX: u64 = 0xfe80_0000_0000_0000;
-
-/// What the SA serves: the subnet as the last sweep left it.
-#[derive(Default)]
-pub struct Subnet {
-    /// Nodes, ports and links.
-    pub topo: Topology,
-    /// LIDs, kept across sweeps.
-    pub lids: Lids,
-    /// Each switch's linear forwarding table.
-    pub routes: Routes,
-    /// NodeInfo of each node (as first reached).
-    pub node_info: HashMap<NodeId, NodeInfo>,
-    /// PortInfo of each port read in the sweep, as programmed.
-    pub port_info: HashMap<(NodeId, u8), PortInfo>,
-    /// The directed route to each node.
-    pub paths: HashMap<NodeId, Vec<u8>>,
-    /// The SM's own LID.
-    pub sm_lid: u16,
-    /// The node the SM runs on.
-    pub sm_node: Option<NodeId>,
-    /// Multicast groups (the SA's MCMemberRecords).
-    pub groups: crate::sa_server::Groups,
-    /// Whether the first sweep is done.
-    pub up: bool,
-    /// Each LID's end port: node, port number, port GUID.
-    pub end_ports: HashMap<u16, (NodeId, u8, u64)>,
-    /// Every LID assigned, ascending.
-    pub sorted_lids: Vec<u16>,
-}
-
-impl Subnet {
-    /// Fills the LID indexes ([`Subnet::end_ports`], [`Subnet::sorted_lids`])
-    /// from the LIDs and the topology.
-    fn index_lids(&mut self) {
-        self.end_ports = self
-            .lids
-            .iter()
-            .filter_map(|(guid, lid)| {
-                let (id, p) = self.topo.end_port_of(guid)?;
-                Some((lid, (id, p, guid)))
-            })
-            .collect();
-        self.sorted_lids = self.lids.iter().map(|(_, l)| l).collect();
-        self.sorted_lids.sort_unstable();
-    }
-}
 
 /// The sweeper.
 pub struct Sm {
@@ -762,17 +714,6 @@ impl Sm {
     }
 }
 
-/// The LIDs in OpenSM's `guid2lid` format: `0x<port GUID> <LID> <LID>` a
-/// line, by LID.
-pub fn guid2lid(s: &RwLock<Subnet>) -> String {
-    let s = lock_r(s);
-    let mut v: Vec<(u64, u16)> = s.lids.iter().collect();
-    v.sort_by_key(|&(_, l)| l);
-    v.iter()
-        .map(|(g, l)| format!("0x{g:016x} 0x{l:04x} 0x{l:04x}\n"))
-        .collect()
-}
-
 /// Each switch's port mask (bit `p`: port `p`) for each MLID with members.
 fn multicast_masks(s: &Subnet) -> HashMap<(NodeId, u16), u64> {
     let mut out = HashMap::new();
@@ -837,16 +778,6 @@ fn multicast_masks(s: &Subnet) -> HashMap<(NodeId, u16), u64> {
         }
     }
     out
-}
-
-/// The subnet for writing, whatever a panicking holder left.
-pub fn lock_w(s: &RwLock<Subnet>) -> std::sync::RwLockWriteGuard<'_, Subnet> {
-    s.write().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The subnet for reading.
-pub fn lock_r(s: &RwLock<Subnet>) -> std::sync::RwLockReadGuard<'_, Subnet> {
-    s.read().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Answers SMInfo (Get, Set) as the master, and takes traps (answering

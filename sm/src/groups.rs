@@ -1,0 +1,75 @@
+//! The multicast groups the SA keeps (MCMemberRecords with their members)
+//! and the InformInfo subscriptions.
+
+use std::collections::BTreeMap;
+
+use rdma::mad::sa::{InformInfo, JoinState, McMemberRecord, Selector};
+use rdma::Gid;
+
+/// The IPoIB IPv4 broadcast group of the default partition, which the SM
+/// creates (as OpenSM does).
+pub const IPOIB_BROADCAST: [u8; 16] = [
+    0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+];
+/// The packet lifetime of the groups and paths the SA gives (OpenSM's
+/// default).
+pub(crate) const PACKET_LIFE: u8 = 0x12;
+/// The default partition's P_Key, of every group and path.
+pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
+
+/// A multicast group: its record and its members' join states.
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// The group (PortGID and JoinState unset).
+    pub rec: McMemberRecord,
+    /// Members by port GID.
+    pub members: BTreeMap<[u8; 16], JoinState>,
+    /// Kept when its last full member leaves.
+    pub permanent: bool,
+}
+
+/// The groups, by MGID.
+#[derive(Clone, Debug)]
+pub struct Groups {
+    /// By MGID.
+    pub by_mgid: BTreeMap<[u8; 16], Group>,
+    /// The MLID the next new group gets.
+    pub(crate) next_mlid: u16,
+    /// InformInfo subscriptions: the subscriber's LID and its InformInfo
+    /// as the request gave it, one per (LID, trap number, generic). Kept,
+    /// answered and listed as InformInfoRecords; Reports are not sent
+    /// (under ibsim only the SM's own process could receive them).
+    pub subscriptions: Vec<(u16, InformInfo)>,
+}
+
+impl Default for Groups {
+    fn default() -> Groups {
+        let mut by_mgid = BTreeMap::new();
+        by_mgid.insert(
+            IPOIB_BROADCAST,
+            Group {
+                rec: McMemberRecord {
+                    mgid: Gid(IPOIB_BROADCAST),
+                    qkey: 0x0b1b,
+                    mlid: 0xc000,
+                    mtu_selector: Selector::Exactly,
+                    mtu: 4,
+                    pkey: DEFAULT_PKEY,
+                    rate_selector: Selector::Exactly,
+                    rate: 3,
+                    packet_life_time_selector: Selector::Exactly,
+                    packet_life_time: PACKET_LIFE,
+                    scope: 2,
+                    ..McMemberRecord::default()
+                },
+                members: BTreeMap::new(),
+                permanent: true,
+            },
+        );
+        Groups {
+            by_mgid,
+            next_mlid: 0xc001,
+            subscriptions: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! A subnet manager and subnet administrator for an InfiniBand fabric, in
+//! the manner of OpenSM, over the `rdma` crate's umad ports and MAD codec.
+//!
+//! It sweeps the fabric with directed-route SMPs, assigns LIDs, routes by
+//! minimum hops, programs every switch's linear and multicast forwarding
+//! tables, brings the ports to Active, answers SMInfo as master, and answers
+//! SA queries (NodeRecord, PortInfoRecord, PathRecord, LinkRecord,
+//! MCMemberRecord with joins and leaves, ClassPortInfo).
+//!
+//! [`run`] is the whole SM on one port, as the `sm` program runs it;
+//! [`subnet`] is its model of the fabric in pure Rust (topology, LIDs,
+//! routes), usable without a device.
+//!
+//! The first sweep is heavy (discovery, LIDs, routes, tables, port states);
+//! then every [`Config::sweep`] a light one reads each switch's SwitchInfo
+//! and each CA port's PortInfo, and a heavy sweep follows when a switch
+//! reports PortStateChange, a port's state moved or a node stopped
+//! answering, and whenever a trap arrives. Each heavy sweep is logged: what
+//! it found and changed, and `SUBNET UP` once the first is done. With
+//! `OSM_CACHE_DIR` set the LIDs are written there as OpenSM does
+//! (`guid2lid`: port GUID, LID, LID).
+
+#![warn(missing_docs)]
+
+use std::time::Duration;
+
+mod groups;
+mod run;
+mod sa;
+mod state;
+pub mod subnet;
+mod sweep;
+
+pub use run::run;
+
+/// An error of the SM: a umad or verbs failure, or a message.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// What an SM runs on and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The CA (`None`: the first).
+    pub ca: Option<String>,
+    /// The port (`None`: the CA's first; a switch's is 0).
+    pub port: Option<u32>,
+    /// The time between light sweeps.
+    pub sweep: Duration,
+    /// Stop once the first sweep has brought the subnet up.
+    pub once: bool,
+    /// The SM priority in SMInfo (0-15; higher bits are dropped).
+    pub priority: u8,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            ca: None,
+            port: None,
+            sweep: Duration::from_secs(10),
+            once: false,
+            priority: 0,
+        }
+    }
+}
