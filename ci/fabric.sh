@@ -291,7 +291,7 @@ fabric_test_bin() {
         return
     fi
     local json="$FABRIC_WORK/build.json" bin
-    cargo_cmd build -p rdma-examples >&2
+    cargo_cmd build -p rdma-examples -p rdma-sm >&2
     cargo_cmd test -p rdma-tests --test fabric --no-run --message-format=json >"$json"
     bin=$(cargo_executable fabric test <"$json")
     [ -n "$bin" ] || die "no executable for test target 'fabric' in cargo's JSON output ($json)"

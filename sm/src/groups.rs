@@ -1,7 +1,7 @@
 //! The multicast groups the SA keeps (MCMemberRecords with their members)
 //! and the InformInfo subscriptions.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rdma::mad::sa::{InformInfo, JoinState, McMemberRecord, Selector};
 use rdma::Gid;
@@ -33,8 +33,6 @@ pub struct Group {
 pub struct Groups {
     /// By MGID.
     pub by_mgid: BTreeMap<[u8; 16], Group>,
-    /// The MLID the next new group gets.
-    pub(crate) next_mlid: u16,
     /// InformInfo subscriptions: the subscriber's LID and its InformInfo
     /// as the request gave it, one per (LID, trap number, generic). Kept,
     /// answered and listed as InformInfoRecords; Reports are not sent
@@ -68,8 +66,22 @@ impl Default for Groups {
         );
         Groups {
             by_mgid,
-            next_mlid: 0xc001,
             subscriptions: Vec::new(),
         }
+    }
+}
+
+/// The multicast LIDs: 0xC000 to 0xFFFE (0xFFFF is the permissive LID).
+pub(crate) const MLIDS: std::ops::RangeInclusive<u16> = 0xc000..=0xfffe;
+
+impl Groups {
+    /// The lowest multicast LID no group holds, for a new group; `None`
+    /// when every one is taken. A group's MLID is free again once the
+    /// group is gone, so that joins and leaves without end do not run out
+    /// of them (nor of the switches' multicast forwarding tables, which
+    /// hold the lowest MLIDs: 1,024 of them under ibsim).
+    pub(crate) fn free_mlid(&self) -> Option<u16> {
+        let used: BTreeSet<u16> = self.by_mgid.values().map(|g| g.rec.mlid).collect();
+        MLIDS.into_iter().find(|m| !used.contains(m))
     }
 }

@@ -602,20 +602,24 @@ fn join(
     if !q.join_state.contains(JoinState::FULL_MEMBER) {
         return Err(SaStatusCode::ReqInvalid);
     }
+    let Some(mlid) = s.groups.free_mlid() else {
+        return Err(SaStatusCode::NoResources);
+    };
     let mgid = if zero {
+        // The SA's own MGID, named after the group's MLID (which no other
+        // group holds); a client that took the same MGID for a group of
+        // its own leaves this request without one.
         let mut g = [
             0xff, 0x12, 0xa0, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
         ];
-        g[14..].copy_from_slice(&s.groups.next_mlid.to_be_bytes());
+        g[14..].copy_from_slice(&mlid.to_be_bytes());
+        if s.groups.by_mgid.contains_key(&g) {
+            return Err(SaStatusCode::NoResources);
+        }
         g
     } else {
         q.mgid.0
     };
-    let mlid = s.groups.next_mlid;
-    if mlid == 0xfffe {
-        return Err(SaStatusCode::NoResources);
-    }
-    s.groups.next_mlid += 1;
     let rec = McMemberRecord {
         mgid: Gid(mgid),
         port_gid: Gid::default(),
@@ -699,6 +703,111 @@ fn leave(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A subnet of `n` CAs on one switch, each with one port and a LID, as
+    /// a sweep leaves it; the GIDs of the CAs' ports.
+    fn subnet_of_cas(n: u8) -> (Subnet, Vec<Gid>) {
+        let mut s = Subnet::default();
+        let switch = s.topo.add_node(0x10, NodeKind::Switch, n);
+        let ids: Vec<NodeId> = (1..=n)
+            .map(|i| {
+                let ca = s.topo.add_node(0x1000 * u64::from(i), NodeKind::Ca, 1);
+                s.topo.link(switch, i, ca, 1).unwrap();
+                ca
+            })
+            .collect();
+        s.lids.assign(&s.topo);
+        s.index_lids();
+        let mut gids = Vec::new();
+        for id in ids {
+            s.port_info.insert((id, 1), PortInfo::default());
+            let mut g = [0u8; 16];
+            g[..8].copy_from_slice(&SUBNET_PREFIX.to_be_bytes());
+            g[8..].copy_from_slice(&s.topo.node(id).port_guid(1).to_be_bytes());
+            gids.push(Gid(g));
+        }
+        (s, gids)
+    }
+
+    /// A join that creates the group `mgid` (its last two bytes) for the
+    /// port `port_gid`.
+    fn create(s: &mut Subnet, mgid: u16, port_gid: Gid) -> Result<McMemberRecord, SaStatusCode> {
+        let mut g = [0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        g[14..].copy_from_slice(&mgid.to_be_bytes());
+        let q = McMemberRecord {
+            mgid: Gid(g),
+            port_gid,
+            qkey: 0x1234,
+            pkey: 0xffff,
+            rate: 2,
+            join_state: JoinState::FULL_MEMBER,
+            ..McMemberRecord::default()
+        };
+        let m = McMemberRecordMask::MGID
+            | McMemberRecordMask::PORT_GID
+            | McMemberRecordMask::QKEY
+            | McMemberRecordMask::PKEY
+            | McMemberRecordMask::SL
+            | McMemberRecordMask::FLOW_LABEL
+            | McMemberRecordMask::TCLASS
+            | McMemberRecordMask::RATE
+            | McMemberRecordMask::JOIN_STATE;
+        join(s, &q, m)
+    }
+
+    fn leave_all(s: &mut Subnet, rec: &McMemberRecord) {
+        let m = McMemberRecordMask::MGID
+            | McMemberRecordMask::PORT_GID
+            | McMemberRecordMask::JOIN_STATE;
+        leave(s, rec, m).unwrap();
+    }
+
+    #[test]
+    fn a_group_gone_gives_its_mlid_to_the_next_group() {
+        let (mut s, ports) = subnet_of_cas(3);
+        // The broadcast group holds 0xc000.
+        let a = create(&mut s, 1, ports[0]).unwrap();
+        let b = create(&mut s, 2, ports[0]).unwrap();
+        assert_eq!((a.mlid, b.mlid), (0xc001, 0xc002));
+        leave_all(&mut s, &a);
+        let c = create(&mut s, 3, ports[1]).unwrap();
+        assert_eq!(c.mlid, 0xc001, "the lowest free MLID");
+        // Joins and leaves without end run out of nothing.
+        for i in 0..5_000u16 {
+            let g = create(&mut s, 10 + i, ports[2]).unwrap();
+            assert_eq!(g.mlid, 0xc003);
+            leave_all(&mut s, &g);
+        }
+        assert_eq!(s.groups.by_mgid.len(), 3);
+    }
+
+    #[test]
+    fn every_mlid_taken_is_no_resources_not_a_reuse() {
+        let (mut s, ports) = subnet_of_cas(1);
+        let port_gid = ports[0].0;
+        // Every MLID but the last held by a group already.
+        for mlid in crate::groups::MLIDS.skip(1).take(0xfffe - 0xc000 - 1) {
+            let mut g = [0xff, 0x12, 0x12, 0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+            g[14..].copy_from_slice(&mlid.to_be_bytes());
+            s.groups.by_mgid.insert(
+                g,
+                Group {
+                    rec: McMemberRecord {
+                        mgid: Gid(g),
+                        mlid,
+                        ..McMemberRecord::default()
+                    },
+                    members: BTreeMap::from([(port_gid, JoinState::FULL_MEMBER)]),
+                    permanent: false,
+                },
+            );
+        }
+        assert_eq!(create(&mut s, 1, ports[0]).unwrap().mlid, 0xfffe);
+        assert_eq!(
+            create(&mut s, 2, ports[0]).map(|r| r.mlid),
+            Err(SaStatusCode::NoResources)
+        );
+    }
     use rdma::mad::sa::{LinkRecordMask, NodeRecordMask};
     use rdma::mad::NodeInfo;
 

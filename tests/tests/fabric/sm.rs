@@ -55,6 +55,10 @@ pub const TESTS: &[FabricTest] = &[
         run: saquery_sees_a_group_our_client_joined,
     },
     FabricTest {
+        name: "sm::a_group_left_gives_its_mlid_to_the_next_group",
+        run: a_group_left_gives_its_mlid_to_the_next_group,
+    },
+    FabricTest {
         name: "sm::a_link_taken_down_is_routed_around_and_back_up",
         run: a_link_taken_down_is_routed_around_and_back_up,
     },
@@ -263,37 +267,12 @@ fn saquery_sees_a_group_our_client_joined(f: &Fabric) -> TestResult {
         let port = async_port()?;
         let sa = SaClient::new(&port)?;
         let (me, lid) = local_gid_and_lid(&port)?;
-        // A group per attachment point: the two HCAs' runs do not meet. Not
-        // an IPoIB MGID (signature 0x401b or 0x601b), whose Q_Key OpenSM
-        // holds to the broadcast group's.
-        let mut mgid = [0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        mgid[14..].copy_from_slice(&lid.to_be_bytes());
-        let member = McMemberRecord {
-            mgid: Gid(mgid),
-            port_gid: me,
-            qkey: 0x1234,
-            pkey: 0xffff,
-            sl: 0,
-            flow_label: 0,
-            tclass: 0,
-            rate: 2,
-            mtu: 4,
-            join_state: JoinState::FULL_MEMBER,
-            ..McMemberRecord::default()
-        };
-        let mask = McMemberRecordMask::MGID
-            | McMemberRecordMask::PORT_GID
-            | McMemberRecordMask::QKEY
-            | McMemberRecordMask::PKEY
-            | McMemberRecordMask::SL
-            | McMemberRecordMask::FLOW_LABEL
-            | McMemberRecordMask::TCLASS
-            | McMemberRecordMask::JOIN_STATE;
-        let joined = sa.join_multicast(&member, mask).await?;
+        let mgid = group_mgid(0x1234, lid);
+        let member = full_member(mgid, me);
+        let joined = sa.join_multicast(&member, CREATE).await?;
         let shown = Gid(mgid).to_ipv6().to_string();
         let during = tool(f, &["saquery", "-g"])?;
-        sa.leave_multicast(&member, McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE)
-            .await?;
+        sa.leave_multicast(&member, LEAVE).await?;
         let after = tool(f, &["saquery", "-g"])?;
         let line = format!("MGID....................{shown}\n");
         check!(
@@ -301,6 +280,78 @@ fn saquery_sees_a_group_our_client_joined(f: &Fabric) -> TestResult {
             "group {shown} (MLID {:#x}) under {}: saquery -g while a member:\n{during}\nafter leaving:\n{after}",
             joined.mlid,
             sm_name()
+        );
+        Ok(Outcome::Passed)
+    })
+}
+
+/// A group of the tests' own, per attachment point (`lid`): `tag` in its
+/// MGID tells the tests' groups apart. Not an IPoIB MGID (signature 0x401b
+/// or 0x601b), whose Q_Key OpenSM holds to the broadcast group's.
+fn group_mgid(tag: u16, lid: u16) -> [u8; 16] {
+    let mut mgid = [0xff, 0x12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    mgid[2..4].copy_from_slice(&tag.to_be_bytes());
+    mgid[14..].copy_from_slice(&lid.to_be_bytes());
+    mgid
+}
+
+/// The record of a full member `me` of the group `mgid`, with what a join
+/// that creates the group names ([`CREATE`]).
+fn full_member(mgid: [u8; 16], me: Gid) -> McMemberRecord {
+    McMemberRecord {
+        mgid: Gid(mgid),
+        port_gid: me,
+        qkey: 0x1234,
+        pkey: 0xffff,
+        sl: 0,
+        flow_label: 0,
+        tclass: 0,
+        rate: 2,
+        mtu: 4,
+        join_state: JoinState::FULL_MEMBER,
+        ..McMemberRecord::default()
+    }
+}
+
+/// The components of a join that may create its group.
+const CREATE: McMemberRecordMask = McMemberRecordMask::MGID
+    .union(McMemberRecordMask::PORT_GID)
+    .union(McMemberRecordMask::QKEY)
+    .union(McMemberRecordMask::PKEY)
+    .union(McMemberRecordMask::SL)
+    .union(McMemberRecordMask::FLOW_LABEL)
+    .union(McMemberRecordMask::TCLASS)
+    .union(McMemberRecordMask::JOIN_STATE);
+
+/// The components of a leave.
+const LEAVE: McMemberRecordMask = McMemberRecordMask::MGID
+    .union(McMemberRecordMask::PORT_GID)
+    .union(McMemberRecordMask::JOIN_STATE);
+
+/// A group's MLID is free once its last member left: the next new group
+/// gets it, so that groups made and left without end never run out of
+/// MLIDs, nor of the switches' multicast tables (1,024 under ibsim).
+fn a_group_left_gives_its_mlid_to_the_next_group(f: &Fabric) -> TestResult {
+    if let Some(r) = at_hcas(f, "sm::a_group_left_gives_its_mlid_to_the_next_group") {
+        return r;
+    }
+    let rt = runtime()?;
+    rt.block_on(async {
+        let port = async_port()?;
+        let sa = SaClient::new(&port)?;
+        let (me, lid) = local_gid_and_lid(&port)?;
+        let mut mlids = Vec::new();
+        for tag in [0x1235, 0x1236, 0x1237] {
+            let member = full_member(group_mgid(tag, lid), me);
+            let joined = sa.join_multicast(&member, CREATE).await?;
+            sa.leave_multicast(&member, LEAVE).await?;
+            mlids.push(joined.mlid);
+        }
+        check!(
+            mlids.iter().all(|&m| m == mlids[0] && m >= 0xc000),
+            "three groups made and left in turn under {} got MLIDs {:x?}",
+            sm_name(),
+            mlids
         );
         Ok(Outcome::Passed)
     })
