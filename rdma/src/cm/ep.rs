@@ -603,7 +603,10 @@ impl Endpoint {
     }
 
     /// Posts an RDMA READ from `remote` scattered into `sges`, in order
-    /// (`rdma_post_readv`).
+    /// (`rdma_post_readv`). A READ takes at most the device's `max_sge_rd`
+    /// entries (`DeviceAttr::as_raw().orig_attr.max_sge_rd`), fewer than
+    /// other requests on some devices: siw's is 1, and siw (Linux 6.1)
+    /// completes a READ of more entries having filled the first one only.
     pub fn post_readv(
         &self,
         wr_id: u64,
