@@ -25,6 +25,7 @@ use std::fmt;
 use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::ptr::NonNull;
 
+use crate::mr::RawMr;
 use crate::pd::PdKind;
 use crate::sys;
 use crate::{Context, DeviceMemory, Error, ProtectionDomain, RemoteMemory, Result};
@@ -151,7 +152,7 @@ impl DeviceMemory {
 /// this value gives the keys and bounds only. Dropping it unimports it
 /// (`ibv_unimport_mr`); the region stays registered by its owner.
 pub struct ImportedMr {
-    raw: NonNull<sys::ibv_mr>,
+    raw: RawMr,
     _pd: ProtectionDomain,
 }
 
@@ -179,24 +180,21 @@ impl ImportedMr {
             Error::last("ibv_import_mr").unsupported_on(pd.context().name(), "MR import")
         })?;
         Ok(ImportedMr {
-            raw,
+            // SAFETY: live until `Drop` unimports it; its fields are written
+            // only by the import.
+            raw: unsafe { RawMr::new(raw) },
             _pd: pd.clone(),
         })
     }
 
-    fn mr(&self) -> &sys::ibv_mr {
-        // SAFETY: a live `ibv_mr`, written only by the import.
-        unsafe { self.raw.as_ref() }
-    }
-
     /// The region's start, in the owner's address space.
     pub fn addr(&self) -> u64 {
-        self.mr().addr as u64
+        self.raw.addr() as u64
     }
 
     /// The region's length.
     pub fn len(&self) -> usize {
-        self.mr().length
+        self.raw.len()
     }
 
     /// Whether the region is empty.
@@ -206,12 +204,12 @@ impl ImportedMr {
 
     /// The local key.
     pub fn lkey(&self) -> u32 {
-        self.mr().lkey
+        self.raw.lkey()
     }
 
     /// The remote key.
     pub fn rkey(&self) -> u32 {
-        self.mr().rkey
+        self.raw.rkey()
     }
 
     /// The whole region as a peer's RDMA target.

@@ -72,7 +72,7 @@
 
 use std::fmt;
 use std::mem::ManuallyDrop;
-use std::ops::{Bound, RangeBounds};
+use std::ops::RangeBounds;
 use std::ptr::NonNull;
 use std::sync::OnceLock;
 
@@ -87,6 +87,7 @@ mod dmabuf;
 mod null;
 mod odp;
 mod pages;
+mod raw;
 mod rereg;
 mod shared;
 pub use advise::{Advice, AdviseFlags};
@@ -95,6 +96,8 @@ pub use dmabuf::{DmaBuf, DmaBufRegion};
 pub use null::NullMemoryRegion;
 pub use odp::{OdpCaps, OdpGeneralCaps, OdpTransportCaps};
 use pages::Pages;
+use raw::bounds;
+pub(crate) use raw::RawMr;
 pub use rereg::Rereg;
 use shared::SharedBytes;
 
@@ -129,7 +132,7 @@ bitflags! {
 
 /// A memory region (`ibv_mr`) and the memory it covers.
 pub struct MemoryRegion {
-    raw: NonNull<sys::ibv_mr>,
+    raw: RawMr,
     /// The registered bytes for the atomic copies, made once (see
     /// [`shared`](Self::shared)).
     bytes: SharedBytes,
@@ -310,7 +313,10 @@ impl MemoryRegion {
         // `from_raw_parts`' contract.
         let bytes = unsafe { SharedBytes::new(mr.addr.cast(), mr.length) };
         MemoryRegion {
-            raw,
+            // SAFETY: live until `Drop` deregisters it, after the last
+            // `&self` read; its fields are written again only by
+            // `ibv_rereg_mr`, under `&mut self` (`rereg`).
+            raw: unsafe { RawMr::new(raw) },
             bytes,
             memory,
             access,
@@ -358,20 +364,14 @@ impl MemoryRegion {
         self.access
     }
 
-    fn mr(&self) -> &sys::ibv_mr {
-        // SAFETY: the registration lives as long as `self`; these fields are
-        // written by ibv_reg_mr, and by ibv_rereg_mr only under `&mut self`.
-        unsafe { self.raw.as_ref() }
-    }
-
     /// The start address of the memory.
     pub fn addr(&self) -> *mut u8 {
-        self.mr().addr.cast()
+        self.raw.addr()
     }
 
     /// The length in bytes.
     pub fn len(&self) -> usize {
-        self.mr().length
+        self.raw.len()
     }
 
     /// Whether the region is empty.
@@ -381,12 +381,12 @@ impl MemoryRegion {
 
     /// The local key, used in SGEs.
     pub fn lkey(&self) -> u32 {
-        self.mr().lkey
+        self.raw.lkey()
     }
 
     /// The remote key, which a peer needs for RDMA READ, WRITE and atomics.
     pub fn rkey(&self) -> u32 {
-        self.mr().rkey
+        self.raw.rkey()
     }
 
     /// The address work requests and peers use for the first byte: the
@@ -407,21 +407,7 @@ impl MemoryRegion {
     /// Checks `range` against the region; returns (offset, length).
     #[inline]
     fn bounds(&self, range: impl RangeBounds<usize>, verb: &'static str) -> Result<(usize, usize)> {
-        let len = self.bytes.len();
-        let start = match range.start_bound() {
-            Bound::Included(&s) => s,
-            Bound::Excluded(&s) => s.saturating_add(1),
-            Bound::Unbounded => 0,
-        };
-        let end = match range.end_bound() {
-            Bound::Included(&e) => e.saturating_add(1),
-            Bound::Excluded(&e) => e,
-            Bound::Unbounded => len,
-        };
-        if start > end || end > len {
-            return Err(outside(verb, start, end, len));
-        }
-        Ok((start, end - start))
+        bounds(range, self.bytes.len(), verb)
     }
 
     /// The region's memory, for the atomic copies (made once, in

@@ -26,7 +26,7 @@ pub use defer::Defer;
 pub use process::{
     crate_example, example, wait_cm_listening, wait_tcp_listening, wait_until, Running,
 };
-pub use resources::{cm_ids, resource_counts};
+pub use resources::{cm_ids, grown_counts, resource_counts};
 pub use scratch::{rdmacm_lists, DeviceSet, ScratchDevice};
 
 /// What a test that did not fail reports.

@@ -204,6 +204,22 @@ fn run_rdma(args: &[&str], input: Option<&str>) -> std::io::Result<std::process:
     }
 }
 
+/// The kinds of kernel object whose count is higher in `after` than in
+/// `before` (two readings of [`resource_counts`]), each with both counts:
+/// objects made between the readings and not released. Only growth
+/// tells: objects of exited threads count, so the other provider's suite,
+/// running at the same time, may release some between the readings.
+pub fn grown_counts(
+    before: &std::collections::BTreeMap<String, u64>,
+    after: &std::collections::BTreeMap<String, u64>,
+) -> Vec<(String, u64, u64)> {
+    after
+        .iter()
+        .map(|(kind, &n)| (kind.clone(), before.get(kind).copied().unwrap_or(0), n))
+        .filter(|&(_, was, now)| now > was)
+        .collect()
+}
+
 /// The CM ids of the system, as `rdma resource show cm_id` lists them.
 pub fn cm_ids() -> Result<String, String> {
     let out = run_rdma(&["resource", "show", "cm_id"], None)

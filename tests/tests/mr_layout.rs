@@ -25,8 +25,8 @@ int main(void) {
     F(ibv_odp_caps, per_transport_caps.rc_odp_caps)
     F(ibv_odp_caps, per_transport_caps.uc_odp_caps)
     F(ibv_odp_caps, per_transport_caps.ud_odp_caps)
-    F(ibv_device_attr_ex, odp_caps)
-    F(ibv_mr, context) F(ibv_mr, pd) F(ibv_mr, addr) F(ibv_mr, length)
+    S(ibv_device_attr_ex) F(ibv_device_attr_ex, odp_caps)
+    S(ibv_mr) F(ibv_mr, context) F(ibv_mr, pd) F(ibv_mr, addr) F(ibv_mr, length)
     F(ibv_mr, handle) F(ibv_mr, lkey) F(ibv_mr, rkey)
     V(IBV_ADVISE_MR_ADVICE_PREFETCH) V(IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE)
     V(IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) V(IBV_ADVISE_MR_FLAG_FLUSH)
@@ -96,102 +96,57 @@ macro_rules! field {
     }};
 }
 
+/// Entries of struct `$t`: its size (as the C program's `S` prints it),
+/// then each field (`a` or `a.b` for a member of a nested struct).
+macro_rules! layout {
+    ($t:ident: $($($f:ident).+),+ $(,)?) => {
+        [
+            (stringify!($t).to_string(), (size_of::<sys::$t>() as i64, 0)),
+            $(field!($t, $($f).+)),+
+        ]
+    };
+}
+
+/// Each C constant `NAME` with the Rust value that stands for it.
+macro_rules! constants {
+    ($($name:ident => $v:expr),+ $(,)?) => {
+        vec![$((stringify!($name), ($v) as i64)),+]
+    };
+}
+
 #[test]
 fn memory_region_structs_and_constants_match_the_c_compilers() {
     let c = c_layout();
-    let rust: Vec<(String, (i64, usize))> = vec![
-        ("ibv_sge".into(), (size_of::<sys::ibv_sge>() as i64, 0)),
-        field!(ibv_sge, addr),
-        field!(ibv_sge, length),
-        field!(ibv_sge, lkey),
-        (
-            "ibv_odp_caps".into(),
-            (size_of::<sys::ibv_odp_caps>() as i64, 0),
-        ),
-        field!(ibv_odp_caps, general_caps),
-        field!(ibv_odp_caps, per_transport_caps.rc_odp_caps),
-        field!(ibv_odp_caps, per_transport_caps.uc_odp_caps),
-        field!(ibv_odp_caps, per_transport_caps.ud_odp_caps),
-        field!(ibv_device_attr_ex, odp_caps),
-        field!(ibv_mr, context),
-        field!(ibv_mr, pd),
-        field!(ibv_mr, addr),
-        field!(ibv_mr, length),
-        field!(ibv_mr, handle),
-        field!(ibv_mr, lkey),
-        field!(ibv_mr, rkey),
-    ];
-    let consts: Vec<(&str, i64)> = vec![
-        (
-            "IBV_ADVISE_MR_ADVICE_PREFETCH",
-            rdma::Advice::Prefetch.to_raw() as i64,
-        ),
-        (
-            "IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE",
-            rdma::Advice::PrefetchWrite.to_raw() as i64,
-        ),
-        (
-            "IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT",
-            rdma::Advice::PrefetchNoFault.to_raw() as i64,
-        ),
-        (
-            "IBV_ADVISE_MR_FLAG_FLUSH",
-            rdma::AdviseFlags::FLUSH.bits() as i64,
-        ),
-        (
-            "IBV_REREG_MR_CHANGE_TRANSLATION",
-            sys::IBV_REREG_MR_CHANGE_TRANSLATION as i64,
-        ),
-        ("IBV_REREG_MR_CHANGE_PD", sys::IBV_REREG_MR_CHANGE_PD as i64),
-        (
-            "IBV_REREG_MR_CHANGE_ACCESS",
-            sys::IBV_REREG_MR_CHANGE_ACCESS as i64,
-        ),
-        ("IBV_REREG_MR_ERR_INPUT", sys::IBV_REREG_MR_ERR_INPUT as i64),
-        (
-            "IBV_REREG_MR_ERR_DONT_FORK_NEW",
-            sys::IBV_REREG_MR_ERR_DONT_FORK_NEW as i64,
-        ),
-        (
-            "IBV_REREG_MR_ERR_DO_FORK_OLD",
-            sys::IBV_REREG_MR_ERR_DO_FORK_OLD as i64,
-        ),
-        (
-            "IBV_ODP_SUPPORT",
-            rdma::OdpGeneralCaps::SUPPORT.bits() as i64,
-        ),
-        (
-            "IBV_ODP_SUPPORT_IMPLICIT",
-            rdma::OdpGeneralCaps::IMPLICIT.bits() as i64,
-        ),
-        (
-            "IBV_ODP_SUPPORT_SEND",
-            rdma::OdpTransportCaps::SEND.bits() as i64,
-        ),
-        (
-            "IBV_ODP_SUPPORT_RECV",
-            rdma::OdpTransportCaps::RECV.bits() as i64,
-        ),
-        (
-            "IBV_ODP_SUPPORT_WRITE",
-            rdma::OdpTransportCaps::WRITE.bits() as i64,
-        ),
-        (
-            "IBV_ODP_SUPPORT_READ",
-            rdma::OdpTransportCaps::READ.bits() as i64,
-        ),
-        (
-            "IBV_ODP_SUPPORT_ATOMIC",
-            rdma::OdpTransportCaps::ATOMIC.bits() as i64,
-        ),
-        (
-            "IBV_ODP_SUPPORT_SRQ_RECV",
-            rdma::OdpTransportCaps::SRQ_RECV.bits() as i64,
-        ),
-        (
-            "IBV_ACCESS_ON_DEMAND",
-            rdma::AccessFlags::ON_DEMAND.bits() as i64,
-        ),
+    let mut rust: Vec<(String, (i64, usize))> = Vec::new();
+    rust.extend(layout!(ibv_sge: addr, length, lkey));
+    rust.extend(layout!(
+        ibv_odp_caps: general_caps,
+        per_transport_caps.rc_odp_caps,
+        per_transport_caps.uc_odp_caps,
+        per_transport_caps.ud_odp_caps,
+    ));
+    rust.extend(layout!(ibv_device_attr_ex: odp_caps));
+    rust.extend(layout!(ibv_mr: context, pd, addr, length, handle, lkey, rkey));
+    let consts = constants![
+        IBV_ADVISE_MR_ADVICE_PREFETCH => rdma::Advice::Prefetch.to_raw(),
+        IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE => rdma::Advice::PrefetchWrite.to_raw(),
+        IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT => rdma::Advice::PrefetchNoFault.to_raw(),
+        IBV_ADVISE_MR_FLAG_FLUSH => rdma::AdviseFlags::FLUSH.bits(),
+        IBV_REREG_MR_CHANGE_TRANSLATION => sys::IBV_REREG_MR_CHANGE_TRANSLATION,
+        IBV_REREG_MR_CHANGE_PD => sys::IBV_REREG_MR_CHANGE_PD,
+        IBV_REREG_MR_CHANGE_ACCESS => sys::IBV_REREG_MR_CHANGE_ACCESS,
+        IBV_REREG_MR_ERR_INPUT => sys::IBV_REREG_MR_ERR_INPUT,
+        IBV_REREG_MR_ERR_DONT_FORK_NEW => sys::IBV_REREG_MR_ERR_DONT_FORK_NEW,
+        IBV_REREG_MR_ERR_DO_FORK_OLD => sys::IBV_REREG_MR_ERR_DO_FORK_OLD,
+        IBV_ODP_SUPPORT => rdma::OdpGeneralCaps::SUPPORT.bits(),
+        IBV_ODP_SUPPORT_IMPLICIT => rdma::OdpGeneralCaps::IMPLICIT.bits(),
+        IBV_ODP_SUPPORT_SEND => rdma::OdpTransportCaps::SEND.bits(),
+        IBV_ODP_SUPPORT_RECV => rdma::OdpTransportCaps::RECV.bits(),
+        IBV_ODP_SUPPORT_WRITE => rdma::OdpTransportCaps::WRITE.bits(),
+        IBV_ODP_SUPPORT_READ => rdma::OdpTransportCaps::READ.bits(),
+        IBV_ODP_SUPPORT_ATOMIC => rdma::OdpTransportCaps::ATOMIC.bits(),
+        IBV_ODP_SUPPORT_SRQ_RECV => rdma::OdpTransportCaps::SRQ_RECV.bits(),
+        IBV_ACCESS_ON_DEMAND => rdma::AccessFlags::ON_DEMAND.bits(),
     ];
     let mut checked = 0;
     for (name, want) in rust {

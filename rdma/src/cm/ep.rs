@@ -14,9 +14,9 @@ use super::addr::from_raw;
 use super::event::{CmEvent, CmEventKind, ConnParam};
 use super::{CmId, EventChannel, PortSpace};
 use crate::{
-    AccessFlags, CompletionChannel, CompletionQueue, Context, Error, IpFamily, MemoryRegion,
-    ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, RemoteMemory, Result, SendFlags, SendWr,
-    Sge, WorkCompletion,
+    AccessFlags, AddressHandle, CompletionChannel, CompletionQueue, Context, Error, IpFamily,
+    MemoryRegion, ProtectionDomain, QpCaps, QpType, QueuePair, RecvWr, RemoteMemory, Result,
+    SendFlags, SendWr, Sge, WorkCompletion,
 };
 
 /// What [`AddrInfo::resolve`] looks for (`struct rdma_addrinfo` hints).
@@ -511,23 +511,56 @@ impl Endpoint {
 
     /// Posts a receive into `sge` (`rdma_post_recv`).
     pub fn post_recv(&self, wr_id: u64, sge: &Sge<'_>) -> Result<()> {
-        let sges = std::slice::from_ref(sge);
-        self.the_qp("rdma_post_recv")?
-            .post_recv(&mut [RecvWr::new(wr_id, sges)])
+        self.recv("rdma_post_recv", wr_id, std::slice::from_ref(sge))
+    }
+
+    /// Posts a receive scattered over `sges`, in order (`rdma_post_recvv`;
+    /// at most the QP's `max_recv_sge` entries, else `EINVAL`).
+    pub fn post_recvv(&self, wr_id: u64, sges: &[Sge<'_>]) -> Result<()> {
+        self.recv("rdma_post_recvv", wr_id, sges)
     }
 
     /// Posts a SEND of `sge` with `flags` (`rdma_post_send`).
     pub fn post_send(&self, wr_id: u64, sge: &Sge<'_>, flags: SendFlags) -> Result<()> {
         let sges = std::slice::from_ref(sge);
-        self.the_qp("rdma_post_send")?
-            .post_send(&mut [SendWr::send(wr_id, sges).flags(flags)])
+        self.send("rdma_post_send", SendWr::send(wr_id, sges).flags(flags))
+    }
+
+    /// Posts a SEND gathered from `sges`, in order, with `flags`
+    /// (`rdma_post_sendv`; at most the QP's `max_send_sge` entries, else
+    /// `EINVAL`).
+    pub fn post_sendv(&self, wr_id: u64, sges: &[Sge<'_>], flags: SendFlags) -> Result<()> {
+        self.send("rdma_post_sendv", SendWr::send(wr_id, sges).flags(flags))
     }
 
     /// Posts a SEND of a copy of `data`, taken now (`rdma_post_send` with
     /// `IBV_SEND_INLINE`; at most the QP's `max_inline_data` bytes).
     pub fn post_send_inline(&self, wr_id: u64, data: &[u8], flags: SendFlags) -> Result<()> {
-        self.the_qp("rdma_post_send")?
-            .post_send(&mut [SendWr::send_inline(wr_id, data).flags(flags)])
+        self.send(
+            "rdma_post_send",
+            SendWr::send_inline(wr_id, data).flags(flags),
+        )
+    }
+
+    /// Posts a SEND of `sge` through `ah` to the UD QP `remote_qpn`
+    /// (`rdma_post_ud_send`), with the Q_Key of the CM's UDP port space
+    /// (`RDMA_UDP_QKEY`), as C does: the Q_Key the CM gives UD ids and
+    /// reports in [`UdParam`](super::UdParam). For a UD endpoint; `ah` must
+    /// be of its PD (`pd()`), else the post is refused. `ah` may be dropped
+    /// once the post returned (see [`AddressHandle`]).
+    pub fn post_ud_send(
+        &self,
+        wr_id: u64,
+        sge: &Sge<'_>,
+        ah: &AddressHandle,
+        remote_qpn: u32,
+        flags: SendFlags,
+    ) -> Result<()> {
+        let sges = std::slice::from_ref(sge);
+        let wr = SendWr::send(wr_id, sges)
+            .ud(ah, remote_qpn, cm::RDMA_UDP_QKEY)
+            .flags(flags);
+        self.send("rdma_post_ud_send", wr)
     }
 
     /// Posts an RDMA WRITE of `sge` to `remote` (`rdma_post_write`).
@@ -539,8 +572,21 @@ impl Endpoint {
         flags: SendFlags,
     ) -> Result<()> {
         let sges = std::slice::from_ref(sge);
-        self.the_qp("rdma_post_write")?
-            .post_send(&mut [SendWr::rdma_write(wr_id, sges, remote).flags(flags)])
+        let wr = SendWr::rdma_write(wr_id, sges, remote).flags(flags);
+        self.send("rdma_post_write", wr)
+    }
+
+    /// Posts an RDMA WRITE gathered from `sges`, in order, to `remote`
+    /// (`rdma_post_writev`).
+    pub fn post_writev(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_>],
+        remote: RemoteMemory,
+        flags: SendFlags,
+    ) -> Result<()> {
+        let wr = SendWr::rdma_write(wr_id, sges, remote).flags(flags);
+        self.send("rdma_post_writev", wr)
     }
 
     /// Posts an RDMA READ from `remote` into `sge` (`rdma_post_read`).
@@ -552,8 +598,35 @@ impl Endpoint {
         flags: SendFlags,
     ) -> Result<()> {
         let sges = std::slice::from_ref(sge);
-        self.the_qp("rdma_post_read")?
-            .post_send(&mut [SendWr::rdma_read(wr_id, sges, remote).flags(flags)])
+        let wr = SendWr::rdma_read(wr_id, sges, remote).flags(flags);
+        self.send("rdma_post_read", wr)
+    }
+
+    /// Posts an RDMA READ from `remote` scattered into `sges`, in order
+    /// (`rdma_post_readv`). A READ takes at most the device's `max_sge_rd`
+    /// entries (`DeviceAttr::as_raw().orig_attr.max_sge_rd`), fewer than
+    /// other requests on some devices: siw's is 1, and siw (Linux 6.1)
+    /// completes a READ of more entries having filled the first one only.
+    pub fn post_readv(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_>],
+        remote: RemoteMemory,
+        flags: SendFlags,
+    ) -> Result<()> {
+        let wr = SendWr::rdma_read(wr_id, sges, remote).flags(flags);
+        self.send("rdma_post_readv", wr)
+    }
+
+    /// Posts `wr` on the endpoint's QP; `verb` names the helper in errors.
+    fn send(&self, verb: &'static str, wr: SendWr<'_>) -> Result<()> {
+        self.the_qp(verb)?.post_send(&mut [wr])
+    }
+
+    /// Posts a receive of `wr_id` into `sges` on the endpoint's QP.
+    fn recv(&self, verb: &'static str, wr_id: u64, sges: &[Sge<'_>]) -> Result<()> {
+        self.the_qp(verb)?
+            .post_recv(&mut [RecvWr::new(wr_id, sges)])
     }
 
     /// Waits up to `timeout` for the next send completion, successful or

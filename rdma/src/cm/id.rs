@@ -4,6 +4,7 @@
 
 mod multicast;
 mod options;
+mod ports;
 mod qp;
 
 use std::any::Any;

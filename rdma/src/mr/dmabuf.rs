@@ -9,6 +9,7 @@ use std::ptr::NonNull;
 
 use crate::{sys, AccessFlags, Error, ProtectionDomain, RemoteMemory, Result};
 
+use super::raw::{bounds, RawMr};
 use super::{registration_error, Sge};
 
 /// Where in a DMA-BUF a [`DmaBufRegion`] lies and how it is registered.
@@ -82,7 +83,7 @@ impl DmaBuf {
 ///
 /// rxe and siw import no DMA-BUF: registration fails with `EOPNOTSUPP`.
 pub struct DmaBufRegion<'fd> {
-    raw: NonNull<sys::ibv_mr>,
+    raw: RawMr,
     buf: DmaBuf,
     pd: ProtectionDomain,
     _fd: BorrowedFd<'fd>,
@@ -127,17 +128,13 @@ impl<'fd> DmaBufRegion<'fd> {
             }
         })?;
         Ok(DmaBufRegion {
-            raw,
+            // SAFETY: live until `Drop` deregisters it; its fields are
+            // written once, by the registration.
+            raw: unsafe { RawMr::new(raw) },
             buf,
             pd: pd.clone(),
             _fd: fd,
         })
-    }
-
-    fn mr(&self) -> &sys::ibv_mr {
-        // SAFETY: the registration lives as long as `self`; the keys are
-        // written once by the registration.
-        unsafe { self.raw.as_ref() }
     }
 
     /// The protection domain of the region.
@@ -167,12 +164,12 @@ impl<'fd> DmaBufRegion<'fd> {
 
     /// The local key.
     pub fn lkey(&self) -> u32 {
-        self.mr().lkey
+        self.raw.lkey()
     }
 
     /// The remote key.
     pub fn rkey(&self) -> u32 {
-        self.mr().rkey
+        self.raw.rkey()
     }
 
     /// A scatter/gather entry for `range` of the region.
@@ -191,29 +188,6 @@ impl<'fd> DmaBufRegion<'fd> {
     pub fn as_raw(&self) -> *mut sys::ibv_mr {
         self.raw.as_ptr()
     }
-}
-
-/// `range` of a `len`-byte region as (offset, length), checked.
-fn bounds(
-    range: impl RangeBounds<usize>,
-    len: usize,
-    verb: &'static str,
-) -> Result<(usize, usize)> {
-    use std::ops::Bound;
-    let start = match range.start_bound() {
-        Bound::Included(&s) => s,
-        Bound::Excluded(&s) => s.saturating_add(1),
-        Bound::Unbounded => 0,
-    };
-    let end = match range.end_bound() {
-        Bound::Included(&e) => e.saturating_add(1),
-        Bound::Excluded(&e) => e,
-        Bound::Unbounded => len,
-    };
-    if start > end || end > len {
-        return Err(super::outside(verb, start, end, len));
-    }
-    Ok((start, end - start))
 }
 
 impl Drop for DmaBufRegion<'_> {
@@ -256,18 +230,6 @@ mod tests {
             let e = b.check().unwrap_err();
             assert_eq!((e.errno(), e.verb()), (libc::EINVAL, "ibv_reg_dmabuf_mr"));
             assert!(e.hint().unwrap().contains(why), "{e}");
-        }
-    }
-
-    #[test]
-    fn dmabuf_bounds_are_checked() {
-        assert_eq!(bounds(.., 10, "v").unwrap(), (0, 10));
-        assert_eq!(bounds(2..=4, 10, "v").unwrap(), (2, 3));
-        for e in [
-            bounds(5..11, 10, "v").unwrap_err(),
-            bounds(usize::MAX.., 10, "v").unwrap_err(),
-        ] {
-            assert_eq!(e.errno(), libc::EINVAL);
         }
     }
 }

@@ -6,6 +6,7 @@ use std::ptr::NonNull;
 
 use crate::{sys, Error, ProtectionDomain, Result};
 
+use super::raw::RawMr;
 use super::Sge;
 
 /// A null memory region (`ibv_alloc_null_mr`): data the device writes
@@ -15,7 +16,7 @@ use super::Sge;
 ///
 /// Providers that have none (rxe, siw) fail with `EOPNOTSUPP`.
 pub struct NullMemoryRegion {
-    raw: NonNull<sys::ibv_mr>,
+    raw: RawMr,
     pd: ProtectionDomain,
 }
 
@@ -41,7 +42,9 @@ impl NullMemoryRegion {
             }
         })?;
         Ok(NullMemoryRegion {
-            raw,
+            // SAFETY: live until `Drop` deallocates it; its lkey is written
+            // once, at allocation.
+            raw: unsafe { RawMr::new(raw) },
             pd: pd.clone(),
         })
     }
@@ -53,9 +56,7 @@ impl NullMemoryRegion {
 
     /// The local key.
     pub fn lkey(&self) -> u32 {
-        // SAFETY: the registration lives as long as `self`; lkey is written
-        // once, at allocation.
-        unsafe { self.raw.as_ref() }.lkey
+        self.raw.lkey()
     }
 
     /// An entry of `len` bytes through the null key (its address is 0: the

@@ -166,11 +166,11 @@ impl MemoryRegion {
                 drop(unsafe { ManuallyDrop::take(old) });
                 *old = ManuallyDrop::new(p);
             }
+            let mr = self.raw.get();
             // SAFETY: as in `assemble`: the new memory is the registered
             // memory (libibverbs wrote `addr` and `length`), owned by the
             // region until after deregistration, reached only through the
             // copies with these bounds or the `&mut self` views.
-            let mr = unsafe { self.raw.as_ref() };
             self.bytes = unsafe { SharedBytes::new(mr.addr.cast(), mr.length) };
             self.iova = mr.addr as u64;
         }

@@ -65,6 +65,13 @@ fn feed(core: &mut Core, st: &mut State, layout: &Layout, wc: Done, word: u64) -
     feed_mode(core, st, layout, Mode::Stream, wc, word)
 }
 
+/// Feeds `wc` with a header that returns no credit and ends nothing (a
+/// plain data message, or credit-only when empty), which the core accepts.
+#[track_caller]
+fn plain(core: &mut Core, st: &mut State, layout: &Layout, wc: Done) -> Step {
+    feed(core, st, layout, wc, header(0, false, false)).unwrap()
+}
+
 fn feed_mode(
     core: &mut Core,
     st: &mut State,
@@ -136,27 +143,13 @@ fn engine_queues_received_data_returns_credits_and_wakes_the_reader() {
     assert_eq!(st.returned, 2);
     assert_eq!(core.posted_recvs, 3);
     // A credit-only message: no segment, its buffer goes back at once.
-    let step = feed(
-        &mut core,
-        &mut st,
-        &layout,
-        recv(0, 0),
-        header(0, false, false),
-    )
-    .unwrap();
+    let step = plain(&mut core, &mut st, &layout, recv(0, 0));
     assert!(!step.ended);
     assert_eq!(st.rx.len(), 1);
     assert_eq!(st.repost, [0]);
     // A read half gone: data is dropped, its buffer reposted.
     st.reader_gone = true;
-    feed(
-        &mut core,
-        &mut st,
-        &layout,
-        recv(1, 8),
-        header(0, false, false),
-    )
-    .unwrap();
+    plain(&mut core, &mut st, &layout, recv(1, 8));
     assert_eq!(st.rx.len(), 1);
     assert_eq!(st.repost, [0, 1]);
     assert_eq!(core.posted_recvs, 1);
@@ -200,14 +193,7 @@ fn engine_refuses_a_peer_that_sends_beyond_its_credits() {
     // completion with a typed error rather than underflow its count.)
     let (mut core, mut st, layout) = side(4, 256);
     for slot in 0..4 {
-        feed(
-            &mut core,
-            &mut st,
-            &layout,
-            recv(slot, 16),
-            header(0, false, false),
-        )
-        .unwrap();
+        plain(&mut core, &mut st, &layout, recv(slot, 16));
     }
     assert_eq!(core.posted_recvs, 0);
     assert_eq!(st.rx.len(), 4);
@@ -298,14 +284,7 @@ fn engine_refuses_truncated_and_hostile_headers() {
 #[test]
 fn engine_handles_fin_after_data_and_refuses_data_after_fin() {
     let (mut core, mut st, layout) = side(4, 256);
-    feed(
-        &mut core,
-        &mut st,
-        &layout,
-        recv(0, 5),
-        header(0, false, false),
-    )
-    .unwrap();
+    plain(&mut core, &mut st, &layout, recv(0, 5));
     // Data and FIN in one message: the data is read before EOF.
     let step = feed(
         &mut core,
@@ -320,14 +299,7 @@ fn engine_handles_fin_after_data_and_refuses_data_after_fin() {
     assert_eq!(st.rx.iter().map(|s| s.len).collect::<Vec<_>>(), [5, 3]);
     // Credits may still come after the FIN; data, a message or a second
     // FIN may not.
-    feed(
-        &mut core,
-        &mut st,
-        &layout,
-        recv(2, 0),
-        header(0, false, false),
-    )
-    .unwrap();
+    plain(&mut core, &mut st, &layout, recv(2, 0));
     for (data, fin) in [(1, false), (0, true)] {
         let (mut c, mut s) = (Core::new(None, &layout, false, 0), State::new(&layout));
         s.fin_received = true;
@@ -345,23 +317,9 @@ fn engine_handles_fin_after_data_and_refuses_data_after_fin() {
     // Data after our own FIN is noted, for the close's last credits.
     let (mut core, mut st, layout) = side(4, 256);
     core.fin_posted = true;
-    feed(
-        &mut core,
-        &mut st,
-        &layout,
-        recv(0, 0),
-        header(0, false, false),
-    )
-    .unwrap();
+    plain(&mut core, &mut st, &layout, recv(0, 0));
     assert!(!core.data_after_fin);
-    feed(
-        &mut core,
-        &mut st,
-        &layout,
-        recv(1, 9),
-        header(0, false, false),
-    )
-    .unwrap();
+    plain(&mut core, &mut st, &layout, recv(1, 9));
     assert!(core.data_after_fin);
 }
 

@@ -204,6 +204,34 @@ pub fn ca_device_names() -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// The port GUIDs of the CA named `name` (`umad_get_ca_portguids`),
+/// indexed by port number: entry 0 is port 0 (a switch's management port;
+/// 0 on a CA, which has none), then ports 1 to [`Ca::num_ports`], 0 for a
+/// port libibumad could not read. The same GUIDs as the
+/// [`CaPort::port_guid`]s of [`Ca::get`], in one call.
+pub fn ca_port_guids(name: &str) -> Result<Vec<u64>> {
+    let cname = ca_cstring(name)?;
+    // libibumad reads at most UMAD_CA_MAX_PORTS ports (0 to 9) and wants
+    // room for one more than the highest port number.
+    let mut guids = [0u64; umad_sys::UMAD_CA_MAX_PORTS as usize + 1];
+    // SAFETY: `cname` is NUL-terminated; `guids` has room for the `max`
+    // entries the call is told of, and it writes no more (it fails with
+    // ENOMEM instead).
+    let n = unsafe {
+        umad_sys::umad_get_ca_portguids(cname.as_ptr(), guids.as_mut_ptr(), guids.len() as i32)
+    };
+    if n < 0 {
+        return Err(match rc_errno(n) {
+            libc::ENODEV => Error::NoDevice(name.to_string()),
+            errno => Error::io("umad_get_ca_portguids", errno),
+        });
+    }
+    Ok(guids[..(n as usize).min(guids.len())]
+        .iter()
+        .map(|&g| u64::from_be(g))
+        .collect())
+}
+
 /// Every CA with a umad device, with its ports.
 pub fn cas() -> Result<Vec<Ca>> {
     ca_names()?.iter().map(|n| Ca::get(n)).collect()

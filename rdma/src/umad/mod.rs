@@ -54,7 +54,9 @@ pub use addr::{Address, Grh, GSI_QKEY};
 pub use agent::{Agent, AgentView, Registration};
 #[cfg(feature = "tokio")]
 pub use async_port::{AsyncAgent, AsyncPort, AsyncResponder};
-pub use ca::{ca_device_names, ca_names, cas, gid_index, node_type_name, Ca, CaPort};
+pub use ca::{
+    ca_device_names, ca_names, ca_port_guids, cas, gid_index, node_type_name, Ca, CaPort,
+};
 #[allow(deprecated)]
 pub use ca::{phys_state_name, port_state_name};
 pub use issm::IsSm;

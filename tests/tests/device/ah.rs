@@ -12,12 +12,12 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rdma::{
-    AccessFlags, AddressHandle, CompletionQueue, InitAttr, MemoryRegion, Path, ProtectionDomain,
-    QpCaps, QpType, QueuePair, RecvWr, RtsAttr, SendWr, WcOpcode, WorkCompletion,
+    AccessFlags, AddressHandle, CompletionQueue, MemoryRegion, Path, ProtectionDomain, QpCaps,
+    QpType, QueuePair, RecvWr, SendWr, WcOpcode, WorkCompletion,
 };
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
-use crate::fixtures::{open, roce_gid, R, TIMEOUT};
+use crate::fixtures::{open, roce_gid, ud, R, TIMEOUT};
 
 /// Rounds of sends; each round two threads post `PER_THREAD` sends each.
 const ROUNDS: usize = 60;
@@ -41,12 +41,7 @@ fn roce_gid_v6(ctx: &rdma::Context, env: &TestEnv) -> R<(rdma::Gid, u8)> {
 
 fn ud_qp(pd: &ProtectionDomain, cq: &CompletionQueue, caps: QpCaps) -> R<QueuePair> {
     let qp = QueuePair::builder(pd, QpType::Ud, cq).caps(caps).build()?;
-    qp.to_init(&InitAttr {
-        qkey: QKEY,
-        ..InitAttr::new(1)
-    })?;
-    qp.to_rtr(None)?;
-    qp.to_rts(&RtsAttr::default())?;
+    ud::to_rts(&qp, QKEY)?;
     Ok(qp)
 }
 
@@ -135,12 +130,7 @@ fn dropped_handles(env: &TestEnv, prepared: bool) -> TestResult {
             .caps(rcaps)
             .build()?;
         for qp in [&b, &c] {
-            qp.to_init(&InitAttr {
-                qkey: QKEY,
-                ..InitAttr::new(1)
-            })?;
-            qp.to_rtr(None)?;
-            qp.to_rts(&RtsAttr::default())?;
+            ud::to_rts(qp, QKEY)?;
         }
         for i in 0..total {
             let off = recv_base + i * RECV;
@@ -282,15 +272,7 @@ pub fn ah_of_another_pd_is_refused(env: &TestEnv) -> TestResult {
     let pd = ProtectionDomain::new(&ctx)?;
     let other_pd = ProtectionDomain::new(&ctx)?;
     let cq = CompletionQueue::new(&ctx, 16)?;
-    let mut a = QueuePair::builder(&pd, QpType::Ud, &cq)
-        .send_ops(rdma::SendOps::SEND)
-        .build()?;
-    a.to_init(&InitAttr {
-        qkey: QKEY,
-        ..InitAttr::new(1)
-    })?;
-    a.to_rtr(None)?;
-    a.to_rts(&RtsAttr::default())?;
+    let mut a = ud::ud_qp(&pd, &cq, rdma::SendOps::SEND, QKEY)?;
     let b = ud_qp(&pd, &cq, QpCaps::default())?;
     let path = Path::to_gid(gid, idx, 1);
     let foreign = AddressHandle::new(&other_pd, &path)?;

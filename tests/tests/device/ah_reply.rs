@@ -2,11 +2,12 @@
 //! (`ibv_init_ah_from_wc`, `Path::from_wc`), used to reply.
 
 use rdma::{
-    AccessFlags, AddressHandle, CompletionQueue, InitAttr, MemoryRegion, Path, ProtectionDomain,
-    QpType, QueuePair, RecvWr, RtsAttr, SendWr, WcOpcode,
+    AccessFlags, AddressHandle, CompletionQueue, MemoryRegion, Path, ProtectionDomain, RecvWr,
+    SendOps, SendWr, WcOpcode,
 };
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
+use crate::fixtures::ud::ud_qp;
 use crate::fixtures::{open, refused, roce_gid, wait};
 
 pub fn path_from_wc_replies_to_the_sender(env: &TestEnv) -> TestResult {
@@ -18,16 +19,8 @@ pub fn path_from_wc_replies_to_the_sender(env: &TestEnv) -> TestResult {
     let cq = CompletionQueue::new(&ctx, 16)?;
     let mr = MemoryRegion::new(&pd, 4096, AccessFlags::LOCAL_WRITE)?;
     let qkey = 0x0505_0505;
-    let a = QueuePair::builder(&pd, QpType::Ud, &cq).build()?;
-    let b = QueuePair::builder(&pd, QpType::Ud, &cq).build()?;
-    for qp in [&a, &b] {
-        qp.to_init(&InitAttr {
-            qkey,
-            ..InitAttr::new(1)
-        })?;
-        qp.to_rtr(None)?;
-        qp.to_rts(&RtsAttr::default())?;
-    }
+    let a = ud_qp(&pd, &cq, SendOps::empty(), qkey)?;
+    let b = ud_qp(&pd, &cq, SendOps::empty(), qkey)?;
     let (gid, idx) = roce_gid(&ctx, env)?;
     let ah = AddressHandle::new(&pd, &Path::to_gid(gid, idx, 1))?;
     b.post_recv(&mut [RecvWr::new(1, &[mr.sge(1024..2048)?])])?;

@@ -170,6 +170,59 @@ pub fn port_in_use_is_a_typed_error(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+/// `local_port` and `peer_port` (librdmacm's `rdma_get_src_port` and
+/// `rdma_get_dst_port`) are the ports of `local_addr` and `peer_addr` at
+/// each step of an id's life: 0 and 0 on a new id (no address of any
+/// family), the bound port on an IPv6 id, the listener's port and no peer
+/// on a listener, and each side's port and the other's on a connected
+/// pair (both sides, seen from each end).
+pub fn ports_are_those_of_the_addresses(env: &TestEnv) -> TestResult {
+    let ports = |id: &CmId| {
+        (
+            id.local_port(),
+            id.peer_port(),
+            id.local_addr().map_or(0, |a| a.port()),
+            id.peer_addr().map_or(0, |a| a.port()),
+        )
+    };
+    let (ch_s, ch_c) = (EventChannel::new()?, EventChannel::new()?);
+    let fresh = CmId::new(&ch_c, PortSpace::Tcp)?;
+    check!(
+        ports(&fresh) == (0, 0, 0, 0),
+        "a new id: {:?}",
+        ports(&fresh)
+    );
+    // The source port of an IPv6 address (sockaddr_in6), bound alone.
+    let v6 = CmId::new(&ch_c, PortSpace::Tcp)?;
+    v6.bind(SocketAddr::new(IpAddr::V6(env.ipv6), 0))?;
+    let (l6, p6, a6, _) = ports(&v6);
+    check!(
+        l6 != 0 && l6 == a6 && p6 == 0,
+        "a bound IPv6 id: {:?}",
+        ports(&v6)
+    );
+
+    let (listen, addr) = listener(env, &ch_s)?;
+    check!(
+        ports(&listen) == (addr.port(), 0, addr.port(), 0),
+        "the listener on {addr}: {:?}",
+        ports(&listen)
+    );
+    let pair = cm::connect(&ch_s, addr, cm::SMALL_RC, |_| Ok(()), |_| Ok(()))??;
+    let (c, s) = (ports(&pair.client.id), ports(&pair.server.id));
+    check!(
+        c.0 != 0 && c.0 == c.2 && c.1 == addr.port() && c.1 == c.3,
+        "the client (local, peer, local_addr's, peer_addr's): {c:?}"
+    );
+    check!(
+        s == (addr.port(), c.0, addr.port(), c.0),
+        "the server (local, peer, local_addr's, peer_addr's): {s:?}, the client's port {}",
+        c.0
+    );
+    pair.client.id.disconnect()?;
+    Ok(Outcome::Passed)
+}
+
 pub fn establish_a_qp_built_outside_the_cm(env: &TestEnv) -> TestResult {
     let (ch_s, ch_c) = (EventChannel::new()?, EventChannel::new()?);
     let (listen, addr) = listener(env, &ch_s)?;
@@ -243,4 +296,5 @@ rdma_tests::tests!(
     unreachable_address_fails_within_its_timeout,
     port_in_use_is_a_typed_error,
     establish_a_qp_built_outside_the_cm,
+    ports_are_those_of_the_addresses,
 );

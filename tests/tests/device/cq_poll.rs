@@ -214,12 +214,7 @@ pub fn extended_cq_reads_lid_sl_and_path_bits_as_the_classic_one(env: &TestEnv) 
         let qp = QueuePair::builder(&pd, rdma::QpType::Ud, &classic)
             .recv_cq(rcq)
             .build()?;
-        qp.to_init(&rdma::InitAttr {
-            qkey,
-            ..rdma::InitAttr::new(1)
-        })?;
-        qp.to_rtr(None)?;
-        qp.to_rts(&rdma::RtsAttr::default())?;
+        fixtures::ud::to_rts(&qp, qkey)?;
         Ok(qp)
     };
     let (sender, to_classic, to_standard, to_few) =

@@ -229,10 +229,60 @@ pub fn umad_ca_list_is_sorted_and_holds_the_ib_devices(env: &TestEnv) -> TestRes
     Ok(Outcome::Passed)
 }
 
+/// `umad_get_ca_portguids` gives, for every CA of libibumad's list, the
+/// port GUIDs `umad_get_ca` gives, by port number (entry 0: port 0, which
+/// only a switch has); rxe's device is among the CAs, with a port GUID.
+/// siw's RNIC answers both calls alike. A CA that does not exist and a name
+/// with a NUL byte are errors.
+pub fn umad_port_guids_are_those_of_the_ca(env: &TestEnv) -> TestResult {
+    use rdma::umad::{ca_device_names, ca_port_guids, Ca};
+    let mut seen = false;
+    for name in ca_device_names()? {
+        let (ca, guids) = (Ca::get(&name)?, ca_port_guids(&name)?);
+        check!(
+            guids == by_port(&ca),
+            "{name}: umad_get_ca_portguids {guids:x?}, umad_get_ca's ports {:x?}",
+            by_port(&ca)
+        );
+        if name == env.device {
+            check!(guids.get(1).is_some_and(|&g| g != 0), "{name}: {guids:x?}");
+            seen = true;
+        }
+    }
+    match env.provider {
+        Provider::Rxe => check!(seen, "{} is no umad CA", env.device),
+        Provider::Siw => match (Ca::get(&env.device), ca_port_guids(&env.device)) {
+            (Ok(ca), Ok(guids)) => check!(guids == by_port(&ca), "{ca:?}: {guids:x?}"),
+            (Err(_), Err(_)) => {}
+            (ca, guids) => fail!(
+                "{}: umad_get_ca {ca:?}, umad_get_ca_portguids {guids:?}",
+                env.device
+            ),
+        },
+    }
+    for bad in ["no-such-ca0", "rxe\0"] {
+        check!(ca_port_guids(bad).is_err(), "{bad:?} has port GUIDs");
+    }
+    Ok(Outcome::Passed)
+}
+
+/// The port GUIDs of `ca` by port number, from 0 to its highest port (0
+/// where it has no such port).
+fn by_port(ca: &rdma::umad::Ca) -> Vec<u64> {
+    let mut guids = vec![0u64; ca.num_ports as usize + 1];
+    for p in &ca.ports {
+        if let Some(g) = guids.get_mut(p.port_num as usize) {
+            *g = p.port_guid;
+        }
+    }
+    guids
+}
+
 rdma_tests::tests!(
     "sys::enumerate":
     device_list_has_the_test_device,
     every_device_opens_and_answers_queries,
     gid_table_holds_the_netdev_addresses,
     umad_ca_list_is_sorted_and_holds_the_ib_devices,
+    umad_port_guids_are_those_of_the_ca,
 );

@@ -6,11 +6,12 @@ use std::net::{Ipv4Addr, UdpSocket};
 use std::time::Duration;
 
 use rdma::{
-    AccessFlags, AddressHandle, CompletionQueue, Gid, InitAttr, MemoryRegion, Path,
-    ProtectionDomain, QpType, QueuePair, RecvWr, RtsAttr, SendWr, WcOpcode,
+    AccessFlags, AddressHandle, CompletionQueue, Gid, MemoryRegion, Path, ProtectionDomain, QpType,
+    QueuePair, RecvWr, SendOps, SendWr, WcOpcode,
 };
 use rdma_tests::{check, fail, resource_counts, Outcome, Provider, TestEnv, TestResult};
 
+use crate::fixtures::ud::ud_qp;
 use crate::fixtures::{open, refused, roce_gid, R, T};
 
 const GRH: usize = 40;
@@ -61,13 +62,7 @@ pub fn attach_receive_detach(env: &TestEnv) -> TestResult {
     let mut members = Vec::new();
     for _ in 0..2 {
         let cq = CompletionQueue::new(&ctx, 16)?;
-        let qp = QueuePair::builder(&pd, QpType::Ud, &cq).build()?;
-        qp.to_init(&InitAttr {
-            qkey: QKEY,
-            ..InitAttr::new(1)
-        })?;
-        qp.to_rtr(None)?;
-        qp.to_rts(&RtsAttr::default())?;
+        let qp = ud_qp(&pd, &cq, SendOps::empty(), QKEY)?;
         let mr = MemoryRegion::new(&pd, 2048, AccessFlags::LOCAL_WRITE)?;
         for i in 0..8u64 {
             let at = i as usize * 256;
@@ -84,13 +79,7 @@ pub fn attach_receive_detach(env: &TestEnv) -> TestResult {
         members.push((qp, cq, mr));
     }
     let scq = CompletionQueue::new(&ctx, 16)?;
-    let sender = QueuePair::builder(&pd, QpType::Ud, &scq).build()?;
-    sender.to_init(&InitAttr {
-        qkey: QKEY,
-        ..InitAttr::new(1)
-    })?;
-    sender.to_rtr(None)?;
-    sender.to_rts(&RtsAttr::default())?;
+    let sender = ud_qp(&pd, &scq, SendOps::empty(), QKEY)?;
     let smr = MemoryRegion::new(&pd, 256, AccessFlags::LOCAL_WRITE)?;
     let ah = AddressHandle::new(&pd, &Path::to_gid(group, sgid_index, 1))?;
     let send = |text: &[u8]| -> R<()> {
@@ -158,15 +147,16 @@ pub fn attach_receive_detach(env: &TestEnv) -> TestResult {
     )?;
 
     // A QP dropped while attached is detached and destroyed: the kernel's
-    // QP count falls by one (an attached QP's destroy fails with EBUSY and
-    // would leave it).
+    // QP count falls (an attached QP's destroy fails with EBUSY and would
+    // leave it; the other provider's suite may release more at the same
+    // time, never add to it).
     let before = resource_counts(&env.device)?;
     let (qp0, cq0, mr0) = members.remove(0);
     check!(qp0.mcast_groups().len() == 1, "{:?}", qp0.mcast_groups());
     drop(qp0);
     let after = resource_counts(&env.device)?;
     let qps = |m: &std::collections::BTreeMap<String, u64>| m.get("qp").copied().unwrap_or(0);
-    if qps(&before) != qps(&after) + 1 {
+    if qps(&after) >= qps(&before) {
         fail!("QP count {before:?} -> {after:?}: the attached QP was not destroyed");
     }
     drop((cq0, mr0));

@@ -53,12 +53,10 @@ pub fn no_leak<T>(env: &TestEnv, body: impl FnOnce() -> R<T>) -> R<T> {
     let before = rdma_tests::resource_counts(&env.device)?;
     let out = body()?;
     let after = rdma_tests::resource_counts(&env.device)?;
-    let grown = after
-        .iter()
-        .any(|(kind, n)| *n > before.get(kind).copied().unwrap_or(0));
+    let grown = rdma_tests::grown_counts(&before, &after);
     check!(
-        !grown,
-        "kernel objects of {} leaked: before {before:?}, after {after:?}",
+        grown.is_empty(),
+        "kernel objects of {} leaked (kind, before, after): {grown:?}",
         env.device
     );
     Ok(out)
