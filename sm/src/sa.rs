@@ -103,10 +103,15 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>) -> Option<Mad> {
     let r = match (h.attr_id, h.method) {
         (attr_id::CLASS_PORT_INFO, Method::GET) => {
             let mut r = m.response();
+            // What this SA serves: joins and leaves, and PortInfoRecord's
+            // bitwise capability matches. Not MultiPathRecord (GetMulti)
+            // nor TraceRecord, not Get/Set of Notice.
             let cpi = ClassPortInfo {
                 base_version: 1,
                 class_version: 2,
-                capability_mask: 0x0602,
+                capability_mask: records::cap::UD_MULTICAST
+                    | records::cap::PORT_INFO_CAP_MASK_MATCH,
+                capability_mask2: records::cap2::PORT_INFO_CAP_MASK2_MATCH,
                 resp_time_value: 18,
                 ..ClassPortInfo::default()
             };

@@ -67,6 +67,10 @@ pub const TESTS: &[FabricTest] = &[
         run: a_port_reset_without_a_trap_is_found_by_a_light_sweep,
     },
     FabricTest {
+        name: "sm::the_sa_serves_what_its_class_port_info_advertises",
+        run: the_sa_serves_what_its_class_port_info_advertises,
+    },
+    FabricTest {
         name: "sm::our_sa_answers_hostile_requests_with_error_statuses",
         run: our_sa_answers_hostile_requests_with_error_statuses,
     },
@@ -661,5 +665,65 @@ fn our_sa_answers_hostile_requests_with_error_statuses(f: &Fabric) -> TestResult
         failures.is_empty() && rec.lid == lid,
         "our SA: {failures:?}; the garbage GetTable got {junk_status:?}; the good Get after them: {rec:?}"
     );
+    Ok(Outcome::Passed)
+}
+
+/// The SA's ClassPortInfo advertises the PortInfoRecord capability matches
+/// that both SMs' SAs serve. Ours advertises MultiPathRecord and
+/// TraceRecord only if a TraceRecord query is served (answered with
+/// anything but "method or attribute not supported"). OpenSM is not held
+/// to that: it advertises MultiPath (CapabilityMask 0x2602 under ibsim)
+/// for its MultiPathRecord GetMulti, and leaves a TraceRecord query
+/// unanswered.
+fn the_sa_serves_what_its_class_port_info_advertises(f: &Fabric) -> TestResult {
+    use rdma::mad::sa::{attr_id, cap, cap2};
+    use rdma::mad::{class, ClassPortInfo, InvalidField, Mad, MadHeader, Method};
+    use rdma::umad::{Address, Port, Registration};
+    let ca = rdma::umad::Ca::get("ibsim0")?;
+    let port_num = ca.ports.first().map(|p| p.port_num).ok_or("no port")?;
+    let port = Port::open(&ca.name, port_num)?;
+    let agent = port.register(&Registration::new(class::SUBN_ADM, 2))?;
+    let sa = Address::gsi_lid(f.sm_lid);
+    let t = Duration::from_millis(500);
+    let get = |method: Method, attr: u16| -> Res<Mad> {
+        let req = Mad::new(&MadHeader::request(
+            class::SUBN_ADM,
+            2,
+            method,
+            agent.next_tid(),
+            attr,
+        ));
+        Ok(agent.request(&req, &sa, t, 2)?.mad)
+    };
+    let resp = get(Method::GET, attr_id::CLASS_PORT_INFO)?;
+    check!(
+        resp.status().is_ok(),
+        "ClassPortInfo under {}: status {:?}",
+        sm_name(),
+        resp.status()
+    );
+    let cpi: ClassPortInfo = resp.attribute()?;
+    check!(
+        cpi.capability_mask & cap::PORT_INFO_CAP_MASK_MATCH != 0
+            && cpi.capability_mask2 & cap2::PORT_INFO_CAP_MASK2_MATCH != 0,
+        "{}'s SA serves PortInfoRecord's capability matches but advertises CapabilityMask {:#06x}, CapabilityMask2 {:#010x}",
+        sm_name(),
+        cpi.capability_mask,
+        cpi.capability_mask2
+    );
+    if sm_name() == "ours" && cpi.capability_mask & cap::MULTI_PATH != 0 {
+        let trace = get(Method::GET_TABLE, attr_id::TRACE_RECORD)?;
+        let refused = matches!(
+            trace.status().invalid_field(),
+            InvalidField::MethodNotSupported | InvalidField::MethodAttributeNotSupported
+        );
+        check!(
+            !refused,
+            "{}'s SA advertises MultiPath (CapabilityMask {:#06x}) but refuses TraceRecord: {:?}",
+            sm_name(),
+            cpi.capability_mask,
+            trace.status()
+        );
+    }
     Ok(Outcome::Passed)
 }

@@ -86,8 +86,38 @@ pub mod attr_id {
     pub const PATH_RECORD: u16 = 0x0035;
     /// MCMemberRecord.
     pub const MC_MEMBER_RECORD: u16 = 0x0038;
+    /// TraceRecord.
+    pub const TRACE_RECORD: u16 = 0x0039;
+    /// MultiPathRecord.
+    pub const MULTI_PATH_RECORD: u16 = 0x003a;
     /// InformInfoRecord.
     pub const INFORM_INFO_RECORD: u16 = 0x00f3;
+}
+
+/// The bits of the SA's `ClassPortInfo::capability_mask` (IBA 15.2.5.1):
+/// what the SA serves beyond the mandatory records.
+pub mod cap {
+    /// Get and Set of Notice.
+    pub const GET_SET_NOTICE: u16 = 1 << 1;
+    /// The optional records (all but MCMemberRecord, TraceRecord and
+    /// MultiPathRecord).
+    pub const OPTIONAL_RECORDS: u16 = 1 << 8;
+    /// UD multicast: MCMemberRecord joins and leaves.
+    pub const UD_MULTICAST: u16 = 1 << 9;
+    /// MultiPathRecord (GetMulti) and TraceRecord.
+    pub const MULTI_PATH: u16 = 1 << 10;
+    /// Re-initialisation.
+    pub const REINIT: u16 = 1 << 11;
+    /// PortInfoRecord queries whose attribute modifier's bit 31 asks for
+    /// a match of any bit of PortInfo's CapabilityMask rather than all.
+    pub const PORT_INFO_CAP_MASK_MATCH: u16 = 1 << 13;
+}
+
+/// The bits of the SA's `ClassPortInfo::capability_mask2` (IBA 15.2.5.1).
+pub mod cap2 {
+    /// PortInfoRecord queries whose attribute modifier's bit 31 asks for
+    /// a match of any bit of PortInfo's CapabilityMask2 as well.
+    pub const PORT_INFO_CAP_MASK2_MATCH: u32 = 1 << 10;
 }
 
 /// An SA record: an [`Attribute`] that queries select by ComponentMask,
