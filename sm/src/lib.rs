@@ -25,6 +25,7 @@
 use std::time::Duration;
 
 mod groups;
+mod port_mask;
 mod run;
 mod sa;
 mod state;

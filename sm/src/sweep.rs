@@ -13,6 +13,7 @@ use rdma::mad::{
 };
 use rdma::umad::{Address, AsyncAgent};
 
+use crate::port_mask::PortMask;
 use crate::state::{lock_r, lock_w, Subnet, SUBNET_PREFIX};
 use crate::Error;
 
@@ -346,8 +347,9 @@ impl Sm {
                         let mut t = [0u16; 32];
                         for (i, slot) in t.iter_mut().enumerate() {
                             let mlid = MulticastForwardingTable::MLID_BASE + b * 32 + i as u16;
-                            let ports = masks.get(&(id, mlid)).copied().unwrap_or(0);
-                            *slot = (ports >> (16 * u32::from(pos))) as u16;
+                            *slot = masks
+                                .get(&(id, mlid))
+                                .map_or(0, |ports| ports.position(pos));
                         }
                         let old = self.mft_written.get(&(n.guid, b, pos));
                         if old != Some(&t) && (old.is_some() || t.iter().any(|&m| m != 0)) {
@@ -715,11 +717,11 @@ impl Sm {
 }
 
 /// Each switch's port mask (bit `p`: port `p`) for each MLID with members.
-fn multicast_masks(s: &Subnet) -> HashMap<(NodeId, u16), u64> {
+fn multicast_masks(s: &Subnet) -> HashMap<(NodeId, u16), PortMask> {
     let mut out = HashMap::new();
     for g in s.groups.by_mgid.values() {
         // The members' switches and the member CA ports on each.
-        let mut at: HashMap<NodeId, u64> = HashMap::new();
+        let mut at: HashMap<NodeId, PortMask> = HashMap::new();
         let mut order: Vec<NodeId> = Vec::new();
         for gid in g.members.keys() {
             let guid = u64::from_be_bytes(gid[8..].try_into().expect("8 bytes"));
@@ -727,10 +729,10 @@ fn multicast_masks(s: &Subnet) -> HashMap<(NodeId, u16), u64> {
                 continue;
             };
             let (sw, bit) = match s.topo.node(id).kind {
-                NodeKind::Switch => (id, 1u64),
+                NodeKind::Switch => (id, PortMask::of(0)),
                 _ => match s.topo.peer(id, p) {
                     Some(peer) if s.topo.node(peer.node).kind == NodeKind::Switch => {
-                        (peer.node, 1u64 << peer.port)
+                        (peer.node, PortMask::of(peer.port))
                     }
                     _ => continue,
                 },
@@ -759,14 +761,14 @@ fn multicast_masks(s: &Subnet) -> HashMap<(NodeId, u16), u64> {
             }
         }
         // Mark the tree edges on the way from each member switch to the root.
-        let mut masks: HashMap<NodeId, u64> = at.clone();
+        let mut masks: HashMap<NodeId, PortMask> = at.clone();
         for &sw in &order {
             let mut cur = sw;
             while let Some(&(up, up_port, my_port)) = parent.get(&cur) {
-                *masks.entry(cur).or_default() |= 1u64 << my_port;
+                masks.entry(cur).or_default().insert(my_port);
                 let e = masks.entry(up).or_default();
-                let already = *e & (1u64 << up_port) != 0;
-                *e |= 1u64 << up_port;
+                let already = e.contains(up_port);
+                e.insert(up_port);
                 if already {
                     break;
                 }
@@ -809,5 +811,63 @@ pub async fn serve_smi(
         if resp.set_attribute(&info).is_ok() {
             let _ = agent.respond(&req, &resp);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use rdma::mad::sa::{JoinState, McMemberRecord};
+    use rdma::Gid;
+
+    use super::*;
+    use crate::groups::Group;
+
+    /// Ports past 64 of a switch (up to its 255th) carry a group's members
+    /// and its tree, in the positions of their MFT blocks.
+    #[test]
+    fn multicast_masks_hold_ports_past_64() {
+        let mut s = Subnet::default();
+        let big = s.topo.add_node(0x10, NodeKind::Switch, 255);
+        let small = s.topo.add_node(0x20, NodeKind::Switch, 8);
+        let cas: Vec<NodeId> = (1..=3)
+            .map(|i| s.topo.add_node(0x1000 * i, NodeKind::Ca, 1))
+            .collect();
+        s.topo.link(big, 70, cas[0], 1).unwrap();
+        s.topo.link(big, 255, cas[1], 1).unwrap();
+        s.topo.link(big, 130, small, 1).unwrap();
+        s.topo.link(small, 2, cas[2], 1).unwrap();
+        let mut members = BTreeMap::new();
+        for &ca in &cas {
+            let mut gid = [0u8; 16];
+            gid[..8].copy_from_slice(&SUBNET_PREFIX.to_be_bytes());
+            gid[8..].copy_from_slice(&s.topo.node(ca).port_guid(1).to_be_bytes());
+            members.insert(gid, JoinState::FULL_MEMBER);
+        }
+        let mgid = [0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        s.groups.by_mgid.insert(
+            mgid,
+            Group {
+                rec: McMemberRecord {
+                    mgid: Gid(mgid),
+                    mlid: 0xc001,
+                    ..McMemberRecord::default()
+                },
+                members,
+                permanent: false,
+            },
+        );
+        let masks = multicast_masks(&s);
+        let at_big = masks[&(big, 0xc001)];
+        for port in [70, 130, 255] {
+            assert!(at_big.contains(port), "port {port}: {at_big:?}");
+        }
+        assert_eq!(at_big.position(4), 1 << 6); // port 70
+        assert_eq!(at_big.position(8), 1 << 2); // port 130
+        assert_eq!(at_big.position(15), 1 << 15); // port 255
+        assert_eq!(at_big.position(0), 0);
+        let at_small = masks[&(small, 0xc001)];
+        assert_eq!(at_small.position(0), 1 << 1 | 1 << 2);
     }
 }
