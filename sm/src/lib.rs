@@ -40,6 +40,9 @@ pub type Error = Box<dyn std::error::Error + Send + Sync>;
 /// What an SM runs on and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
+    /// The port to run on, by its GUID (OpenSM's `-g`); it takes
+    /// precedence over [`Config::ca`] and [`Config::port`].
+    pub port_guid: Option<u64>,
     /// The CA (`None`: the first).
     pub ca: Option<String>,
     /// The port (`None`: the CA's first; a switch's is 0).
@@ -55,6 +58,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
+            port_guid: None,
             ca: None,
             port: None,
             sweep: Duration::from_secs(10),

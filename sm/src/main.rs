@@ -1,20 +1,28 @@
 //! `sm`: a subnet manager and SA for an InfiniBand fabric (the library
 //! `rdma_sm`), on one port.
 //!
-//! Usage: `sm [-C CA] [-P PORT] [--sweep SECONDS] [--once] [-p PRIORITY]`.
-//! It runs until SIGINT or SIGTERM (or, with `--once`, exits after the first
-//! sweep has brought the subnet up).
+//! Usage: `sm [-g GUID | -C CA -P PORT] [-s SECONDS] [-o] [-p PRIORITY]
+//! [-f LOGFILE] [-v]...`, OpenSM's flags where they mean the same. It runs
+//! until SIGINT or SIGTERM (or, with `--once`, exits after the first sweep
+//! has brought the subnet up). The log goes to stdout, or to LOGFILE.
 
+use std::fs::File;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use clap::Parser;
 use rdma_sm::Config;
+use tracing::Level;
 
 /// Run a subnet manager and SA on a port.
 #[derive(Parser, Debug)]
 #[command(name = "sm")]
 struct Args {
+    /// The port to run on, by its port GUID (0x...), as OpenSM's -g.
+    #[arg(short = 'g', long = "guid", value_parser = parse_guid, conflicts_with_all = ["ca", "port"])]
+    guid: Option<u64>,
     /// The CA (default: the first).
     #[arg(short = 'C', long = "Ca")]
     ca: Option<String>,
@@ -23,19 +31,54 @@ struct Args {
     port: Option<u32>,
     /// Seconds between light sweeps (SwitchInfo of every switch, PortInfo of
     /// every CA port; a heavy sweep follows a change, as it does a trap).
-    #[arg(long = "sweep", default_value_t = 10)]
+    #[arg(short = 's', long = "sweep", default_value_t = 10)]
     sweep: u64,
     /// Exit once the first sweep has brought the subnet up.
-    #[arg(long)]
+    #[arg(short = 'o', long)]
     once: bool,
     /// The SM priority in SMInfo (0-15).
-    #[arg(short = 'p', long = "priority", default_value_t = 0)]
+    #[arg(short = 'p', long = "priority", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=15))]
     priority: u8,
+    /// Write the log to this file (appended) instead of stdout.
+    #[arg(short = 'f', long = "log_file")]
+    log_file: Option<PathBuf>,
+    /// More log: -v for each sweep's steps, -vv for every SMP.
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+/// A port GUID as OpenSM's -g takes it: hexadecimal, with or without 0x.
+fn parse_guid(s: &str) -> Result<u64, String> {
+    let hex = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
+    u64::from_str_radix(hex, 16).map_err(|e| format!("{s:?} is not a GUID: {e}"))
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    let level = match args.verbose {
+        0 => Level::INFO,
+        1 => Level::DEBUG,
+        _ => Level::TRACE,
+    };
+    let log = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_target(false)
+        .with_ansi(false);
+    match &args.log_file {
+        Some(path) => match File::options().create(true).append(true).open(path) {
+            Ok(f) => log.with_writer(Mutex::new(f)).init(),
+            Err(e) => {
+                eprintln!("sm: {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+        },
+        None => log.with_writer(std::io::stdout).init(),
+    }
     let config = Config {
+        port_guid: args.guid,
         ca: args.ca,
         port: args.port,
         sweep: Duration::from_secs(args.sweep),
@@ -51,15 +94,48 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("sm: {e}");
+            tracing::error!("{e}");
             return ExitCode::FAILURE;
         }
     };
     match rt.block_on(rdma_sm::run(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            tracing::error!("{e}");
             eprintln!("sm: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opensm_flags_parse_and_bad_ones_are_usage_errors() {
+        let a = Args::try_parse_from([
+            "sm",
+            "-g",
+            "0x0002c90300a0b0c1",
+            "-s",
+            "5",
+            "-o",
+            "-p",
+            "7",
+            "-vv",
+        ])
+        .unwrap();
+        assert_eq!(a.guid, Some(0x0002_c903_00a0_b0c1));
+        assert_eq!((a.sweep, a.once, a.priority, a.verbose), (5, true, 7, 2));
+        assert_eq!(parse_guid("2c90300a0b0c1"), Ok(0x2_c903_00a0_b0c1));
+        for bad in [
+            &["sm", "-g", "zz"][..],
+            &["sm", "-p", "16"],
+            &["sm", "-g", "0x1", "-C", "mlx5_0"],
+            &["sm", "-s", "-1"],
+        ] {
+            assert!(Args::try_parse_from(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -9,15 +9,22 @@ use crate::state::{self, Subnet};
 use crate::sweep::{self, Sm};
 use crate::{sa, Config, Error};
 
-/// Runs the SM and SA on `config`'s port until SIGINT or SIGTERM (or, with
-/// [`Config::once`], until the first sweep has brought the subnet up).
-pub async fn run(config: Config) -> Result<(), Error> {
-    let ca = match config.ca {
-        Some(c) => c,
-        None => rdma::umad::ca_names()?
-            .into_iter()
-            .next()
-            .ok_or("sm: no CA")?,
+/// The CA and port the SM runs on: the one whose port GUID is
+/// [`Config::port_guid`], else [`Config::ca`] (or the first CA) and
+/// [`Config::port`] (or its first port).
+fn sm_port(config: &Config) -> Result<(String, u32), Error> {
+    if let Some(guid) = config.port_guid {
+        for name in rdma::umad::ca_names()? {
+            let ca = rdma::umad::Ca::get(&name)?;
+            if let Some(p) = ca.ports.iter().find(|p| p.port_guid == guid) {
+                return Ok((name, p.port_num));
+            }
+        }
+        return Err(format!("no local port has GUID {guid:#018x}").into());
+    }
+    let ca = match &config.ca {
+        Some(c) => c.clone(),
+        None => rdma::umad::ca_names()?.into_iter().next().ok_or("no CA")?,
     };
     let port_num = match config.port {
         Some(p) => p,
@@ -25,12 +32,20 @@ pub async fn run(config: Config) -> Result<(), Error> {
             .ports
             .first()
             .map(|p| p.port_num)
-            .ok_or("sm: the CA has no port")?,
+            .ok_or_else(|| format!("{ca} has no port"))?,
     };
+    Ok((ca, port_num))
+}
+
+/// Runs the SM and SA on `config`'s port until SIGINT or SIGTERM (or, with
+/// [`Config::once`], until the first sweep has brought the subnet up).
+pub async fn run(config: Config) -> Result<(), Error> {
+    let (ca, port_num) = sm_port(&config)?;
+    tracing::info!("running on {ca} port {port_num}");
     let port = AsyncPort::new(Port::open(&ca, port_num)?)?;
     // Another SM holding the port's IsSM is an error, not a wait.
     let _is_sm = IsSm::try_acquire(&ca, port_num)
-        .map_err(|e| format!("sm: another SM holds {ca}/{port_num}: {e}"))?;
+        .map_err(|e| format!("another SM holds {ca}/{port_num}: {e}"))?;
     let info = port.port().info()?;
     // The SMI: directed-route sweeps (a client), and SMInfo queries from
     // others, LID-routed or directed (a server).
@@ -87,7 +102,7 @@ pub async fn run(config: Config) -> Result<(), Error> {
             match sm.light_sweep().await {
                 None => {}
                 Some(why) => {
-                    println!("sm: light sweep: {why}: sweeping");
+                    tracing::info!("light sweep: {why}: sweeping");
                     heavy = true;
                 }
             }
@@ -108,11 +123,11 @@ pub async fn run(config: Config) -> Result<(), Error> {
                 _ = tokio::time::sleep_until(wake) => break,
                 _ = mcast.notified() => {
                     let n = sm.program_multicast().await;
-                    println!("sm: multicast groups changed: {n} MFT blocks written");
+                    tracing::info!("multicast groups changed: {n} MFT blocks written");
                     continue;
                 }
                 _ = traps.notified() => {
-                    println!("sm: a trap arrived: sweeping");
+                    tracing::info!("a trap arrived: sweeping");
                     heavy = true;
                     break;
                 }
@@ -131,21 +146,21 @@ async fn sweep_once(sm: &mut Sm, first: &mut bool) {
             if let Some(dir) = std::env::var_os("OSM_CACHE_DIR") {
                 let path = std::path::Path::new(&dir).join("guid2lid");
                 if let Err(e) = std::fs::write(&path, state::guid2lid(&sm.subnet())) {
-                    eprintln!("sm: writing {}: {e}", path.display());
+                    tracing::error!("writing {}: {e}", path.display());
                 }
             }
             let mfts = sm.program_multicast().await;
-            println!("sm: sweep: {report}; {mfts} MFT blocks written");
+            tracing::info!("sweep: {report}; {mfts} MFT blocks written");
             if *first {
-                println!("sm: SUBNET UP");
+                tracing::info!("SUBNET UP");
                 *first = false;
             }
         }
-        Err(e) => eprintln!("sm: sweep failed: {e}"),
+        Err(e) => tracing::error!("sweep failed: {e}"),
     }
 }
 
 fn stopped() -> Result<(), Error> {
-    println!("sm: stopped");
+    tracing::info!("stopped");
     Ok(())
 }

@@ -86,6 +86,7 @@ async fn smp(
         let n = d.len().min(dst.len());
         dst[..n].copy_from_slice(&d[..n]);
     }
+    tracing::trace!("SMP {method:?} {attr:#06x}/{attr_mod} along {path:?}");
     let r = smi
         .request(&m, &Address::smi_lid(0xffff), SMP_TIMEOUT, SMP_RETRIES)
         .await?;
@@ -203,10 +204,13 @@ impl Sm {
         let mut rep = Report::default();
         let mut next = Subnet::default();
         self.discover(&mut next, &mut rep).await?;
+        tracing::debug!("discovered {} nodes", next.topo.len());
         rep.new_lids = self.lids.assign(&next.topo);
         next.lids = self.lids.clone();
         next.index_lids();
+        tracing::debug!("{} LIDs, {} new", next.sorted_lids.len(), rep.new_lids);
         next.routes = next.topo.min_hop_routes(&next.lids);
+        tracing::debug!("routes computed (minimum hops)");
         let sm_node = next.sm_node.ok_or("the sweep found no local node")?;
         let sm_port = match next.topo.node(sm_node).kind {
             NodeKind::Switch => 0,
@@ -214,6 +218,7 @@ impl Sm {
         };
         next.sm_lid = next.lids.of(&next.topo, sm_node, sm_port).unwrap_or(0);
         self.program(&mut next, &mut rep).await;
+        tracing::debug!("programmed: {rep}");
         for (_, n) in next.topo.nodes() {
             match n.kind {
                 NodeKind::Switch => rep.switches += 1,
@@ -223,7 +228,7 @@ impl Sm {
         }
         rep.links /= 2;
         {
-            let mut s = crate::sweep::lock_w(&self.subnet);
+            let mut s = lock_w(&self.subnet);
             next.groups = std::mem::take(&mut s.groups);
             next.up = true;
             *s = next;
@@ -378,7 +383,7 @@ impl Sm {
                     written += 1;
                     self.mft_written.insert((guid, b, pos), t);
                 }
-                Err(e) => eprintln!("sm: MFT Set along {path:?}: {e}"),
+                Err(e) => tracing::warn!("MFT Set along {path:?}: {e}"),
             }
         }
         written
@@ -401,7 +406,7 @@ impl Sm {
                     Ok(ni) => ni,
                     Err(e) => {
                         rep.failures += 1;
-                        eprintln!("sm: NodeInfo along {:?}: {e}", probe.path);
+                        tracing::warn!("NodeInfo along {:?}: {e}", probe.path);
                         continue;
                     }
                 };
@@ -423,7 +428,7 @@ impl Sm {
                 }
                 if let Some((pid, pport)) = probe.from {
                     if let Err(e) = s.topo.link(pid, pport, id, ni.local_port_num) {
-                        eprintln!("sm: link along {:?}: {e}", probe.path);
+                        tracing::warn!("link along {:?}: {e}", probe.path);
                     }
                 }
                 if probe.from.is_none() {
@@ -498,7 +503,7 @@ impl Sm {
                     }
                     Err(e) => {
                         rep.failures += 1;
-                        eprintln!("sm: PortInfo {p} along {:?}: {e}", probe.path);
+                        tracing::warn!("PortInfo {p} along {:?}: {e}", probe.path);
                     }
                 }
             }
@@ -565,7 +570,7 @@ impl Sm {
                 }
                 Err(e) => {
                     rep.failures += 1;
-                    eprintln!("sm: PortInfo Set {p} of {:#x}: {e}", s.topo.node(id).guid);
+                    tracing::warn!("PortInfo Set {p} of {:#x}: {e}", s.topo.node(id).guid);
                 }
             }
         }
@@ -599,7 +604,7 @@ impl Sm {
                 Ok(_) => {}
                 Err(e) => {
                     rep.failures += 1;
-                    eprintln!("sm: SwitchInfo along {path:?}: {e}");
+                    tracing::warn!("SwitchInfo along {path:?}: {e}");
                 }
             }
         }
@@ -612,7 +617,7 @@ impl Sm {
         for ((path, _), r) in si_sets.iter().zip(res) {
             if let Err(e) = r.and_then(|x| x) {
                 rep.failures += 1;
-                eprintln!("sm: SwitchInfo Set along {path:?}: {e}");
+                tracing::warn!("SwitchInfo Set along {path:?}: {e}");
             }
         }
         let mut lft_jobs = Vec::new();
@@ -657,7 +662,7 @@ impl Sm {
                 Err(e) => {
                     failed.insert(*sw);
                     rep.failures += 1;
-                    eprintln!("sm: LFT Set along {path:?}: {e}");
+                    tracing::warn!("LFT Set along {path:?}: {e}");
                 }
             }
         }
@@ -705,8 +710,8 @@ impl Sm {
                     }
                     Err(e) => {
                         rep.failures += 1;
-                        eprintln!(
-                            "sm: PortState {to} for port {p} of {:#x}: {e}",
+                        tracing::warn!(
+                            "PortState {to} for port {p} of {:#x}: {e}",
                             s.topo.node(id).guid
                         );
                     }

@@ -71,6 +71,10 @@ pub const TESTS: &[FabricTest] = &[
         run: the_sa_serves_what_its_class_port_info_advertises,
     },
     FabricTest {
+        name: "sm::the_sm_program_refuses_a_port_guid_no_port_has",
+        run: the_sm_program_refuses_a_port_guid_no_port_has,
+    },
+    FabricTest {
         name: "sm::our_sa_answers_hostile_requests_with_error_statuses",
         run: our_sa_answers_hostile_requests_with_error_statuses,
     },
@@ -516,7 +520,7 @@ fn a_port_reset_without_a_trap_is_found_by_a_light_sweep(f: &Fabric) -> TestResu
         let dir = std::env::var("RDMA_FABRIC_DIR").map_err(|_| "no RDMA_FABRIC_DIR")?;
         let log = std::fs::read_to_string(std::path::Path::new(&dir).join("sm.out"))?;
         check!(
-            log.lines().any(|l| l.starts_with("sm: light sweep: ")),
+            log.lines().any(|l| l.contains(" INFO light sweep: ")),
             "our SM's log names no light sweep that found the reset:\n{log}"
         );
     }
@@ -725,5 +729,40 @@ fn the_sa_serves_what_its_class_port_info_advertises(f: &Fabric) -> TestResult {
             trace.status()
         );
     }
+    Ok(Outcome::Passed)
+}
+
+/// The program `sm` on the command line OpenSM takes: a port GUID (`-g`)
+/// that no local port has is refused before anything is sent (so this runs
+/// beside the fabric's SM, whichever it is): exit status 1, the GUID named
+/// on stderr and in the log file of `-f`. A log file that cannot be opened
+/// is refused too.
+fn the_sm_program_refuses_a_port_guid_no_port_has(_f: &Fabric) -> TestResult {
+    let sm = rdma_tests::example("sm")?;
+    let dir = std::env::temp_dir().join(format!("rdma-sm-flags-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let log = dir.join("sm.log");
+    let mut c = std::process::Command::new(&sm);
+    c.args(["-g", "0x1", "-s", "1", "-f"]).arg(&log);
+    let out = output_within(c, LIMIT)?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let mut c = std::process::Command::new(&sm);
+    c.args(["-f"]).arg(dir.join("no-such-dir").join("sm.log"));
+    let unopened = output_within(c, LIMIT)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let named = "no local port has GUID 0x0000000000000001";
+    check!(
+        out.status.code() == Some(1) && stderr.contains(named) && logged.contains(named),
+        "sm -g 0x1: {}; stderr:\n{stderr}\nlog file:\n{logged}",
+        out.status
+    );
+    check!(
+        unopened.status.code() == Some(1)
+            && String::from_utf8_lossy(&unopened.stderr).contains("no-such-dir"),
+        "sm -f into a missing directory: {}; stderr:\n{}",
+        unopened.status,
+        String::from_utf8_lossy(&unopened.stderr)
+    );
     Ok(Outcome::Passed)
 }
