@@ -171,7 +171,12 @@ pub fn ib_paths_resolve_the_route_and_carry_the_connection(env: &TestEnv) -> Tes
     let ch_c = EventChannel::new()?;
     let id = CmId::new(&ch_c, PortSpace::Tcp)?;
     // Refused before the kernel: no path, a field too wide for the wire.
-    refused(id.set_ib_paths(&[]), VERB, libc::EINVAL, "at least one path")?;
+    refused(
+        id.set_ib_paths(&[]),
+        VERB,
+        libc::EINVAL,
+        "at least one path",
+    )?;
     let mut wide = record;
     wide.sl = 16;
     refused(

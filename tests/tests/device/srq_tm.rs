@@ -73,6 +73,7 @@ pub fn tag_matching_srq_is_not_supported_and_leaves_nothing(env: &TestEnv) -> Te
 pub fn tag_matching_srq_on_a_cm_id_is_refused_and_the_id_takes_a_basic_one(
     env: &TestEnv,
 ) -> TestResult {
+    crate::cm_srq::open_cm_device(env)?;
     let errno = no_leak(env, || {
         let ch = EventChannel::new()?;
         let mut id = CmId::new(&ch, PortSpace::Tcp)?;
