@@ -201,6 +201,7 @@ mod rate;
 mod retire;
 mod srq;
 mod srq_ex;
+mod srq_ops;
 mod td;
 // The stream's protocol (its wire format) builds with no feature, so that
 // its host tests run in every build; its types come with feature `stream`.
@@ -237,11 +238,12 @@ pub use mw::{inc_rkey, MemoryWindow, MwType};
 pub use pd::ProtectionDomain;
 pub use qp::{
     Ece, InitAttr, Mtu, PreparedSend, QpAttr, QpBuilder, QpCaps, QpState, QpType, QueuePair,
-    RtrAttr, RtsAttr, SendOps, WrBatch,
+    RateLimit, RtrAttr, RtsAttr, SendOps, WrBatch,
 };
 pub use rate::Rate;
 pub use srq::{SharedReceiveQueue, SrqAttr};
-pub use srq_ex::SrqBuilder;
+pub use srq_ex::{SrqBuilder, TmCap};
+pub use srq_ops::SrqOp;
 pub use td::ThreadDomain;
 pub use wc::{CompletionBuf, WcOpcode, WcStatus, WorkCompletion};
 pub use wq::{RwqIndTable, WorkQueue, WqState};

@@ -21,8 +21,16 @@ struct SrqInner {
     raw: NonNull<sys::ibv_srq>,
     /// The size granted at creation, or by the last resize.
     max_wr: AtomicU32,
-    /// What an XRC SRQ uses besides its PD: its domain and CQ.
-    _xrc: Option<(crate::XrcDomain, crate::CompletionQueue)>,
+    /// What an XRC or tag-matching SRQ uses besides its PD: its XRC
+    /// domain (XRC only) and its CQ.
+    _xrc: Option<(Option<crate::XrcDomain>, crate::CompletionQueue)>,
+    /// A tag-matching SRQ (`IBV_SRQT_TM`), the only kind that takes
+    /// [`SharedReceiveQueue::post_srq_ops`].
+    tag_matching: bool,
+    /// Set when the SRQ was destroyed by its owner's own verb
+    /// (`rdma_destroy_srq`, [`SharedReceiveQueue::destroy_with`]), so that
+    /// the drop destroys it no more.
+    destroyed: bool,
 }
 
 // SAFETY: libibverbs allows posting to and modifying an SRQ from any thread
@@ -33,6 +41,9 @@ unsafe impl Sync for SrqInner {}
 
 impl Drop for SrqInner {
     fn drop(&mut self) {
+        if self.destroyed {
+            return;
+        }
         // SAFETY: destroyed once, after every QP using it (each holds a clone
         // in its `_srq` field), before its PD, XRC domain and CQ (fields
         // dropped after this).
@@ -56,6 +67,8 @@ impl SharedReceiveQueue {
                 raw,
                 max_wr: AtomicU32::new(attr.attr.max_wr),
                 _xrc: None,
+                tag_matching: false,
+                destroyed: false,
             }),
         })
     }
@@ -64,12 +77,14 @@ impl SharedReceiveQueue {
     ///
     /// # Safety
     /// `raw` is a live SRQ of `pd`'s context, owned by the value returned,
-    /// whose XRC domain and CQ (if any) are `xrc`.
+    /// whose XRC domain and CQ (if any) are `xrc`, of tag matching when
+    /// `tag_matching` is set.
     pub(crate) unsafe fn from_ex(
         pd: &ProtectionDomain,
         raw: NonNull<sys::ibv_srq>,
         max_wr: u32,
-        xrc: Option<(crate::XrcDomain, crate::CompletionQueue)>,
+        xrc: Option<(Option<crate::XrcDomain>, crate::CompletionQueue)>,
+        tag_matching: bool,
     ) -> SharedReceiveQueue {
         SharedReceiveQueue {
             inner: Arc::new(SrqInner {
@@ -77,8 +92,30 @@ impl SharedReceiveQueue {
                 raw,
                 max_wr: AtomicU32::new(max_wr),
                 _xrc: xrc,
+                tag_matching,
+                destroyed: false,
             }),
         }
+    }
+
+    /// Destroys the SRQ with `destroy` instead of `ibv_destroy_srq`, when
+    /// this is its last handle (no QP uses it, no clone is left); otherwise
+    /// gives `self` back untouched. `destroy` gets the raw SRQ and must
+    /// destroy it; the PD, XRC domain and CQ go after it.
+    pub(crate) fn destroy_with(
+        self,
+        destroy: impl FnOnce(*mut sys::ibv_srq),
+    ) -> std::result::Result<(), SharedReceiveQueue> {
+        let mut inner =
+            Arc::try_unwrap(self.inner).map_err(|inner| SharedReceiveQueue { inner })?;
+        destroy(inner.raw.as_ptr());
+        inner.destroyed = true;
+        Ok(())
+    }
+
+    /// Whether this is a tag-matching SRQ (`IBV_SRQT_TM`).
+    pub fn is_tag_matching(&self) -> bool {
+        self.inner.tag_matching
     }
 
     /// The number of receives the provider granted at creation, or at the

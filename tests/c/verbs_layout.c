@@ -7,6 +7,7 @@
  */
 #include <stddef.h>
 #include <infiniband/verbs.h>
+#include <infiniband/sa.h>
 
 struct verbs_layout_entry {
 	const char *type;
@@ -17,6 +18,8 @@ struct verbs_layout_entry {
 
 #define S(t) { #t, "", 0, sizeof(struct t) }
 #define F(t, f) { #t, #f, offsetof(struct t, f), sizeof(((struct t *)0)->f) }
+/* A field of an anonymous struct inside `t`, named by its path ("tm.handle"). */
+#define N(t, p) { #t, #p, offsetof(struct t, p), sizeof(((struct t *)0)->p) }
 
 const struct verbs_layout_entry verbs_layout[] = {
 	S(ibv_xrcd_init_attr),
@@ -217,6 +220,48 @@ const struct verbs_layout_entry verbs_layout[] = {
 	F(ibv_counter_attach_attr, comp_mask),
 	S(ibv_context),
 	F(ibv_context, cmd_fd),
+	S(ibv_tm_cap),
+	F(ibv_tm_cap, max_num_tags),
+	F(ibv_tm_cap, max_ops),
+	S(ibv_ops_wr),
+	F(ibv_ops_wr, wr_id),
+	F(ibv_ops_wr, next),
+	F(ibv_ops_wr, opcode),
+	F(ibv_ops_wr, flags),
+	F(ibv_ops_wr, tm),
+	N(ibv_ops_wr, tm.unexpected_cnt),
+	N(ibv_ops_wr, tm.handle),
+	N(ibv_ops_wr, tm.add),
+	N(ibv_ops_wr, tm.add.recv_wr_id),
+	N(ibv_ops_wr, tm.add.sg_list),
+	N(ibv_ops_wr, tm.add.num_sge),
+	N(ibv_ops_wr, tm.add.tag),
+	N(ibv_ops_wr, tm.add.mask),
+	S(ibv_qp_rate_limit_attr),
+	F(ibv_qp_rate_limit_attr, rate_limit),
+	F(ibv_qp_rate_limit_attr, max_burst_sz),
+	F(ibv_qp_rate_limit_attr, typical_pkt_sz),
+	F(ibv_qp_rate_limit_attr, comp_mask),
+	S(ibv_path_record),
+	F(ibv_path_record, service_id),
+	F(ibv_path_record, dgid),
+	F(ibv_path_record, sgid),
+	F(ibv_path_record, dlid),
+	F(ibv_path_record, slid),
+	F(ibv_path_record, flowlabel_hoplimit),
+	F(ibv_path_record, tclass),
+	F(ibv_path_record, reversible_numpath),
+	F(ibv_path_record, pkey),
+	F(ibv_path_record, qosclass_sl),
+	F(ibv_path_record, mtu),
+	F(ibv_path_record, rate),
+	F(ibv_path_record, packetlifetime),
+	F(ibv_path_record, preference),
+	F(ibv_path_record, reserved),
+	S(ibv_path_data),
+	F(ibv_path_data, flags),
+	F(ibv_path_data, reserved),
+	F(ibv_path_data, path),
 };
 
 const size_t verbs_layout_len = sizeof(verbs_layout) / sizeof(verbs_layout[0]);

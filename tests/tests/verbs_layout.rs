@@ -1,5 +1,7 @@
 //! The verbs structs that the rdma crate's XRC, thread- and parent-domain,
-//! device-memory, WQ, flow, ESP action, counter and import wrappers fill or read,
+//! device-memory, WQ, flow, ESP action, counter and import wrappers fill or
+//! read, and those of tag-matching SRQs, packet pacing and the CM's
+//! InfiniBand paths (`ibv_path_data`, of `<infiniband/sa.h>`),
 //! checked against the C compiler's layout (`tests/c/verbs_layout.c`,
 //! built by the build script against the installed `<infiniband/verbs.h>`):
 //! each struct's size, each field's offset and size. No soft device runs
@@ -67,6 +69,16 @@ macro_rules! layout {
             $table.insert(
                 (stringify!($t).into(), name.into()),
                 (offset_of!(sys::$t, $f), field_size(|s: &sys::$t| &s.$f)),
+            );
+        )+
+    };
+    // A struct of rdmacm-sys (`<infiniband/sa.h>`), under the C name.
+    ($table:ident, cm :: $t:ident: $($f:ident),+ $(,)?) => {
+        $table.insert((stringify!($t).into(), String::new()), (0, size_of::<rdmacm_sys::$t>()));
+        $(
+            $table.insert(
+                (stringify!($t).into(), stringify!($f).into()),
+                (offset_of!(rdmacm_sys::$t, $f), field_size(|s: &rdmacm_sys::$t| &s.$f)),
             );
         )+
     };
@@ -188,6 +200,73 @@ fn rust_table() -> Table {
     layout!(t, ibv_counters_init_attr: comp_mask);
     layout!(t, ibv_counter_attach_attr: counter_desc, index, comp_mask);
     layout!(t, ibv_context: cmd_fd);
+    layout!(t, ibv_tm_cap: max_num_tags, max_ops);
+    layout!(t, ibv_ops_wr: wr_id, next, opcode, flags, tm);
+    // The anonymous `tm` struct and its `add`, by path as C names them.
+    for (name, offset, size) in [
+        (
+            "tm.unexpected_cnt",
+            offset_of!(sys::ibv_ops_wr, tm.unexpected_cnt),
+            field_size(|s: &sys::ibv_ops_wr| &s.tm.unexpected_cnt),
+        ),
+        (
+            "tm.handle",
+            offset_of!(sys::ibv_ops_wr, tm.handle),
+            field_size(|s: &sys::ibv_ops_wr| &s.tm.handle),
+        ),
+        (
+            "tm.add",
+            offset_of!(sys::ibv_ops_wr, tm.add),
+            field_size(|s: &sys::ibv_ops_wr| &s.tm.add),
+        ),
+        (
+            "tm.add.recv_wr_id",
+            offset_of!(sys::ibv_ops_wr, tm.add.recv_wr_id),
+            field_size(|s: &sys::ibv_ops_wr| &s.tm.add.recv_wr_id),
+        ),
+        (
+            "tm.add.sg_list",
+            offset_of!(sys::ibv_ops_wr, tm.add.sg_list),
+            field_size(|s: &sys::ibv_ops_wr| &s.tm.add.sg_list),
+        ),
+        (
+            "tm.add.num_sge",
+            offset_of!(sys::ibv_ops_wr, tm.add.num_sge),
+            field_size(|s: &sys::ibv_ops_wr| &s.tm.add.num_sge),
+        ),
+        (
+            "tm.add.tag",
+            offset_of!(sys::ibv_ops_wr, tm.add.tag),
+            field_size(|s: &sys::ibv_ops_wr| &s.tm.add.tag),
+        ),
+        (
+            "tm.add.mask",
+            offset_of!(sys::ibv_ops_wr, tm.add.mask),
+            field_size(|s: &sys::ibv_ops_wr| &s.tm.add.mask),
+        ),
+    ] {
+        t.insert(("ibv_ops_wr".into(), name.into()), (offset, size));
+    }
+    layout!(t, ibv_qp_rate_limit_attr: rate_limit, max_burst_sz, typical_pkt_sz, comp_mask);
+    layout!(
+        t,
+        cm::ibv_path_record: service_id,
+        dgid,
+        sgid,
+        dlid,
+        slid,
+        flowlabel_hoplimit,
+        tclass,
+        reversible_numpath,
+        pkey,
+        qosclass_sl,
+        mtu,
+        rate,
+        packetlifetime,
+        preference,
+        reserved
+    );
+    layout!(t, cm::ibv_path_data: flags, reserved, path);
     t
 }
 

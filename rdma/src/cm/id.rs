@@ -6,6 +6,7 @@ mod multicast;
 mod options;
 mod ports;
 mod qp;
+mod srq;
 
 use std::any::Any;
 use std::fmt;
@@ -45,10 +46,16 @@ impl PortSpace {
     }
 }
 
-/// A CM id (`rdma_cm_id`) and the queue pair it owns, if any.
+/// A CM id (`rdma_cm_id`) and the queue pair and shared receive queue it
+/// owns, if any.
 pub struct CmId {
     raw: NonNull<cm::rdma_cm_id>,
     qp: Option<QueuePair>,
+    /// The id's SRQ (`id->srq`), given to the QP it creates.
+    srq: Option<crate::SharedReceiveQueue>,
+    /// Whether librdmacm stored the SRQ's PD in the id (`id->pd` was
+    /// NULL), to be cleared when the SRQ goes.
+    srq_set_pd: bool,
     channel: EventChannel,
     /// The multicast groups joined and not left: they are left before the
     /// QP goes, since a QP attached to a group cannot be destroyed.
@@ -68,6 +75,9 @@ unsafe impl Sync for CmId {}
 impl Drop for CmId {
     fn drop(&mut self) {
         let qp = self.detach_qp();
+        // Destroyed now when nothing else uses it; otherwise forgotten by
+        // librdmacm and destroyed by its last handle (the QP's, say).
+        let srq = self.detach_srq();
         // An event of this id being handed to a callback on this thread
         // would never be acknowledged while rdma_destroy_id waits for it.
         ack_events_of(self.as_raw());
@@ -80,6 +90,7 @@ impl Drop for CmId {
         // The QP goes after the id, whose events could use it until then
         // (detach_qp has also cleared `qp` under the lock).
         drop(qp);
+        drop(srq);
     }
 }
 
@@ -197,6 +208,8 @@ impl CmId {
         CmId {
             raw,
             qp: None,
+            srq: None,
+            srq_set_pd: false,
             channel,
             groups: Mutex::new(Vec::new()),
         }

@@ -112,6 +112,7 @@ mod channel;
 mod devices;
 mod ep;
 mod event;
+mod ib_path;
 mod id;
 
 #[cfg(feature = "tokio")]
@@ -120,4 +121,5 @@ pub use channel::EventChannel;
 pub use devices::CmDevices;
 pub use ep::{AddrEntry, AddrHints, AddrInfo, Endpoint, EpAttr, Request};
 pub use event::{CmEvent, CmEventKind, ConnParam, UdParam};
+pub use ib_path::{IbPath, IbPathFlags};
 pub use id::{CmId, PortSpace};

@@ -15,12 +15,14 @@ mod mcast;
 mod order;
 mod post;
 mod query;
+mod rate_limit;
 
 pub use attr::{InitAttr, Mtu, RtrAttr, RtsAttr};
 pub use batch::WrBatch;
 pub use ece::Ece;
 pub use post::PreparedSend;
 pub use query::QpAttr;
+pub use rate_limit::RateLimit;
 
 /// The transport service of a queue pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

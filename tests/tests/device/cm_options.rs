@@ -1,14 +1,16 @@
 //! The CM id's options (`rdma_set_option`): type of service, ACK timeout,
-//! AF-only, checked in what the device reports and in who may connect.
+//! AF-only, checked in what the device reports and in who may connect;
+//! InfiniBand paths given instead of a route resolution.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
-use rdma::cm::{CmId, EventChannel, PortSpace};
+use rdma::cm::{CmEventKind, CmId, ConnParam, EventChannel, IbPath, IbPathFlags, PortSpace};
+use rdma::mad::sa::{PathRecord, Selector};
 use rdma::{RecvWr, SendWr};
 use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
 use crate::fixtures::cm::{self, CmSide, SMALL_RC};
-use crate::fixtures::{R, T};
+use crate::fixtures::{open, refused, roce_gid, R, T};
 
 /// The client's type of service: DSCP 10 (AF11) in the upper six bits.
 const TOS: u8 = 10 << 2;
@@ -136,8 +138,104 @@ pub fn afonly_listener_takes_only_its_family(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+/// A path from the device's IPv4 address to itself: on RoCE its GIDs are
+/// the address's RoCEv2 GID (iWARP keeps the path but does not use it).
+fn path_to_self(env: &TestEnv) -> R<PathRecord> {
+    let gid = match env.provider {
+        Provider::Rxe => roce_gid(&open(env)?, env)?.0,
+        Provider::Siw => rdma::Gid::from(env.ipv4.to_ipv6_mapped()),
+    };
+    Ok(PathRecord {
+        dgid: gid,
+        sgid: gid,
+        hop_limit: 64,
+        reversible: true,
+        numb_path: 1,
+        pkey: 0xffff,
+        mtu_selector: Selector::Exactly,
+        mtu: 3,
+        rate_selector: Selector::Exactly,
+        rate: 3,
+        packet_life_time_selector: Selector::Exactly,
+        packet_life_time: 14,
+        ..Default::default()
+    })
+}
+
+pub fn ib_paths_resolve_the_route_and_carry_the_connection(env: &TestEnv) -> TestResult {
+    const VERB: &str = "rdma_set_option";
+    let record = path_to_self(env)?;
+    let ch_s = EventChannel::new()?;
+    let (_listen, port) = cm::listen(&ch_s, SocketAddr::new(IpAddr::V4(env.ipv4), 0), 4, None)?;
+    let to = SocketAddr::new(IpAddr::V4(env.ipv4), port);
+    let ch_c = EventChannel::new()?;
+    let id = CmId::new(&ch_c, PortSpace::Tcp)?;
+    // Refused before the kernel: no path, a field too wide for the wire.
+    refused(
+        id.set_ib_paths(&[]),
+        VERB,
+        libc::EINVAL,
+        "at least one path",
+    )?;
+    let mut wide = record;
+    wide.sl = 16;
+    refused(
+        id.set_ib_paths(&[IbPath::primary(wide)]),
+        VERB,
+        libc::EINVAL,
+        "RDMA_OPTION_IB_PATH",
+    )?;
+    // Refused by the kernel: an id without a device.
+    refused(
+        id.set_ib_paths(&[IbPath::primary(record)]),
+        VERB,
+        libc::EINVAL,
+        "GMP | PRIMARY | BIDIRECTIONAL",
+    )?;
+    id.resolve_addr(None, to, std::time::Duration::from_secs(2))?;
+    ch_c.expect(&id, CmEventKind::AddrResolved, T)?;
+    // Refused by the kernel: no path of the primary flags.
+    let alternate = IbPath {
+        flags: IbPathFlags::GMP | IbPathFlags::ALTERNATE | IbPathFlags::BIDIRECTIONAL,
+        record,
+    };
+    refused(
+        id.set_ib_paths(&[alternate]),
+        VERB,
+        libc::EINVAL,
+        "GMP | PRIMARY | BIDIRECTIONAL",
+    )?;
+    // Taken: the kernel picks the primary path and reports the route.
+    id.set_ib_paths(&[alternate, IbPath::primary(record)])?;
+    ch_c.expect(&id, CmEventKind::RouteResolved, T)?;
+    // Once the route is resolved, paths are refused.
+    refused(
+        id.set_ib_paths(&[IbPath::primary(record)]),
+        VERB,
+        libc::EINVAL,
+        "whose route is not",
+    )?;
+    // The connection goes over the path given.
+    let client = CmSide::new(id, SMALL_RC)?;
+    client.id.connect(&ConnParam::new())?;
+    let sid = match ch_s.wait_event(T)? {
+        Some(mut ev) if ev.kind == CmEventKind::ConnectRequest => {
+            ev.take_new_id().ok_or("connect request without an id")?
+        }
+        other => fail!("the listener got {other:?}"),
+    };
+    let server = CmSide::new(sid, SMALL_RC)?;
+    server.id.accept(&ConnParam::new())?;
+    ch_c.expect(&client.id, CmEventKind::Established, T)?;
+    ch_s.expect(&server.id, CmEventKind::Established, T)?;
+    exchange(&client, &server)?;
+    exchange(&server, &client)?;
+    Ok(Outcome::Passed)
+}
+
 rdma_tests::tests!(
     "cm_options":
     tos_and_ack_timeout_reach_the_qp,
     afonly_listener_takes_only_its_family,
+    ib_paths_resolve_the_route_and_carry_the_connection,
 );

@@ -13,6 +13,7 @@ mod cm_ep;
 mod cm_examples;
 mod cm_notify;
 mod cm_options;
+mod cm_srq;
 mod cm_teardown;
 mod cm_ud;
 mod cmid;
@@ -41,6 +42,7 @@ mod qp_ext;
 mod qp_post;
 mod rc;
 mod srq;
+mod srq_tm;
 mod stream;
 mod stream_msg;
 mod td;
@@ -70,6 +72,7 @@ fn main() -> std::process::ExitCode {
         mr::TESTS,
         mr_placement::TESTS,
         srq::TESTS,
+        srq_tm::TESTS,
         mw::TESTS,
         ud::TESTS,
         mcast::TESTS,
@@ -82,6 +85,7 @@ fn main() -> std::process::ExitCode {
         cm_examples::TESTS,
         cm_notify::TESTS,
         cm_options::TESTS,
+        cm_srq::TESTS,
         cm_teardown::TESTS,
         umad::TESTS,
         umad_receive::TESTS,

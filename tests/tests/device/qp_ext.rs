@@ -1,9 +1,12 @@
-//! Queue-pair queries beyond `ibv_query_qp`: whether data lands in order.
+//! Queue-pair verbs beyond the classic ones: whether data lands in order
+//! (`ibv_query_qp_data_in_order`), and packet pacing
+//! (`ibv_modify_qp_rate_limit`), which no soft device has.
 
-use rdma::{CompletionQueue, ProtectionDomain, QpType, QueuePair, SendOps};
+use rdma::{CompletionQueue, ProtectionDomain, QpType, QueuePair, RateLimit, SendOps};
 use rdma_tests::{check, Outcome, TestEnv, TestResult};
 
-use crate::fixtures::{open, refused};
+use crate::fixtures::{open, refused, ACCESS};
+use crate::unsupported::{no_leak, not_supported, said};
 
 pub fn data_in_order_answers_per_operation(env: &TestEnv) -> TestResult {
     let ctx = open(env)?;
@@ -42,7 +45,48 @@ pub fn data_in_order_answers_per_operation(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+pub fn rate_limit_is_not_supported_and_the_qp_goes_on(env: &TestEnv) -> TestResult {
+    let errno = no_leak(env, || {
+        let ctx = open(env)?;
+        let attr = ctx.query_device()?;
+        for ty in [QpType::Rc, QpType::Uc, QpType::Ud] {
+            check!(
+                !attr.packet_pacing_supported(ty),
+                "{} reports packet pacing for {ty:?}",
+                env.device
+            );
+        }
+        let pd = ProtectionDomain::new(&ctx)?;
+        let cq = CompletionQueue::new(&ctx, 8)?;
+        let qp = QueuePair::builder(&pd, QpType::Rc, &cq).build()?;
+        let limit = RateLimit {
+            rate_kbps: 100_000,
+            max_burst_sz: 4096,
+            typical_pkt_sz: 1024,
+        };
+        let errno = not_supported(env, qp.set_rate_limit(&limit), "ibv_modify_qp_rate_limit")?;
+        // Removing a limit (rate 0) is the same verb: the same answer.
+        let again = not_supported(
+            env,
+            qp.set_rate_limit(&RateLimit::default()),
+            "ibv_modify_qp_rate_limit",
+        )?;
+        check!(again == errno, "{again} after {errno}");
+        // The QP is untouched: it still moves to INIT.
+        let mut init = rdma::InitAttr::new(1);
+        init.access = ACCESS;
+        qp.to_init(&init)?;
+        Ok(errno)
+    })?;
+    Ok(Outcome::Skipped(format!(
+        "no packet pacing on {}: {} (typed error checked, the QP goes on, no kernel object left)",
+        env.device,
+        said(env, "ibv_modify_qp_rate_limit", errno)
+    )))
+}
+
 rdma_tests::tests!(
     "qp_ext":
     data_in_order_answers_per_operation,
+    rate_limit_is_not_supported_and_the_qp_goes_on,
 );

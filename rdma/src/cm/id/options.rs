@@ -1,8 +1,10 @@
-//! The options of a CM id (`rdma_set_option`, `RDMA_OPTION_ID`).
+//! The options of a CM id (`rdma_set_option`): `RDMA_OPTION_ID`'s and
+//! the InfiniBand paths (`RDMA_OPTION_IB_PATH`).
 
 use rdmacm_sys as cm;
 
 use super::{rc, CmId};
+use crate::cm::IbPath;
 use crate::{Error, Result};
 
 impl CmId {
@@ -88,5 +90,61 @@ impl CmId {
             timeout,
             "an ACK timeout is for an id of a connected port space (TCP or IB), not UDP or IPoIB",
         )
+    }
+
+    /// Gives the id the paths its connection goes over
+    /// (`RDMA_OPTION_IB_PATH`), instead of
+    /// [`resolve_route`](Self::resolve_route): the paths of an SA query of
+    /// the program's own ([`crate::umad`], or ibacm's), after the
+    /// `AddrResolved` event. The kernel's CM takes the first path whose
+    /// flags are exactly [`IbPath::PRIMARY_FLAGS`] and reports
+    /// `RouteResolved`, as a resolution would; a connect follows.
+    ///
+    /// On RoCE the kernel fills the path's layer-2 fields from the id's
+    /// network device; on iWARP the path is kept but unused (its CM
+    /// connects over TCP).
+    ///
+    /// Errors: `EINVAL` for no path (before the call), a field too wide
+    /// for the SA's wire format (before the call), no path of the primary
+    /// flags, or an id whose address is not resolved or whose route
+    /// already is (the kernel's; `ENODEV` on RoCE when the id's network
+    /// device is gone).
+    pub fn set_ib_paths(&self, paths: &[IbPath]) -> Result<()> {
+        const VERB: &str = "rdma_set_option";
+        if paths.is_empty() {
+            return Err(Error::invalid(
+                VERB,
+                "RDMA_OPTION_IB_PATH needs at least one path",
+            ));
+        }
+        let mut raw = paths
+            .iter()
+            .map(IbPath::to_raw)
+            .collect::<Result<Vec<_>>>()?;
+        // SAFETY: a live id; `raw` is a readable array of complete
+        // `ibv_path_data`, of the length passed in bytes, which the kernel
+        // copies; the lock is held.
+        rc(
+            VERB,
+            self.locked(|| unsafe {
+                cm::rdma_set_option(
+                    self.as_raw(),
+                    cm::RDMA_OPTION_IB as i32,
+                    cm::RDMA_OPTION_IB_PATH as i32,
+                    raw.as_mut_ptr().cast(),
+                    std::mem::size_of_val(raw.as_slice()),
+                )
+            }),
+        )
+        .map_err(|e| {
+            if e.errno() == libc::EINVAL {
+                e.with_hint(
+                    "RDMA_OPTION_IB_PATH needs a path of flags GMP | PRIMARY | BIDIRECTIONAL, \
+                     on an id whose address is resolved and whose route is not",
+                )
+            } else {
+                e
+            }
+        })
     }
 }

@@ -15,7 +15,9 @@ use crate::{CompletionQueue, Error, ProtectionDomain, QpCaps, QpType, QueuePair,
 impl CmId {
     /// Creates a queue pair for the id, on its device, and attaches it, as
     /// `rdma_create_qp` does: a connected QP is moved to INIT, a UD QP to RTS.
-    /// The id owns the QP from now on; [`qp`](Self::qp) reaches it.
+    /// The id owns the QP from now on; [`qp`](Self::qp) reaches it. When
+    /// the id has an SRQ ([`create_srq`](Self::create_srq)), the QP takes
+    /// its receives from it, as `rdma_create_qp` gives it `id->srq`.
     pub fn create_qp(
         &mut self,
         pd: &ProtectionDomain,
@@ -25,10 +27,13 @@ impl CmId {
         caps: QpCaps,
     ) -> Result<&QueuePair> {
         self.check_qp_target(pd.context().name())?;
-        let qp = QueuePair::builder(pd, qp_type, send_cq)
+        let mut builder = QueuePair::builder(pd, qp_type, send_cq)
             .recv_cq(recv_cq)
-            .caps(caps)
-            .build()?;
+            .caps(caps);
+        if let Some(srq) = &self.srq {
+            builder = builder.srq(srq);
+        }
+        let qp = builder.build()?;
         self.attach_qp(qp)
     }
 
