@@ -9,6 +9,8 @@
 #   ci/fabric.sh [--net NAME] --speed   # ibnetdiscover's sweep, ours against the C tool's
 #   ci/fabric.sh --list         # the CI topologies
 #
+# The suite also runs our SM's own tests (sm::) once more with up/down routing
+# (RDMA_FABRIC_ROUTING=updn), on ring and fattree: NAME-ours-updn.
 # --sm none starts no SM (the command brings one). --sm ours runs the project's subnet manager (the package rdma-sm in sm/, target/debug/sm, or
 # RDMA_FABRIC_SM_BIN) instead of OpenSM; it is up when it has printed SUBNET UP and
 # sminfo reports it master. The suite runs every topology under each SM of
@@ -50,7 +52,8 @@
 # default "2sw2path4hca fattree ring"), RDMA_FABRIC_TEST_BIN (the suite's test binary
 # instead of building it), RDMA_FABRIC_FILTER (first argument of the test binary;
 # '!compare::' leaves out the comparisons with the C tools, and with them the round
-# trip), RDMA_FABRIC_SWEEP (s between our SM's light sweeps, its --sweep; default 5;
+# trip), RDMA_FABRIC_ROUTING (the routing engines of either SM, its -R; default minhop),
+# RDMA_FABRIC_SWEEP (s between our SM's light sweeps, its --sweep; default 5;
 # OpenSM keeps its 10).
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -214,10 +217,10 @@ start_fabric() {
     if [ "$SM" = ours ]; then
         up_log=$RUN_DIR/sm.out sm_out=$RUN_DIR/sm.out
         (cd "$RUN_DIR" && LD_PRELOAD=$UMAD2SIM OSM_CACHE_DIR=$RUN_DIR \
-            exec "$SM_BIN" --sweep "$SWEEP" </dev/null >"$RUN_DIR/sm.out" 2>&1) &
+            exec "$SM_BIN" --sweep "$SWEEP" -R "$ROUTING" </dev/null >"$RUN_DIR/sm.out" 2>&1) &
     else
         (cd "$RUN_DIR" && LD_PRELOAD=$UMAD2SIM OSM_TMP_DIR=$RUN_DIR OSM_CACHE_DIR=$RUN_DIR \
-            exec opensm -R minhop -d 2 -f "$RUN_DIR/osm.log" </dev/null >"$RUN_DIR/opensm.out" 2>&1) &
+            exec opensm -R "$ROUTING" -d 2 -f "$RUN_DIR/osm.log" </dev/null >"$RUN_DIR/opensm.out" 2>&1) &
     fi
     OPENSM_PID=$!
     local deadline sm=
@@ -255,7 +258,7 @@ run_on() {
     local env=(RDMA_FABRIC=1 "RDMA_FABRIC_NAME=$name" "RDMA_FABRIC_NET=$NET"
         "RDMA_FABRIC_DIR=$RUN_DIR" "RDMA_FABRIC_UMAD2SIM=$UMAD2SIM"
         "RDMA_FABRIC_SWITCHES=$SWITCHES" "RDMA_FABRIC_HCAS=$HCAS" "RDMA_FABRIC_SM_LID=$SM_LID"
-        "RDMA_FABRIC_SM=$SM" "RDMA_FABRIC_CONSOLE=$RUN_DIR/console")
+        "RDMA_FABRIC_SM=$SM" "RDMA_FABRIC_ROUTING=$ROUTING" "RDMA_FABRIC_CONSOLE=$RUN_DIR/console")
     [ "$preload" = 0 ] || env+=("LD_PRELOAD=$UMAD2SIM")
     # In the background, with the script's stdin, so that a signal to the
     # script is handled at once (bash defers traps while a foreground
@@ -385,6 +388,19 @@ suite() {
         [ "$SM" != opensm ] || roundtrip "$name"
     done
     done
+    # Our SM once more with up/down routing, on the topologies with a cycle
+    # (ring) and with levels (fattree): its own tests, among them that the
+    # routes have no credit loop.
+    if [[ " ${sms[*]} " == *" ours "* ]] && [ "$ROUTING" = minhop ]; then
+        local saved=("${args[@]}")
+        [ -n "${RDMA_FABRIC_FILTER:-}" ] || args=("sm::")
+        SM=ours ROUTING=updn
+        for topo in "${nets[@]}"; do
+            case $topo in ring | fattree) test_run "$topo-ours-updn" "$(net_file "$topo")" ;; esac
+        done
+        ROUTING=minhop
+        args=("${saved[@]}")
+    fi
     summaries+=("fabric: $tp passed, $tf failed, $ts skipped")
     summaries+=("fabric: compare: $co ok, $cf failed")
     printf '%s\n' "${summaries[@]}" >"$CI_WORK/fabric.summary"
@@ -456,6 +472,7 @@ ensure_target_dir
 check_tools
 SM_BIN=${RDMA_FABRIC_SM_BIN:-$REPO_ROOT/target/debug/sm}
 SWEEP=${RDMA_FABRIC_SWEEP:-5}
+ROUTING=${RDMA_FABRIC_ROUTING:-minhop}
 trap on_exit EXIT
 trap 'exit 130' INT TERM
 lock_fabric

@@ -26,12 +26,14 @@ use std::time::Duration;
 
 mod groups;
 mod port_mask;
+pub mod routing;
 mod run;
 mod sa;
 mod state;
 pub mod subnet;
 mod sweep;
 
+pub use routing::RoutingEngine;
 pub use run::run;
 
 /// An error of the SM: a umad or verbs failure, or a message.
@@ -53,6 +55,11 @@ pub struct Config {
     pub once: bool,
     /// The SM priority in SMInfo (0-15; higher bits are dropped).
     pub priority: u8,
+    /// The unicast routing engines to try, in order (OpenSM's `-R`).
+    pub routing: Vec<RoutingEngine>,
+    /// The GUIDs of the roots of up/down routing (OpenSM's `-a` file);
+    /// none: the switch in the middle of the subnet.
+    pub roots: Vec<u64>,
 }
 
 impl Default for Config {
@@ -64,6 +71,8 @@ impl Default for Config {
             sweep: Duration::from_secs(10),
             once: false,
             priority: 0,
+            routing: vec![RoutingEngine::MinHop],
+            roots: Vec::new(),
         }
     }
 }

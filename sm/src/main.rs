@@ -39,6 +39,14 @@ struct Args {
     /// The SM priority in SMInfo (0-15).
     #[arg(short = 'p', long = "priority", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=15))]
     priority: u8,
+    /// The unicast routing engines to try, in order, as OpenSM's -R: minhop
+    /// (shortest paths) and updn (up/down: no credit loops), comma-separated.
+    #[arg(short = 'R', long = "routing_engine", default_value = "minhop", value_delimiter = ',', value_parser = |s: &str| s.parse::<rdma_sm::RoutingEngine>())]
+    routing: Vec<rdma_sm::RoutingEngine>,
+    /// A file of the GUIDs of up/down's root switches (one a line), as
+    /// OpenSM's -a; without it, the switch in the middle of the subnet.
+    #[arg(short = 'a', long = "root_guid_file")]
+    root_guid_file: Option<PathBuf>,
     /// Write the log to this file (appended) instead of stdout.
     #[arg(short = 'f', long = "log_file")]
     log_file: Option<PathBuf>,
@@ -77,6 +85,20 @@ fn main() -> ExitCode {
         },
         None => log.with_writer(std::io::stdout).init(),
     }
+    let roots = match &args.root_guid_file {
+        None => Vec::new(),
+        Some(path) => match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| rdma_sm::routing::parse_root_guids(&t))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("{}: {e}", path.display());
+                eprintln!("sm: {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+        },
+    };
     let config = Config {
         port_guid: args.guid,
         ca: args.ca,
@@ -84,6 +106,8 @@ fn main() -> ExitCode {
         sweep: Duration::from_secs(args.sweep),
         once: args.once,
         priority: args.priority,
+        routing: args.routing,
+        roots,
     };
     // One thread: the SA answers each request where it arrives, without a
     // hand-over between workers (the sweep's SMPs wait on the network, not
@@ -128,12 +152,24 @@ mod tests {
         .unwrap();
         assert_eq!(a.guid, Some(0x0002_c903_00a0_b0c1));
         assert_eq!((a.sweep, a.once, a.priority, a.verbose), (5, true, 7, 2));
+        assert_eq!(a.routing, [rdma_sm::RoutingEngine::MinHop]);
+        let a = Args::try_parse_from(["sm", "-R", "updn,minhop", "-a", "roots"]).unwrap();
+        assert_eq!(
+            a.routing,
+            [
+                rdma_sm::RoutingEngine::UpDown,
+                rdma_sm::RoutingEngine::MinHop
+            ]
+        );
+        assert_eq!(a.root_guid_file, Some(PathBuf::from("roots")));
         assert_eq!(parse_guid("2c90300a0b0c1"), Ok(0x2_c903_00a0_b0c1));
         for bad in [
             &["sm", "-g", "zz"][..],
             &["sm", "-p", "16"],
             &["sm", "-g", "0x1", "-C", "mlx5_0"],
             &["sm", "-s", "-1"],
+            &["sm", "-R", "ftree"],
+            &["sm", "-R", "updn,,minhop"],
         ] {
             assert!(Args::try_parse_from(bad).is_err(), "{bad:?}");
         }

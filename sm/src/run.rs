@@ -91,7 +91,13 @@ pub async fn run(config: Config) -> Result<(), Error> {
     let mcast = Arc::new(tokio::sync::Notify::new());
     // The SA answers on the port's reader, as each request is read.
     let _sa = port.register_responder(&sa_reg, sa::responder(subnet.clone(), mcast.clone()))?;
-    let mut sm = Sm::new(smi_dr, subnet, sm_info);
+    let mut sm = Sm::new(
+        smi_dr,
+        subnet,
+        sm_info,
+        config.routing.clone(),
+        config.roots.clone(),
+    );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut first = true;
     // The first sweep is heavy; then a light one each period, and a heavy

@@ -30,6 +30,11 @@
 
 use std::collections::{HashMap, VecDeque};
 
+pub mod cdg;
+mod updn;
+
+pub use updn::UpDownError;
+
 /// What went wrong building a topology.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {

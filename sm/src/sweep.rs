@@ -14,6 +14,7 @@ use rdma::mad::{
 use rdma::umad::{Address, AsyncAgent};
 
 use crate::port_mask::PortMask;
+use crate::routing::{self, RoutingEngine};
 use crate::state::{lock_r, lock_w, Subnet, SUBNET_PREFIX};
 use crate::Error;
 
@@ -34,6 +35,9 @@ pub struct Sm {
     mft_written: HashMap<(u64, u16, u8), [u16; 32]>,
     /// LIDs kept across sweeps.
     lids: Lids,
+    /// The routing engines to try, in order, and the roots of up/down.
+    routing: Vec<RoutingEngine>,
+    roots: Vec<u64>,
 }
 
 /// What one sweep found and did.
@@ -48,18 +52,21 @@ pub struct Report {
     armed: usize,
     activated: usize,
     failures: usize,
+    /// The routing engine that made the routes.
+    engine: Option<RoutingEngine>,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} switches, {} CAs, {} links; {} new LIDs; {} PortInfos set; {} LFT blocks \
-             written; {} ports armed, {} activated; {} SMPs failed",
+            "{} switches, {} CAs, {} links; {} new LIDs; routed by {}; {} PortInfos set; \
+             {} LFT blocks written; {} ports armed, {} activated; {} SMPs failed",
             self.switches,
             self.cas,
             self.links,
             self.new_lids,
+            self.engine.map_or("nothing", RoutingEngine::name),
             self.port_infos_set,
             self.lft_blocks,
             self.armed,
@@ -188,6 +195,8 @@ impl Sm {
         smi: Arc<AsyncAgent>,
         subnet: Arc<RwLock<Subnet>>,
         sm_info: Arc<RwLock<SmInfo>>,
+        routing: Vec<RoutingEngine>,
+        roots: Vec<u64>,
     ) -> Sm {
         Sm {
             smi,
@@ -196,6 +205,8 @@ impl Sm {
             written: HashMap::new(),
             mft_written: HashMap::new(),
             lids: Lids::new(),
+            routing,
+            roots,
         }
     }
 
@@ -209,8 +220,10 @@ impl Sm {
         next.lids = self.lids.clone();
         next.index_lids();
         tracing::debug!("{} LIDs, {} new", next.sorted_lids.len(), rep.new_lids);
-        next.routes = next.topo.min_hop_routes(&next.lids);
-        tracing::debug!("routes computed (minimum hops)");
+        let (routes, engine) = routing::route(&next.topo, &next.lids, &self.routing, &self.roots);
+        next.routes = routes;
+        rep.engine = Some(engine);
+        tracing::debug!("routed by {engine}");
         let sm_node = next.sm_node.ok_or("the sweep found no local node")?;
         let sm_port = match next.topo.node(sm_node).kind {
             NodeKind::Switch => 0,

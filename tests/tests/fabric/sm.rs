@@ -59,6 +59,10 @@ pub const TESTS: &[FabricTest] = &[
         run: a_group_left_gives_its_mlid_to_the_next_group,
     },
     FabricTest {
+        name: "sm::routes_between_hcas_have_no_credit_loop_under_up_down",
+        run: routes_between_hcas_have_no_credit_loop_under_up_down,
+    },
+    FabricTest {
         name: "sm::a_link_taken_down_is_routed_around_and_back_up",
         run: a_link_taken_down_is_routed_around_and_back_up,
     },
@@ -765,4 +769,86 @@ fn the_sm_program_refuses_a_port_guid_no_port_has(_f: &Fabric) -> TestResult {
         String::from_utf8_lossy(&unopened.stderr)
     );
     Ok(Outcome::Passed)
+}
+
+/// The channel dependency graph of the routes the SM programmed, as
+/// `ibtracert` follows them between every pair of sampled HCAs: each switch-to-switch
+/// egress port a route takes depends on the next one it takes. Under up/down
+/// routing (`RDMA_FABRIC_ROUTING=updn`) it has no cycle, so the routes
+/// cannot deadlock. Under minimum hops on the ring it has one: what the test
+/// would find if up/down routes had a credit loop.
+fn routes_between_hcas_have_no_credit_loop_under_up_down(f: &Fabric) -> TestResult {
+    let routing = std::env::var("RDMA_FABRIC_ROUTING").unwrap_or_else(|_| "minhop".into());
+    let updn = routing.split(',').next() == Some("updn");
+    let ring = f.name.starts_with("ring");
+    if !updn && !ring {
+        return Ok(Outcome::Skipped(format!(
+            "routing {routing} promises no loop-free routes, and only the ring is known to loop under minimum hops"
+        )));
+    }
+    // Up to 12 HCAs spread over the fabric (every pair of them: 132
+    // traces): on the ring at least two on each switch.
+    let (_, cas) = lids_by_kind(f)?;
+    let lids = sample(&cas, 12);
+    // Channels by (switch name, egress port); each one's successors.
+    let mut deps: std::collections::BTreeMap<(String, u8), BTreeSet<(String, u8)>> =
+        Default::default();
+    for &a in &lids {
+        for &b in &lids {
+            if a == b {
+                continue;
+            }
+            let trace = tool(f, &["ibtracert", &a.to_string(), &b.to_string()])?;
+            let hops = switch_hops(&trace);
+            for w in hops.windows(2) {
+                deps.entry(w[0].clone()).or_default().insert(w[1].clone());
+            }
+        }
+    }
+    let cycle = find_cycle(&deps);
+    if updn {
+        check!(
+            cycle.is_none(),
+            "{} under {routing}: a credit loop through {:?}",
+            sm_name(),
+            cycle
+        );
+    } else {
+        check!(
+            cycle.is_some(),
+            "{} under {routing} on the ring: no credit loop among {} channel dependencies",
+            sm_name(),
+            deps.values().map(BTreeSet::len).sum::<usize>()
+        );
+    }
+    Ok(Outcome::Passed)
+}
+
+/// A cycle of a dependency graph, if it has one (depth first).
+fn find_cycle<T: Ord + Clone>(deps: &std::collections::BTreeMap<T, BTreeSet<T>>) -> Option<Vec<T>> {
+    fn visit<T: Ord + Clone>(
+        n: &T,
+        deps: &std::collections::BTreeMap<T, BTreeSet<T>>,
+        way: &mut Vec<T>,
+        done: &mut BTreeSet<T>,
+    ) -> Option<Vec<T>> {
+        if let Some(i) = way.iter().position(|w| w == n) {
+            return Some(way[i..].to_vec());
+        }
+        if done.contains(n) {
+            return None;
+        }
+        way.push(n.clone());
+        for m in deps.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, deps, way, done) {
+                return Some(c);
+            }
+        }
+        way.pop();
+        done.insert(n.clone());
+        None
+    }
+    let mut done = BTreeSet::new();
+    deps.keys()
+        .find_map(|n| visit(n, deps, &mut Vec::new(), &mut done))
 }
