@@ -26,6 +26,7 @@ use std::time::Duration;
 
 mod groups;
 mod port_mask;
+mod rate;
 pub mod routing;
 mod run;
 mod sa;

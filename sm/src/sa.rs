@@ -12,13 +12,13 @@ use rdma::mad::sa::{
     SaRecord, SaStatusCode, Selector,
 };
 use rdma::mad::{
-    attr_id, ClassPortInfo, LinkSpeed, LinkWidth, Mad, MadHeader, Method, NodeDescription,
-    PortInfo, Status,
+    attr_id, ClassPortInfo, Mad, MadHeader, Method, NodeDescription, PortInfo, Status,
 };
 use rdma::umad::{AgentView, Received};
 use rdma::Gid;
 
 use crate::groups::{Group, DEFAULT_PKEY, PACKET_LIFE};
+use crate::rate::{rate_code, rate_tenths};
 use crate::state::{lock_r, lock_w, Subnet, SUBNET_PREFIX};
 
 /// The SA's handler ([`AsyncPort::register_responder`]): answers each
@@ -363,50 +363,6 @@ fn link_records(s: &Subnet) -> Vec<LinkRecord> {
     v
 }
 
-/// The rate code (IBA table 205) of a link's active width and speed.
-fn rate_code(pi: &PortInfo) -> u8 {
-    let lanes = match pi.link_width_active {
-        LinkWidth::X4 => 4,
-        LinkWidth::X8 => 8,
-        LinkWidth::X12 => 12,
-        _ => 1,
-    };
-    // Tenths of Gb/s per lane.
-    let lane = match pi.link_speed_active {
-        LinkSpeed::Ddr => 50,
-        LinkSpeed::Qdr => 100,
-        _ => 25,
-    };
-    match lanes * lane {
-        25 => 2,
-        50 => 5,
-        100 => 3,
-        200 => 6,
-        300 => 4,
-        400 => 7,
-        600 => 8,
-        800 => 9,
-        1200 => 10,
-        _ => 2,
-    }
-}
-
-/// Gb/s×10 of a rate code, for comparisons.
-fn rate_tenths(code: u8) -> u32 {
-    match code {
-        2 => 25,
-        5 => 50,
-        3 => 100,
-        6 => 200,
-        4 => 300,
-        7 => 400,
-        8 => 600,
-        9 => 800,
-        10 => 1200,
-        _ => 0,
-    }
-}
-
 /// The subscriptions as InformInfoRecords: each subscriber's port GID
 /// (of its LID; none for a LID no longer swept), Enum 0, and QPN 0 (the SA
 /// shows the subscriber's QPN to trusted requests only, C15-0.2-1.16, and
@@ -442,27 +398,37 @@ fn end_port_by_gid(s: &Subnet, gid: Gid) -> Option<u16> {
 }
 
 /// The path from end port `slid` to `dlid`: its MTU and rate the least of
-/// the ports on the way, `None` if it is not routed.
+/// the ports on the way, both ends of every link (the destination's port
+/// included), `None` if it is not routed.
 fn path(s: &Subnet, slid: u16, dlid: u16) -> Option<PathRecord> {
     let (sn, sp, sguid) = end_port(s, slid)?;
     let (_, _, dguid) = end_port(s, dlid)?;
     let mut ports: Vec<&PortInfo> = Vec::new();
-    let mut at = match s.topo.node(sn).kind {
+    // A link's two ends; the far one where the sweep read it.
+    fn link<'a>(s: &'a Subnet, ports: &mut Vec<&'a PortInfo>, node: NodeId, p: u8) -> Option<()> {
+        ports.push(s.port_info.get(&(node, p))?);
+        if let Some(peer) = s.topo.peer(node, p) {
+            ports.extend(s.port_info.get(&(peer.node, peer.port)));
+        }
+        Some(())
+    }
+    let at = match s.topo.node(sn).kind {
         NodeKind::Switch => Some(sn),
         _ => {
-            ports.push(s.port_info.get(&(sn, sp))?);
             if slid == dlid {
+                ports.push(s.port_info.get(&(sn, sp))?);
                 None
             } else {
+                link(s, &mut ports, sn, sp)?;
                 let peer = s.topo.peer(sn, sp)?;
                 (s.topo.node(peer.node).kind == NodeKind::Switch).then_some(peer.node)
             }
         }
     };
-    if let Some(sw) = at.take() {
+    if let Some(sw) = at {
         for (node, p) in s.routes.trace(&s.topo, sw, dlid)? {
             if p != 0 {
-                ports.push(s.port_info.get(&(node, p))?);
+                link(s, &mut ports, node, p)?;
             }
         }
     }
@@ -527,6 +493,9 @@ fn path_records(s: &Subnet, q: &PathRecord, m: PathRecordMask, requester: u16) -
             if m.contains(PathRecordMask::SL) && q.sl != 0 {
                 continue;
             }
+            if !selected(m, q, &p) {
+                continue;
+            }
             if m.contains(PathRecordMask::SERVICE_ID) {
                 p.service_id = q.service_id;
             }
@@ -534,6 +503,48 @@ fn path_records(s: &Subnet, q: &PathRecord, m: PathRecordMask, requester: u16) -
         }
     }
     v
+}
+
+/// Whether path `p` meets the query's MTU, rate and packet lifetime, each
+/// where the mask has it: greater than, less than or exactly the query's
+/// value by its selector (exactly when the mask has no selector), or the
+/// best there is (this path's: the only one between its ports).
+fn selected(m: PathRecordMask, q: &PathRecord, p: &PathRecord) -> bool {
+    let meets =
+        |value: PathRecordMask, selector: PathRecordMask, sel: Selector, have: u32, want: u32| {
+            if !m.contains(value) {
+                return true;
+            }
+            match if m.contains(selector) {
+                sel
+            } else {
+                Selector::Exactly
+            } {
+                Selector::GreaterThan => have > want,
+                Selector::LessThan => have < want,
+                Selector::Exactly => have == want,
+                Selector::Best => true,
+            }
+        };
+    meets(
+        PathRecordMask::MTU,
+        PathRecordMask::MTU_SELECTOR,
+        q.mtu_selector,
+        u32::from(p.mtu),
+        u32::from(q.mtu),
+    ) && meets(
+        PathRecordMask::RATE,
+        PathRecordMask::RATE_SELECTOR,
+        q.rate_selector,
+        rate_tenths(p.rate),
+        rate_tenths(q.rate),
+    ) && meets(
+        PathRecordMask::PACKET_LIFE_TIME,
+        PathRecordMask::PACKET_LIFE_TIME_SELECTOR,
+        q.packet_life_time_selector,
+        u32::from(p.packet_life_time),
+        u32::from(q.packet_life_time),
+    )
 }
 
 /// The candidates of an MCMemberRecord query: a record per member of each
@@ -732,6 +743,101 @@ mod tests {
             gids.push(Gid(g));
         }
         (s, gids)
+    }
+
+    /// Two CAs on a switch, every link 4X EDR and MTU 4096 but the second
+    /// CA's port, which takes 1024; routed. The LIDs of the two CAs.
+    fn two_cas_one_small() -> (Subnet, u16, u16) {
+        let (mut s, _) = subnet_of_cas(2);
+        s.routes = s.topo.min_hop_routes(&s.lids);
+        let fast = PortInfo {
+            mtu_cap: 5,
+            link_width_active: rdma::mad::LinkWidth::X4,
+            link_speed_active: rdma::mad::LinkSpeed::Sdr,
+            link_speed_ext_active: rdma::mad::LinkSpeedExt::Edr,
+            ..PortInfo::default()
+        };
+        let switch = s.topo.find(0x10).unwrap();
+        let (a, b) = (s.topo.find(0x1000).unwrap(), s.topo.find(0x2000).unwrap());
+        for key in [(switch, 1), (switch, 2), (a, 1)] {
+            s.port_info.insert(key, fast);
+        }
+        s.port_info.insert((b, 1), PortInfo { mtu_cap: 3, ..fast });
+        let lid = |id| s.lids.of(&s.topo, id, 1).unwrap();
+        let (la, lb) = (lid(a), lid(b));
+        (s, la, lb)
+    }
+
+    #[test]
+    fn a_path_takes_the_destinations_mtu_and_extended_speeds() {
+        let (s, a, b) = two_cas_one_small();
+        let p = path(&s, a, b).unwrap();
+        assert_eq!((p.mtu, p.rate), (3, 16), "MTU 1024 and 100 Gb/s");
+        let back = path(&s, b, a).unwrap();
+        assert_eq!((back.mtu, back.rate), (3, 16));
+    }
+
+    #[test]
+    fn path_queries_meet_their_mtu_rate_and_lifetime_selectors() {
+        let (s, a, b) = two_cas_one_small();
+        let base = PathRecordMask::SLID | PathRecordMask::DLID;
+        let ask = |m: PathRecordMask, q: PathRecord| {
+            path_records(
+                &s,
+                &PathRecord {
+                    slid: a,
+                    dlid: b,
+                    ..q
+                },
+                base | m,
+                a,
+            )
+            .len()
+        };
+        let mtu = |sel, mtu| PathRecord {
+            mtu_selector: sel,
+            mtu,
+            ..PathRecord::default()
+        };
+        let with_mtu = PathRecordMask::MTU | PathRecordMask::MTU_SELECTOR;
+        assert_eq!(ask(base, PathRecord::default()), 1);
+        assert_eq!(
+            ask(with_mtu, mtu(Selector::GreaterThan, 4)),
+            0,
+            "> 2048: the path has 1024"
+        );
+        assert_eq!(ask(with_mtu, mtu(Selector::GreaterThan, 2)), 1);
+        assert_eq!(ask(with_mtu, mtu(Selector::LessThan, 3)), 0);
+        assert_eq!(ask(with_mtu, mtu(Selector::Exactly, 3)), 1);
+        assert_eq!(ask(with_mtu, mtu(Selector::Best, 5)), 1);
+        // Without its selector, a value must match exactly.
+        assert_eq!(ask(PathRecordMask::MTU, mtu(Selector::GreaterThan, 2)), 0);
+        let rate = |sel, rate| PathRecord {
+            rate_selector: sel,
+            rate,
+            ..PathRecord::default()
+        };
+        let with_rate = PathRecordMask::RATE | PathRecordMask::RATE_SELECTOR;
+        assert_eq!(
+            ask(with_rate, rate(Selector::GreaterThan, 7)),
+            1,
+            "100 > 40 Gb/s"
+        );
+        assert_eq!(ask(with_rate, rate(Selector::GreaterThan, 16)), 0);
+        assert_eq!(
+            ask(with_rate, rate(Selector::LessThan, 17)),
+            1,
+            "100 < 200 Gb/s"
+        );
+        let life = |sel, l| PathRecord {
+            packet_life_time_selector: sel,
+            packet_life_time: l,
+            ..PathRecord::default()
+        };
+        let with_life =
+            PathRecordMask::PACKET_LIFE_TIME | PathRecordMask::PACKET_LIFE_TIME_SELECTOR;
+        assert_eq!(ask(with_life, life(Selector::LessThan, PACKET_LIFE)), 0);
+        assert_eq!(ask(with_life, life(Selector::LessThan, PACKET_LIFE + 1)), 1);
     }
 
     /// A join that creates the group `mgid` (its last two bytes) for the
