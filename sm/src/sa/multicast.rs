@@ -1,0 +1,173 @@
+//! MCMemberRecords: the members of the multicast groups, and joins and
+//! leaves.
+
+use super::*;
+
+/// The candidates of an MCMemberRecord query: a record per member of each
+/// group, and a group with no members as its own record unless the query
+/// asks for a port. The query's components select among them.
+pub(super) fn member_records(s: &Subnet, m: McMemberRecordMask) -> Vec<McMemberRecord> {
+    let mut v = Vec::new();
+    for g in s.groups.by_mgid.values() {
+        if g.members.is_empty() && !m.contains(McMemberRecordMask::PORT_GID) {
+            v.push(g.rec);
+        }
+        for (gid, js) in &g.members {
+            v.push(McMemberRecord {
+                port_gid: Gid(*gid),
+                join_state: *js,
+                ..g.rec
+            });
+        }
+    }
+    v
+}
+
+/// The rate of the port with GID `gid`, in tenths of Gb/s.
+fn port_rate(s: &Subnet, gid: Gid) -> Option<u32> {
+    let lid = end_port_by_gid(s, gid)?;
+    let (id, p, _) = end_port(s, lid)?;
+    let pi = s.port_info.get(&(id, p))?;
+    Some(rate_tenths(rate_code(pi)))
+}
+
+pub(super) fn join(
+    s: &mut Subnet,
+    q: &McMemberRecord,
+    m: McMemberRecordMask,
+) -> Result<McMemberRecord, SaStatusCode> {
+    let need =
+        McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE;
+    if !m.contains(McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE) {
+        return Err(SaStatusCode::ReqInsufficientComponents);
+    }
+    if q.join_state.is_empty() {
+        return Err(SaStatusCode::ReqInvalid);
+    }
+    let Some(rate) = port_rate(s, q.port_gid) else {
+        return Err(SaStatusCode::ReqInvalidGid);
+    };
+    let zero = q.mgid.0 == [0; 16] || !m.contains(McMemberRecordMask::MGID);
+    if !zero {
+        if let Some(g) = s.groups.by_mgid.get_mut(&q.mgid.0) {
+            if rate < rate_tenths(g.rec.rate) {
+                return Err(SaStatusCode::ReqInvalid);
+            }
+            let js = g.members.entry(q.port_gid.0).or_insert(JoinState::empty());
+            *js |= q.join_state;
+            return Ok(McMemberRecord {
+                port_gid: q.port_gid,
+                join_state: *js,
+                ..g.rec
+            });
+        }
+    }
+    // A new group: the creator names its parameters.
+    let create = McMemberRecordMask::QKEY
+        | McMemberRecordMask::PKEY
+        | McMemberRecordMask::SL
+        | McMemberRecordMask::FLOW_LABEL
+        | McMemberRecordMask::TCLASS;
+    if !m.contains(create) || !m.contains(need - McMemberRecordMask::MGID) {
+        return Err(SaStatusCode::ReqInsufficientComponents);
+    }
+    if !q.join_state.contains(JoinState::FULL_MEMBER) {
+        return Err(SaStatusCode::ReqInvalid);
+    }
+    let Some(mlid) = s.groups.free_mlid() else {
+        return Err(SaStatusCode::NoResources);
+    };
+    let mgid = if zero {
+        // The SA's own MGID, named after the group's MLID (which no other
+        // group holds); a client that took the same MGID for a group of
+        // its own leaves this request without one.
+        let mut g = [
+            0xff, 0x12, 0xa0, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        g[14..].copy_from_slice(&mlid.to_be_bytes());
+        if s.groups.by_mgid.contains_key(&g) {
+            return Err(SaStatusCode::NoResources);
+        }
+        g
+    } else {
+        q.mgid.0
+    };
+    let rec = McMemberRecord {
+        mgid: Gid(mgid),
+        port_gid: Gid::default(),
+        mlid,
+        mtu_selector: Selector::Exactly,
+        mtu: if m.contains(McMemberRecordMask::MTU) {
+            q.mtu
+        } else {
+            4
+        },
+        rate_selector: Selector::Exactly,
+        rate: if m.contains(McMemberRecordMask::RATE) {
+            q.rate
+        } else {
+            3
+        },
+        packet_life_time_selector: Selector::Exactly,
+        packet_life_time: PACKET_LIFE,
+        join_state: JoinState::empty(),
+        proxy_join: false,
+        scope: if m.contains(McMemberRecordMask::SCOPE) {
+            q.scope
+        } else {
+            2
+        },
+        ..*q
+    };
+    let mut members = BTreeMap::new();
+    members.insert(q.port_gid.0, q.join_state);
+    s.groups.by_mgid.insert(
+        mgid,
+        Group {
+            rec,
+            members,
+            permanent: false,
+        },
+    );
+    Ok(McMemberRecord {
+        port_gid: q.port_gid,
+        join_state: q.join_state,
+        ..rec
+    })
+}
+
+pub(super) fn leave(
+    s: &mut Subnet,
+    q: &McMemberRecord,
+    m: McMemberRecordMask,
+) -> Result<McMemberRecord, SaStatusCode> {
+    if !m.contains(
+        McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE,
+    ) {
+        return Err(SaStatusCode::ReqInsufficientComponents);
+    }
+    let Some(g) = s.groups.by_mgid.get_mut(&q.mgid.0) else {
+        return Err(SaStatusCode::ReqInvalid);
+    };
+    let Some(js) = g.members.get_mut(&q.port_gid.0) else {
+        return Err(SaStatusCode::ReqInvalid);
+    };
+    *js -= q.join_state;
+    let left = *js;
+    let rec = McMemberRecord {
+        port_gid: q.port_gid,
+        join_state: q.join_state,
+        ..g.rec
+    };
+    if left.is_empty() {
+        g.members.remove(&q.port_gid.0);
+    }
+    let full_left = g
+        .members
+        .values()
+        .any(|j| j.contains(JoinState::FULL_MEMBER));
+    if !full_left && !g.permanent {
+        s.groups.by_mgid.remove(&q.mgid.0);
+    }
+    Ok(rec)
+}
