@@ -186,13 +186,18 @@ impl Port {
     }
 
     /// Opens port `port_num` of the CA `ca` as its SMI port
-    /// (`umad_open_smi_port`, rdma-core v56 and newer): like
-    /// [`open`](Self::open), but only an InfiniBand port whose subnet
-    /// management interface is enabled is taken. On a device that splits
-    /// a port's SMI (QP0) and GSI (QP1) into two CAs, this is the SMI's
-    /// ([`smi_gsi_pair`](super::smi_gsi_pair) names both). A port that is
-    /// not InfiniBand's (RoCE, whose umad ports have no SMI) gives
-    /// `ENODEV`.
+    /// (`umad_open_smi_port`, rdma-core v56 and newer). On a device that
+    /// splits a port's SMI (QP0) and GSI (QP1) into two CAs, open the SMI's
+    /// CA and port, as [`smi_gsi_pair`](super::smi_gsi_pair) names them
+    /// ([`SmiGsiPair::smi_ca`](super::SmiGsiPair::smi_ca)), and
+    /// [`open`](Self::open) the GSI's.
+    ///
+    /// libibumad checks for an SMI only where it chooses the port itself;
+    /// with a CA and a port number, as here, it opens that port's umad
+    /// device as `umad_open_port` does. Whether the port serves the SMI
+    /// classes shows at their registration: a RoCE port (rxe) refuses them
+    /// with `EPROTONOSUPPORT`
+    /// ([`Error::ClassRefused`](super::Error::ClassRefused)).
     #[cfg(has_umad_open_smi_port)]
     pub fn open_smi(ca: &str, port_num: u32) -> Result<Port> {
         Self::open_with(
