@@ -214,4 +214,28 @@ mod tests {
             assert!(e.hint().unwrap().contains("overflows"), "{e}");
         }
     }
+
+    #[cfg(has_ibv_reg_mr_ex)]
+    #[test]
+    fn the_extended_attribute_masks_what_is_set() {
+        let addr = 0x7000_0000usize as *mut u8;
+        let mut a = ExAttr {
+            len: 8192,
+            access: AccessFlags::LOCAL_WRITE,
+            iova: None,
+            dmah: std::ptr::null_mut(),
+        };
+        let r = a.raw(addr);
+        assert_eq!(r.comp_mask, u64::from(sys::IBV_REG_MR_MASK_ADDR));
+        assert_eq!((r.length, r.addr, r.fd), (8192, addr.cast(), -1));
+        assert_eq!(r.access, sys::IBV_ACCESS_LOCAL_WRITE as i32);
+        assert!(r.buf.is_null() && r.dmah.is_null());
+        a.iova = Some(0x1_0000_0000);
+        a.dmah = std::ptr::NonNull::dangling().as_ptr();
+        let r = a.raw(addr);
+        let want =
+            sys::IBV_REG_MR_MASK_ADDR | sys::IBV_REG_MR_MASK_IOVA | sys::IBV_REG_MR_MASK_DMAH;
+        assert_eq!(r.comp_mask, u64::from(want));
+        assert_eq!((r.iova, r.dmah), (0x1_0000_0000, a.dmah));
+    }
 }
