@@ -148,9 +148,16 @@ fn resolve_error(verb: &'static str, node: Option<&str>, service: Option<&str>) 
             e
         };
     }
-    // SAFETY: gai_strerror returns a static NUL-terminated string for any
-    // code.
-    let why = unsafe { CStr::from_ptr(libc::gai_strerror(code)) }.to_string_lossy();
+    // librdmacm sets errno to what rdma_getaddrinfo returned: a
+    // getaddrinfo code, or -1 for its own failures, which is also
+    // EAI_BADFLAGS's value.
+    let why = if code == -1 {
+        "the resolver failed".into()
+    } else {
+        // SAFETY: gai_strerror returns a static NUL-terminated string for
+        // any code.
+        unsafe { CStr::from_ptr(libc::gai_strerror(code)) }.to_string_lossy()
+    };
     Error::new(verb, libc::EADDRNOTAVAIL).with_hint(format!(
         "{} {}: {why}",
         node.unwrap_or("(any)"),
