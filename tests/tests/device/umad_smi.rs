@@ -20,6 +20,44 @@ mod on {
     use rdma::umad::{self, Error, Port, Registration};
     use rdma_tests::{check, fail, Outcome, Provider, TestEnv, TestResult};
 
+    /// The port attributes libibumad reads from sysfs (`get_port`): any it
+    /// cannot read makes it fail every query of the port with `EIO`.
+    const PORT_FILES: &[&str] = &[
+        "lid",
+        "lid_mask_count",
+        "sm_lid",
+        "sm_sl",
+        "state",
+        "phys_state",
+        "rate",
+        "cap_mask",
+        "link_layer",
+        "gids/0",
+    ];
+
+    /// `Some(reason)` when libibumad cannot read the device's port 1 (its
+    /// `umad_get_port` fails): then no pair can name it either.
+    fn unreadable_port(env: &TestEnv) -> Option<String> {
+        let e = umad::CaPort::get(&env.device, 1).err()?;
+        let dir = format!("/sys/class/infiniband/{}/ports/1", env.device);
+        let bad: Vec<String> = PORT_FILES
+            .iter()
+            .filter_map(|f| match std::fs::read_to_string(format!("{dir}/{f}")) {
+                Ok(_) => None,
+                Err(e) => Some(format!("{f}: {e}")),
+            })
+            .collect();
+        Some(format!(
+            "libibumad cannot read {}'s port 1 on this kernel ({e}; unreadable in {dir}: {})",
+            env.device,
+            if bad.is_empty() {
+                "none of its files".to_string()
+            } else {
+                bad.join(", ")
+            }
+        ))
+    }
+
     pub fn pairs_name_the_cas_with_umad_ports(env: &TestEnv) -> TestResult {
         let names = umad::ca_names()?;
         let pairs = umad::smi_gsi_pairs()?;
@@ -37,8 +75,15 @@ mod on {
             .filter(|p| p.gsi_ca.as_deref() == Some(env.device.as_str()))
             .count();
         match env.provider {
-            // One port, one port GUID: one pair, SMI and GSI on the same CA.
-            Provider::Rxe => check!(mine == 1, "{} in {pairs:?}", env.device),
+            Provider::Rxe => {
+                if let Some(why) = unreadable_port(env) {
+                    check!(mine == 0, "{why}, yet {pairs:?}");
+                    return Ok(Outcome::Skipped(format!("{why}: it is in no pair")));
+                }
+                // One port, one port GUID: one pair, SMI and GSI on the
+                // same CA.
+                check!(mine == 1, "{} in {pairs:?}", env.device)
+            }
             Provider::Siw => check!(mine == 0, "siw has no umad port, yet {pairs:?}"),
         }
         Ok(Outcome::Passed)
@@ -57,6 +102,11 @@ mod on {
         let found = umad::smi_gsi_pair(Some(&env.device), 1, false);
         match env.provider {
             Provider::Rxe => {
+                if let Some(why) = unreadable_port(env) {
+                    let e = found.err().ok_or("a pair of an unreadable port")?;
+                    check!(e.errno() == libc::ENODEV, "{why}, yet {e}");
+                    return Ok(Outcome::Skipped(format!("{why}: no pair, ENODEV")));
+                }
                 let p = found?;
                 check!(
                     p.gsi_ca.as_deref() == Some(env.device.as_str()) && p.gsi_port == 1,
@@ -82,6 +132,16 @@ mod on {
             return Ok(Outcome::Skipped(
                 "siw has no MADs: iWARP devices have no umad port (open_smi refused)".into(),
             ));
+        }
+        if let Some(why) = unreadable_port(env) {
+            let e = Port::open_smi(&env.device, 1)
+                .err()
+                .ok_or("opened an unreadable port")?;
+            let also = Port::open(&env.device, 1).err().map(|e| e.to_string());
+            check!(also.is_some(), "open_smi failed ({e}), open did not");
+            return Ok(Outcome::Skipped(format!(
+                "{why}: open_smi and open refuse it alike ({e})"
+            )));
         }
         let port = Port::open_smi(&env.device, 1)?;
         check!(port.ca_name() == env.device && port.port_num() == 1);
