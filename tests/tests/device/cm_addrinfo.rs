@@ -178,7 +178,7 @@ mod off {
         lack()
     }
 
-    pub fn resolution_of_a_bad_name_starts_nothing(env: &TestEnv) -> TestResult {
+    pub fn resolution_of_a_bad_name_starts_nothing(_env: &TestEnv) -> TestResult {
         lack()
     }
 
