@@ -5,7 +5,10 @@
 //! InfiniBand port, [`smi_gsi_pair`] finds the pair of one CA and port,
 //! and [`Port::open_smi`](super::Port::open_smi) opens the SMI side.
 //!
-//! On an ordinary port both names are the port's CA.
+//! On an ordinary port both names are the port's CA: rxe's RoCE port is
+//! one pair with itself under libibumad 56 (kernel 6.12); libibumad 65
+//! (kernel 7.2) lists no pair for it. siw has no umad port, so it is in no
+//! pair.
 
 use std::ffi::CString;
 
