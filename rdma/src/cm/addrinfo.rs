@@ -31,6 +31,10 @@ impl CmId {
     /// [`AddrInfoResolved`](CmEventKind::AddrInfoResolved) event on the
     /// id's channel, taken by [`query_addrinfo`](Self::query_addrinfo).
     ///
+    /// A host name that is not numeric is looked up inside the call, with
+    /// the channel's lock held: other calls on the channel's ids wait for
+    /// it. Use numeric addresses (or `numeric_host`) where that matters.
+    ///
     /// A resolution whose result has not been taken yet makes a second one
     /// fail with `EBUSY`; a name that does not resolve gives
     /// `EADDRNOTAVAIL` with the resolver's reason (and no event); a NUL
