@@ -42,9 +42,23 @@ fn verbs_layout() {
     println!("cargo:rerun-if-changed=c/verbs_layout.c");
     let mut build = cc::Build::new();
     build.file("c/verbs_layout.c").warnings(true);
-    if let Some(dir) = std::env::var_os("DEP_IBVERBS_INCLUDE") {
-        if !dir.is_empty() {
-            build.include(dir);
+    for var in ["DEP_IBVERBS_INCLUDE", "DEP_IBUMAD_INCLUDE"] {
+        if let Some(dir) = std::env::var_os(var) {
+            if !dir.is_empty() {
+                build.include(dir);
+            }
+        }
+    }
+    // The structs of functions only newer rdma-core releases have are in
+    // the table where the headers declare those functions (the same test
+    // as the cfgs of `forward_optional`).
+    for (links, function, define) in [
+        ("IBVERBS", "ibv_reg_mr_ex", "RDMA_LAYOUT_V65_VERBS"),
+        ("IBUMAD", "umad_get_smi_gsi_pairs", "RDMA_LAYOUT_UMAD_SMI"),
+    ] {
+        let present = std::env::var(format!("DEP_{links}_OPTIONAL")).unwrap_or_default();
+        if present.split(',').any(|n| n.trim() == function) {
+            build.define(define, None);
         }
     }
     build.compile("verbs_layout");

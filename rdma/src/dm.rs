@@ -130,6 +130,30 @@ impl DeviceMemory {
         self.inner.raw.as_ptr()
     }
 
+    /// Exports the memory as a DMA-BUF (`ibv_dm_export_dmabuf_fd`,
+    /// rdma-core v65 and newer): a new file descriptor, owned by the value
+    /// returned, that another device or driver imports the memory by (for
+    /// example [`DmaBuf`](crate::DmaBuf) registration on another context).
+    /// The DMA-BUF keeps the memory alive in the kernel for as long as it is
+    /// open. [`Error::is_unsupported`] where the provider cannot export.
+    #[cfg(has_ibv_dm_export_dmabuf_fd)]
+    pub fn export_dmabuf_fd(&self) -> Result<std::os::fd::OwnedFd> {
+        use std::os::fd::FromRawFd;
+        const VERB: &str = "ibv_dm_export_dmabuf_fd";
+        // SAFETY: live device memory; the call returns a new fd or -1.
+        let fd = unsafe { sys::ibv_dm_export_dmabuf_fd(self.as_raw()) };
+        if fd < 0 {
+            let e = if fd == -1 {
+                Error::last(VERB)
+            } else {
+                Error::new(VERB, -fd)
+            };
+            return Err(e.unsupported_on(self.context().name(), "DMA-BUF export of device memory"));
+        }
+        // SAFETY: a new descriptor the call made for its caller alone.
+        Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+    }
+
     /// Copies `data` into the memory at `offset` (`ibv_memcpy_to_dm`). A
     /// range past the end is refused (`EINVAL`, naming it) before the
     /// provider sees it. mlx5 asks offsets and lengths in multiples of 4.

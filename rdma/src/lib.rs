@@ -179,10 +179,14 @@ mod ah;
 mod async_io;
 mod channel;
 pub mod cm;
+#[cfg(has_ibv_create_comp_cntr)]
+mod comp_cntr;
 mod context;
 mod cq;
 mod device;
 mod dm;
+#[cfg(has_ibv_alloc_dmah)]
+mod dmah;
 mod error;
 mod event;
 mod flow;
@@ -195,6 +199,8 @@ pub mod mr;
 mod mw;
 mod os;
 mod pd;
+#[cfg(has_ibv_query_port_speed)]
+mod port_speed;
 mod provider;
 mod qp;
 mod rate;
@@ -216,11 +222,15 @@ pub use ah::{AddressHandle, Path};
 #[cfg(feature = "tokio")]
 pub use async_io::{AsyncCompletionQueue, AsyncEvents};
 pub use channel::CompletionChannel;
+#[cfg(has_ibv_create_comp_cntr)]
+pub use comp_cntr::{CompCntrCaps, CompCntrKind, CompCntrOps, CompletionCounter};
 pub use context::{Context, DeviceAttr, PortAttr, PortState, RawClock};
 pub use context::{PortSpeed, PortWidth};
 pub use cq::{CompletionQueue, CqBuilder, ExCompletion, ExPoll, WcFlags};
 pub use device::{Device, DeviceList, NodeType, TransportType};
 pub use dm::{DeviceMemory, DmMemoryRegion};
+#[cfg(has_ibv_alloc_dmah)]
+pub use dmah::{DmaHandle, DmaHandleBuilder, TphMemType};
 pub use error::{Error, Result};
 pub use event::{AsyncEvent, AsyncEventElement, AsyncEventFd, AsyncEventKind};
 pub use flow::{
@@ -233,9 +243,13 @@ pub use gid::{flow_label_to_udp_sport, Gid, GidEntry, GidType, IpFamily};
 pub use import::ImportedMr;
 pub use mr::{AccessFlags, MemoryRegion, RemoteMemory, Sge};
 pub use mr::{Advice, AdviseFlags, DmaBuf, DmaBufRegion, MrBuilder, NullMemoryRegion, Rereg};
+#[cfg(has_ibv_alloc_buf)]
+pub use mr::{BufMemoryRegion, LibBuffer};
 pub use mr::{OdpCaps, OdpGeneralCaps, OdpTransportCaps};
 pub use mw::{inc_rkey, MemoryWindow, MwType};
 pub use pd::ProtectionDomain;
+#[cfg(has_ibv_query_port_speed)]
+pub use port_speed::PortBandwidth;
 pub use qp::{
     Ece, InitAttr, Mtu, PreparedSend, QpAttr, QpBuilder, QpCaps, QpState, QpType, QueuePair,
     RateLimit, RtrAttr, RtsAttr, SendOps, WrBatch,

@@ -82,6 +82,8 @@ use crate::sys;
 use crate::{Error, ProtectionDomain, Result};
 
 mod advise;
+#[cfg(has_ibv_alloc_buf)]
+mod buf;
 mod builder;
 mod dmabuf;
 mod null;
@@ -91,6 +93,8 @@ mod raw;
 mod rereg;
 mod shared;
 pub use advise::{Advice, AdviseFlags};
+#[cfg(has_ibv_alloc_buf)]
+pub use buf::{BufMemoryRegion, LibBuffer};
 pub use builder::MrBuilder;
 pub use dmabuf::{DmaBuf, DmaBufRegion};
 pub use null::NullMemoryRegion;

@@ -1,13 +1,18 @@
 /*
  * The layout, as the C compiler sees it, of every libibverbs struct that
  * the rdma crate's XRC, domain, device-memory, WQ, flow, counter and
- * import wrappers fill or read: each struct's size, and each field's
+ * import wrappers fill or read, and of those of the functions only newer
+ * rdma-core releases have (where the headers declare them; the build
+ * script defines RDMA_LAYOUT_*): each struct's size, and each field's
  * offset and size. tests/tests/verbs_layout.rs compares the table with
  * the Rust side's.
  */
 #include <stddef.h>
 #include <infiniband/verbs.h>
 #include <infiniband/sa.h>
+#ifdef RDMA_LAYOUT_UMAD_SMI
+#include <infiniband/umad.h>
+#endif
 
 struct verbs_layout_entry {
 	const char *type;
@@ -262,6 +267,48 @@ const struct verbs_layout_entry verbs_layout[] = {
 	F(ibv_path_data, flags),
 	F(ibv_path_data, reserved),
 	F(ibv_path_data, path),
+#ifdef RDMA_LAYOUT_V65_VERBS
+	/* rdma-core v65 and newer */
+	S(ibv_mr_init_attr),
+	F(ibv_mr_init_attr, length),
+	F(ibv_mr_init_attr, access),
+	F(ibv_mr_init_attr, comp_mask),
+	F(ibv_mr_init_attr, iova),
+	F(ibv_mr_init_attr, addr),
+	F(ibv_mr_init_attr, fd),
+	F(ibv_mr_init_attr, fd_offset),
+	F(ibv_mr_init_attr, dmah),
+	F(ibv_mr_init_attr, buf),
+	S(ibv_dmah_init_attr),
+	F(ibv_dmah_init_attr, comp_mask),
+	F(ibv_dmah_init_attr, cpu_id),
+	F(ibv_dmah_init_attr, ph),
+	F(ibv_dmah_init_attr, tph_mem_type),
+	S(ibv_dmah),
+	F(ibv_dmah, context),
+	S(ibv_comp_cntr_caps),
+	F(ibv_comp_cntr_caps, max_value),
+	F(ibv_comp_cntr_caps, max_counters),
+	F(ibv_comp_cntr_caps, supported_qp_attach_ops),
+	S(ibv_comp_cntr),
+	F(ibv_comp_cntr, context),
+	F(ibv_comp_cntr, handle),
+	S(ibv_comp_cntr_init_attr),
+	F(ibv_comp_cntr_init_attr, comp_mask),
+	F(ibv_comp_cntr_init_attr, type),
+	F(ibv_comp_cntr_init_attr, flags),
+	S(ibv_qp_attach_comp_cntr_attr),
+	F(ibv_qp_attach_comp_cntr_attr, comp_mask),
+	F(ibv_qp_attach_comp_cntr_attr, op_mask),
+#endif
+#ifdef RDMA_LAYOUT_UMAD_SMI
+	/* libibumad of rdma-core v56 and newer */
+	S(umad_ca_pair),
+	F(umad_ca_pair, smi_name),
+	F(umad_ca_pair, smi_preferred_port),
+	F(umad_ca_pair, gsi_name),
+	F(umad_ca_pair, gsi_preferred_port),
+#endif
 };
 
 const size_t verbs_layout_len = sizeof(verbs_layout) / sizeof(verbs_layout[0]);

@@ -267,6 +267,35 @@ fn rust_table() -> Table {
         reserved
     );
     layout!(t, cm::ibv_path_data: flags, reserved, path);
+    #[cfg(has_ibv_reg_mr_ex)]
+    {
+        // rdma-core v65 and newer: extended registration, DMA handles,
+        // completion counters.
+        layout!(
+            t,
+            ibv_mr_init_attr: length,
+            access,
+            comp_mask,
+            iova,
+            addr,
+            fd,
+            fd_offset,
+            dmah,
+            buf
+        );
+        layout!(t, ibv_dmah_init_attr: comp_mask, cpu_id, ph, tph_mem_type);
+        layout!(t, ibv_dmah: context);
+        layout!(t, ibv_comp_cntr_caps: max_value, max_counters, supported_qp_attach_ops);
+        layout!(t, ibv_comp_cntr: context, handle);
+        layout!(t, ibv_comp_cntr_init_attr: comp_mask, type_ as "type", flags);
+        layout!(t, ibv_qp_attach_comp_cntr_attr: comp_mask, op_mask);
+    }
+    #[cfg(has_umad_get_smi_gsi_pairs)]
+    {
+        // libibumad of rdma-core v56 and newer.
+        use umad_sys as sys;
+        layout!(t, umad_ca_pair: smi_name, smi_preferred_port, gsi_name, gsi_preferred_port);
+    }
     t
 }
 

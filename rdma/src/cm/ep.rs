@@ -663,3 +663,16 @@ pub struct Request {
     /// The `ConnectRequest` event.
     pub event: CmEvent,
 }
+
+impl AddrInfo {
+    /// Takes a list librdmacm allocated (`rdma_query_addrinfo`'s), which
+    /// the value frees with `rdma_freeaddrinfo`.
+    ///
+    /// # Safety
+    /// `raw` is the head of a list of `rdma_addrinfo` the caller owns and
+    /// gives up.
+    #[cfg(has_rdma_query_addrinfo)]
+    pub(crate) unsafe fn from_raw(raw: NonNull<cm::rdma_addrinfo>) -> AddrInfo {
+        AddrInfo { raw }
+    }
+}

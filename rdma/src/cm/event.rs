@@ -27,6 +27,18 @@ pub enum CmEventKind {
     MulticastError,
     AddrChange,
     TimewaitExit,
+    /// An address resolution of the id's channel finished
+    /// (`CmId::resolve_addrinfo`; rdma-core v65 and newer).
+    #[cfg(has_rdma_resolve_addrinfo)]
+    AddrInfoResolved,
+    /// An address resolution of the id's channel failed (rdma-core v65 and
+    /// newer).
+    #[cfg(has_rdma_resolve_addrinfo)]
+    AddrInfoError,
+    /// An event the program wrote (`CmId::write_user_event`; rdma-core v65
+    /// and newer), with its value in [`CmEvent::user_arg`].
+    #[cfg(has_rdma_write_cm_event)]
+    User,
     /// A type this crate does not know.
     Other(u32),
 }
@@ -51,6 +63,12 @@ impl CmEventKind {
             cm::RDMA_CM_EVENT_MULTICAST_ERROR => MulticastError,
             cm::RDMA_CM_EVENT_ADDR_CHANGE => AddrChange,
             cm::RDMA_CM_EVENT_TIMEWAIT_EXIT => TimewaitExit,
+            #[cfg(has_rdma_resolve_addrinfo)]
+            cm::RDMA_CM_EVENT_ADDRINFO_RESOLVED => AddrInfoResolved,
+            #[cfg(has_rdma_resolve_addrinfo)]
+            cm::RDMA_CM_EVENT_ADDRINFO_ERROR => AddrInfoError,
+            #[cfg(has_rdma_write_cm_event)]
+            cm::RDMA_CM_EVENT_USER => User,
             other => Other(other),
         }
     }
@@ -75,6 +93,12 @@ impl CmEventKind {
             MulticastError => cm::RDMA_CM_EVENT_MULTICAST_ERROR,
             AddrChange => cm::RDMA_CM_EVENT_ADDR_CHANGE,
             TimewaitExit => cm::RDMA_CM_EVENT_TIMEWAIT_EXIT,
+            #[cfg(has_rdma_resolve_addrinfo)]
+            AddrInfoResolved => cm::RDMA_CM_EVENT_ADDRINFO_RESOLVED,
+            #[cfg(has_rdma_resolve_addrinfo)]
+            AddrInfoError => cm::RDMA_CM_EVENT_ADDRINFO_ERROR,
+            #[cfg(has_rdma_write_cm_event)]
+            User => cm::RDMA_CM_EVENT_USER,
             Other(n) => n,
         }
     }
@@ -91,7 +115,35 @@ impl CmEventKind {
                 | Rejected
                 | MulticastError
                 | DeviceRemoval
-        )
+        ) || self.is_addrinfo_error()
+    }
+
+    #[cfg(has_rdma_resolve_addrinfo)]
+    fn is_addrinfo_error(self) -> bool {
+        self == CmEventKind::AddrInfoError
+    }
+
+    #[cfg(not(has_rdma_resolve_addrinfo))]
+    fn is_addrinfo_error(self) -> bool {
+        false
+    }
+
+    /// Whether the event's parameters are neither a connection's nor a
+    /// datagram's (address information, the program's own events): their
+    /// union holds nothing of either.
+    fn has_no_params(self) -> bool {
+        #[cfg(has_rdma_resolve_addrinfo)]
+        if matches!(
+            self,
+            CmEventKind::AddrInfoResolved | CmEventKind::AddrInfoError
+        ) {
+            return true;
+        }
+        #[cfg(has_rdma_write_cm_event)]
+        if self == CmEventKind::User {
+            return true;
+        }
+        false
     }
 }
 
@@ -201,6 +253,9 @@ pub struct CmEvent {
     pub ud: Option<UdParam>,
     /// The new id of a connect request, owned by whoever takes it.
     pub(crate) new_id: Option<CmId>,
+    /// The value of a [`User`](CmEventKind::User) event.
+    #[cfg(has_rdma_write_cm_event)]
+    user_arg: Option<u64>,
 }
 
 // SAFETY: the raw id pointers are only compared (never dereferenced) after
@@ -215,6 +270,13 @@ impl CmEvent {
             (_, Some(u)) => &u.private_data,
             _ => &[],
         }
+    }
+
+    /// The value a [`User`](CmEventKind::User) event was written with
+    /// (`CmId::write_user_event`); `None` for every other event.
+    #[cfg(has_rdma_write_cm_event)]
+    pub fn user_arg(&self) -> Option<u64> {
+        self.user_arg
     }
 
     /// The new id of a connect request (the first call takes it).
@@ -253,7 +315,10 @@ impl CmEvent {
             ps == cm::RDMA_PS_UDP || ps == cm::RDMA_PS_IPOIB
         };
         let (mut conn, mut ud) = (None, None);
-        if port_space_udp || kind == CmEventKind::MulticastJoin {
+        if kind.has_no_params() {
+            // Nothing to copy: the union holds a value of the program's or
+            // nothing.
+        } else if port_space_udp || kind == CmEventKind::MulticastJoin {
             // SAFETY: UD ids report UD parameters in the union.
             let u = unsafe { ev.param.ud.as_ref() };
             // SAFETY: private data is valid until the event is acked.
@@ -297,6 +362,10 @@ impl CmEvent {
             conn,
             ud,
             new_id: None,
+            #[cfg(has_rdma_write_cm_event)]
+            // SAFETY: a User event's union holds the value it was written
+            // with (librdmacm copies it there).
+            user_arg: (kind == CmEventKind::User).then(|| unsafe { *ev.param.arg.as_ref() }),
         }
     }
 }

@@ -106,6 +106,12 @@
 //! [`stream`](crate::stream).
 
 mod addr;
+#[cfg(all(
+    has_rdma_resolve_addrinfo,
+    has_rdma_query_addrinfo,
+    has_rdma_write_cm_event
+))]
+mod addrinfo;
 #[cfg(feature = "tokio")]
 mod async_cm;
 mod channel;

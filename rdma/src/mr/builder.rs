@@ -1,5 +1,18 @@
 //! [`MrBuilder`]: a [`MemoryRegion`] of its own memory, with its options.
+//!
+//! A region with an option only the extended registration has (a DMA
+//! handle, rdma-core v65 and newer) is registered with `ibv_reg_mr_ex`;
+//! every other one with `ibv_reg_mr` / `ibv_reg_mr_iova2`.
 
+#[cfg(has_ibv_reg_mr_ex)]
+use std::mem::ManuallyDrop;
+#[cfg(has_ibv_reg_mr_ex)]
+use std::ptr::NonNull;
+
+#[cfg(has_ibv_reg_mr_ex)]
+use crate::sys;
+#[cfg(has_ibv_alloc_dmah)]
+use crate::DmaHandle;
 use crate::{AccessFlags, Error, MemoryRegion, ProtectionDomain, Result};
 
 use super::page_size;
@@ -13,6 +26,8 @@ pub struct MrBuilder<'pd> {
     len: usize,
     access: AccessFlags,
     iova: Option<u64>,
+    #[cfg(has_ibv_alloc_dmah)]
+    dmah: Option<DmaHandle>,
 }
 
 impl<'pd> MrBuilder<'pd> {
@@ -22,6 +37,8 @@ impl<'pd> MrBuilder<'pd> {
             len,
             access: AccessFlags::empty(),
             iova: None,
+            #[cfg(has_ibv_alloc_dmah)]
+            dmah: None,
         }
     }
 
@@ -52,13 +69,108 @@ impl<'pd> MrBuilder<'pd> {
         self
     }
 
+    /// Registers the region with the DMA handle `dmah`
+    /// (`ibv_reg_mr_ex` with `IBV_REG_MR_MASK_DMAH`, rdma-core v65 and
+    /// newer): the device steers its DMA to the memory by the handle's
+    /// hints. The handle must be of the PD's context (else `EINVAL`, before
+    /// any call); a provider without DMA handles in its registration (rxe,
+    /// siw: libibverbs' fallback to `ibv_reg_mr` cannot carry one) answers
+    /// `EOPNOTSUPP` ([`Error::is_unsupported`]). Drop the region before the
+    /// handle (see [`DmaHandle`]).
+    #[cfg(has_ibv_alloc_dmah)]
+    pub fn dma_handle(mut self, dmah: &DmaHandle) -> Self {
+        self.dmah = Some(dmah.clone());
+        self
+    }
+
     /// Allocates the memory (whole pages, zeroed) and registers it.
     pub fn build(self) -> Result<MemoryRegion> {
         if let Some(iova) = self.iova {
             check_iova(iova, self.len, page_size())?;
         }
+        #[cfg(all(has_ibv_alloc_dmah, has_ibv_reg_mr_ex))]
+        if let Some(dmah) = &self.dmah {
+            crate::pd::same_context(
+                "ibv_reg_mr_ex",
+                "PD",
+                self.pd.context(),
+                "DMA handle",
+                dmah.context(),
+            )?;
+            let attr = ExAttr {
+                len: self.len,
+                access: self.access,
+                iova: self.iova,
+                dmah: dmah.as_raw(),
+            };
+            return own_ex(self.pd, &attr);
+        }
         MemoryRegion::own(self.pd, self.len, self.access, self.iova)
     }
+}
+
+/// What `ibv_reg_mr_ex` gets besides the memory's address.
+#[cfg(has_ibv_reg_mr_ex)]
+struct ExAttr {
+    len: usize,
+    access: AccessFlags,
+    iova: Option<u64>,
+    dmah: *mut sys::ibv_dmah,
+}
+
+#[cfg(has_ibv_reg_mr_ex)]
+impl ExAttr {
+    /// The C attribute for memory at `addr`: the address, the IOVA where
+    /// one is set, and the DMA handle where one is set, each with its mask
+    /// bit.
+    fn raw(&self, addr: *mut u8) -> sys::ibv_mr_init_attr {
+        let mut mask = u64::from(sys::IBV_REG_MR_MASK_ADDR);
+        if self.iova.is_some() {
+            mask |= u64::from(sys::IBV_REG_MR_MASK_IOVA);
+        }
+        if !self.dmah.is_null() {
+            mask |= u64::from(sys::IBV_REG_MR_MASK_DMAH);
+        }
+        sys::ibv_mr_init_attr {
+            length: self.len,
+            access: self.access.bits() as i32,
+            comp_mask: mask,
+            iova: self.iova.unwrap_or(0),
+            addr: addr.cast(),
+            fd: -1,
+            fd_offset: 0,
+            dmah: self.dmah,
+            buf: std::ptr::null_mut(),
+        }
+    }
+}
+
+/// Registers `attr.len` bytes of new pages of its own with
+/// `ibv_reg_mr_ex`.
+#[cfg(has_ibv_reg_mr_ex)]
+fn own_ex(pd: &ProtectionDomain, attr: &ExAttr) -> Result<MemoryRegion> {
+    const VERB: &str = "ibv_reg_mr_ex";
+    let pages = super::Pages::new(attr.len, page_size())?;
+    let mut raw_attr = attr.raw(pages.ptr().as_ptr());
+    // SAFETY: `pd` is live; the attribute names `len` valid bytes (whole
+    // pages) that the region will own and unmap only after deregistration,
+    // and a live DMA handle of the PD's context (checked by the caller)
+    // or none; libibverbs reads the attribute during the call only.
+    let raw = unsafe { sys::ibv_reg_mr_ex(pd.as_raw(), &mut raw_attr) };
+    let raw = NonNull::new(raw).ok_or_else(|| {
+        let e = super::registration_error(Error::last(VERB), attr.len, attr.access);
+        e.unsupported_on(
+            pd.context().name(),
+            "DMA handles in its memory registration",
+        )
+    })?;
+    Ok(MemoryRegion::assemble(
+        raw,
+        super::Memory::Owned(ManuallyDrop::new(pages)),
+        attr.access,
+        attr.iova,
+        pd,
+    ))
 }
 
 /// Refuses an IOVA the device cannot map onto page-aligned memory of `len`
@@ -101,5 +213,29 @@ mod tests {
             assert_eq!(e.errno(), libc::EINVAL);
             assert!(e.hint().unwrap().contains("overflows"), "{e}");
         }
+    }
+
+    #[cfg(has_ibv_reg_mr_ex)]
+    #[test]
+    fn the_extended_attribute_masks_what_is_set() {
+        let addr = 0x7000_0000usize as *mut u8;
+        let mut a = ExAttr {
+            len: 8192,
+            access: AccessFlags::LOCAL_WRITE,
+            iova: None,
+            dmah: std::ptr::null_mut(),
+        };
+        let r = a.raw(addr);
+        assert_eq!(r.comp_mask, u64::from(sys::IBV_REG_MR_MASK_ADDR));
+        assert_eq!((r.length, r.addr, r.fd), (8192, addr.cast(), -1));
+        assert_eq!(r.access, sys::IBV_ACCESS_LOCAL_WRITE as i32);
+        assert!(r.buf.is_null() && r.dmah.is_null());
+        a.iova = Some(0x1_0000_0000);
+        a.dmah = std::ptr::NonNull::dangling().as_ptr();
+        let r = a.raw(addr);
+        let want =
+            sys::IBV_REG_MR_MASK_ADDR | sys::IBV_REG_MR_MASK_IOVA | sys::IBV_REG_MR_MASK_DMAH;
+        assert_eq!(r.comp_mask, u64::from(want));
+        assert_eq!((r.iova, r.dmah), (0x1_0000_0000, a.dmah));
     }
 }

@@ -121,7 +121,7 @@ pub fn node_type_name(node_type: u32) -> &'static str {
     }
 }
 
-fn c_string(s: &[c_char]) -> String {
+pub(super) fn c_string(s: &[c_char]) -> String {
     let bytes: Vec<u8> = s
         .iter()
         .take_while(|&&c| c != 0)
@@ -130,7 +130,7 @@ fn c_string(s: &[c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-fn rc_errno(rc: i32) -> i32 {
+pub(super) fn rc_errno(rc: i32) -> i32 {
     if rc == -1 {
         std::io::Error::last_os_error()
             .raw_os_error()

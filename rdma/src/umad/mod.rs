@@ -48,6 +48,8 @@ mod issm;
 mod port;
 #[cfg(feature = "tokio")]
 pub mod sa;
+#[cfg(all(has_umad_get_smi_gsi_pairs, has_umad_get_smi_gsi_pair_by_ca_name))]
+mod smi;
 mod wire;
 
 pub use addr::{Address, Grh, GSI_QKEY};
@@ -63,6 +65,8 @@ pub use issm::IsSm;
 pub use port::{Port, PortView};
 #[cfg(feature = "tokio")]
 pub use sa::SaClient;
+#[cfg(all(has_umad_get_smi_gsi_pairs, has_umad_get_smi_gsi_pair_by_ca_name))]
+pub use smi::{smi_gsi_pair, smi_gsi_pairs, SmiGsiPair};
 pub use wire::Received;
 
 /// What went wrong with a umad operation: a MAD exchange, and the SA

@@ -182,14 +182,47 @@ impl Port {
 
     /// Opens port `port_num` of the CA `ca` (`rxe0`, 1).
     pub fn open(ca: &str, port_num: u32) -> Result<Port> {
+        Self::open_with(ca, port_num, "umad_open_port", umad_sys::umad_open_port)
+    }
+
+    /// Opens port `port_num` of the CA `ca` as its SMI port
+    /// (`umad_open_smi_port`, rdma-core v56 and newer). On a device that
+    /// splits a port's SMI (QP0) and GSI (QP1) into two CAs, open the SMI's
+    /// CA and port, as [`smi_gsi_pair`](super::smi_gsi_pair) names them
+    /// ([`SmiGsiPair::smi_ca`](super::SmiGsiPair::smi_ca)), and
+    /// [`open`](Self::open) the GSI's.
+    ///
+    /// libibumad checks for an SMI only where it chooses the port itself;
+    /// with a CA and a port number, as here, it opens that port's umad
+    /// device as `umad_open_port` does. Whether the port serves the SMI
+    /// classes shows at their registration: a RoCE port (rxe) refuses them
+    /// with `EPROTONOSUPPORT`
+    /// ([`Error::ClassRefused`](super::Error::ClassRefused)).
+    #[cfg(has_umad_open_smi_port)]
+    pub fn open_smi(ca: &str, port_num: u32) -> Result<Port> {
+        Self::open_with(
+            ca,
+            port_num,
+            "umad_open_smi_port",
+            umad_sys::umad_open_smi_port,
+        )
+    }
+
+    fn open_with(
+        ca: &str,
+        port_num: u32,
+        op: &'static str,
+        open: unsafe extern "C" fn(*const std::ffi::c_char, i32) -> i32,
+    ) -> Result<Port> {
         let info = CaPort::get(ca, port_num)?;
         let cname = ca_cstring(ca)?;
+        let port = i32::try_from(port_num).map_err(|_| Error::io(op, libc::EINVAL))?;
         // SAFETY: `cname` is NUL-terminated; the fd returned is owned by the
         // PortInner built below and closed in its Drop.
-        let fd = unsafe { umad_sys::umad_open_port(cname.as_ptr(), port_num as i32) };
+        let fd = unsafe { open(cname.as_ptr(), port) };
         if fd < 0 {
             let e = if fd == -1 { errno() } else { -fd };
-            return Err(Error::io("umad_open_port", e));
+            return Err(Error::io(op, e));
         }
         let mut inner = PortInner::new(fd, ca.to_string(), port_num, info.is_ethernet());
         // SAFETY: umad_size reads a global that umad_open_port has set.

@@ -8,6 +8,7 @@ mod ah;
 mod ah_reply;
 mod bad_input;
 mod cm;
+mod cm_addrinfo;
 mod cm_async;
 mod cm_ep;
 mod cm_examples;
@@ -17,12 +18,14 @@ mod cm_srq;
 mod cm_teardown;
 mod cm_ud;
 mod cmid;
+mod comp_cntr;
 mod context;
 mod cq;
 mod cq_ex;
 mod cq_moderation;
 mod cq_poll;
 mod dm;
+mod dmah;
 mod ece;
 mod enumerate;
 mod extended;
@@ -33,8 +36,10 @@ mod interop;
 mod load;
 mod mcast;
 mod mr;
+mod mr_buf;
 mod mr_placement;
 mod mw;
+mod port_speed;
 mod process_killed;
 mod qp;
 mod qp_errors;
@@ -49,6 +54,7 @@ mod td;
 mod ud;
 mod umad;
 mod umad_receive;
+mod umad_smi;
 mod unsupported;
 mod wq;
 mod xrc;
@@ -106,6 +112,12 @@ fn main() -> std::process::ExitCode {
         wq::TESTS,
         flow::TESTS,
         import::TESTS,
+        port_speed::TESTS,
+        comp_cntr::TESTS,
+        dmah::TESTS,
+        mr_buf::TESTS,
+        cm_addrinfo::TESTS,
+        umad_smi::TESTS,
     ]
     .concat();
     rdma_tests::run(&all)
