@@ -240,6 +240,8 @@ pub use qp::{
     Ece, InitAttr, Mtu, PreparedSend, QpAttr, QpBuilder, QpCaps, QpState, QpType, QueuePair,
     RtrAttr, RtsAttr, SendOps, WrBatch,
 };
+#[cfg(has_ibv_wr_flush)]
+pub use qp::{FlushLevel, FlushType};
 pub use rate::Rate;
 pub use srq::{SharedReceiveQueue, SrqAttr};
 pub use srq_ex::SrqBuilder;
