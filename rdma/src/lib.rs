@@ -210,6 +210,7 @@ pub mod umad;
 mod wc;
 mod wq;
 mod wr;
+mod wr_opcode;
 mod xrc;
 
 pub use ah::{AddressHandle, Path};
@@ -249,4 +250,5 @@ pub use td::ThreadDomain;
 pub use wc::{CompletionBuf, WcOpcode, WcStatus, WorkCompletion};
 pub use wq::{RwqIndTable, WorkQueue, WqState};
 pub use wr::{RecvWr, SendFlags, SendWr};
+pub use wr_opcode::WrOpcode;
 pub use xrc::{XrcDomain, XrcRecvQp, XrcdOpen};
