@@ -15,8 +15,8 @@
 use std::path::{Path, PathBuf};
 
 use rdma_sys_build::{
-    builder, c_function_names, copy_shipped, docs_only, fail, function_names, probe, write,
-    write_name_list, Shims,
+    builder, c_function_names, copy_shipped, docs_only, emit_optional, fail, function_names, probe,
+    write, write_name_list, Shims,
 };
 
 /// Static inline functions of the data path: ported to `#[inline]` Rust at the
@@ -32,10 +32,34 @@ const DATA_PATH: &str =
 const NOT_DATA_PATH: &str = "ibv_wr_opcode_str";
 
 /// Functions that only some rdma-core releases have (none in v44's headers;
-/// both in v56's and v65's). For each one the headers declare, the build
-/// emits `cfg(has_<name>)`: it gates the port of `ibv_wr_flush` (and its test
-/// against the C twin), and the test of `ibv_wr_opcode_str`.
-const OPTIONAL: &[&str] = &["ibv_wr_flush", "ibv_wr_opcode_str"];
+/// `ibv_wr_flush` and `ibv_wr_opcode_str` from v56 on, the rest from v65 on).
+/// For each one the headers declare, the build emits `cfg(has_<name>)`, here
+/// and, through `links` metadata, in the crates that depend on this one
+/// (`rdma_sys_build::forward_optional`): it gates the port of `ibv_wr_flush`
+/// (and its test against the C twin), and the safe API over each of them.
+const OPTIONAL: &[&str] = &[
+    "ibv_wr_flush",
+    "ibv_wr_opcode_str",
+    "ibv_alloc_buf",
+    "ibv_free_buf",
+    "ibv_reg_buf_mr",
+    "ibv_export_buf_dmabuf_fd",
+    "ibv_alloc_dmah",
+    "ibv_dealloc_dmah",
+    "ibv_reg_mr_ex",
+    "ibv_dm_export_dmabuf_fd",
+    "ibv_query_port_speed",
+    "ibv_create_comp_cntr",
+    "ibv_destroy_comp_cntr",
+    "ibv_query_comp_cntr_caps",
+    "ibv_qp_attach_comp_cntr",
+    "ibv_read_comp_cntr",
+    "ibv_read_err_comp_cntr",
+    "ibv_set_comp_cntr",
+    "ibv_set_err_comp_cntr",
+    "ibv_inc_comp_cntr",
+    "ibv_inc_err_comp_cntr",
+];
 
 /// Exported legacy symbols that verbs.h hides behind a macro of the same name.
 const LEGACY: &str = "ibv_(reg_mr|reg_mr_iova|query_port)";
@@ -53,12 +77,7 @@ fn main() {
     }
     let mut names = function_names(&out.join("shim.rs"));
     names.extend(function_names(&out.join("bindings.rs")));
-    for name in OPTIONAL {
-        println!("cargo::rustc-check-cfg=cfg(has_{name})");
-        if names.iter().any(|n| n == name) {
-            println!("cargo::rustc-cfg=has_{name}");
-        }
-    }
+    emit_optional(&names, OPTIONAL);
     write_functions(&out);
 }
 

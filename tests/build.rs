@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    rdma_sys_build::forward_optional(&["IBVERBS", "RDMACM", "IBUMAD"]);
     verbs_layout();
     let header = ["/usr/include/infiniband/mad.h"]
         .into_iter()

@@ -3,8 +3,19 @@
 use std::path::PathBuf;
 
 use rdma_sys_build::{
-    builder, c_function_names, copy_shipped, docs_only, probe, write, write_name_list, Shims,
+    builder, c_function_names, copy_shipped, docs_only, emit_optional, probe, write,
+    write_name_list, Shims,
 };
+
+/// Functions that only some rdma-core releases have (none in v44's headers;
+/// these from v56 on). For each one the headers declare, the build emits
+/// `cfg(has_<name>)`, here and, through `links` metadata, in the crates that
+/// depend on this one (`rdma_sys_build::forward_optional`).
+const OPTIONAL: &[&str] = &[
+    "umad_get_smi_gsi_pairs",
+    "umad_get_smi_gsi_pair_by_ca_name",
+    "umad_open_smi_port",
+];
 
 fn main() {
     if docs_only() {
@@ -34,10 +45,12 @@ fn main() {
 /// shipped, so it is never shipped itself.
 fn write_functions() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
+    let names = c_function_names(&out.join("bindings.rs"));
     write_name_list(
         "functions.rs",
         "FUNCTIONS",
         "Names of every function of this system's umad.h and umad_types.h the crate binds.",
-        &c_function_names(&out.join("bindings.rs")),
+        &names,
     );
+    emit_optional(&names, OPTIONAL);
 }

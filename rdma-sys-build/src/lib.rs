@@ -372,6 +372,55 @@ fn extern_block_functions(text: &str) -> Vec<String> {
     names
 }
 
+/// Emits `cfg(has_<name>)` for each function of `optional` that `present`
+/// (the functions the bindings declare) holds, for this crate, and hands both
+/// lists on to the crates that depend on it, through its `links` metadata:
+/// `DEP_<LINKS>_OPTIONAL` (the ones present) and `DEP_<LINKS>_OPTIONAL_KNOWN`
+/// (all of `optional`). A dependent's build script turns them into the same
+/// cfgs with [`forward_optional`].
+pub fn emit_optional(present: &[String], optional: &[&str]) {
+    let found: Vec<&str> = optional
+        .iter()
+        .copied()
+        .filter(|name| present.iter().any(|p| p == name))
+        .collect();
+    for name in optional {
+        println!("cargo::rustc-check-cfg=cfg(has_{name})");
+    }
+    for name in &found {
+        println!("cargo::rustc-cfg=has_{name}");
+    }
+    println!("cargo:optional_known={}", optional.join(","));
+    println!("cargo:optional={}", found.join(","));
+}
+
+/// For a crate that depends on the -sys crates whose `links` names are
+/// `links` (`IBVERBS`, `RDMACM`, `IBUMAD`): emits the `cfg(has_<name>)` each
+/// of them emitted for itself ([`emit_optional`]), so that an API over a
+/// function only newer rdma-core releases have is built exactly where the
+/// headers declare it.
+pub fn forward_optional(links: &[&str]) {
+    for link in links {
+        for (suffix, enable) in [("OPTIONAL_KNOWN", false), ("OPTIONAL", true)] {
+            let var = format!("DEP_{link}_{suffix}");
+            println!("cargo::rerun-if-env-changed={var}");
+            let value = env::var(&var).unwrap_or_default();
+            for name in split_names(&value) {
+                if enable {
+                    println!("cargo::rustc-cfg=has_{name}");
+                } else {
+                    println!("cargo::rustc-check-cfg=cfg(has_{name})");
+                }
+            }
+        }
+    }
+}
+
+/// The names of a comma-separated list, without empty ones.
+fn split_names(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|n| !n.is_empty())
+}
+
 /// Writes `pub const <const_name>: &[&str] = &[...];` listing `names`.
 pub fn write_name_list(file: &str, const_name: &str, doc: &str, names: &[String]) -> PathBuf {
     let mut text = format!("/// {doc}\npub const {const_name}: &[&str] = &[\n");
@@ -406,6 +455,15 @@ mod tests {
         assert_eq!(
             extern_block_functions(text),
             ["ibv_get_device_list", "umad_init", "umad_done"]
+        );
+    }
+
+    #[test]
+    fn optional_lists_split_without_empty_names() {
+        assert_eq!(split_names("").count(), 0);
+        assert_eq!(
+            split_names("ibv_wr_flush, ibv_wr_opcode_str,").collect::<Vec<_>>(),
+            ["ibv_wr_flush", "ibv_wr_opcode_str"]
         );
     }
 

@@ -319,27 +319,41 @@ fn print_counts(counts: &BTreeMap<(&str, &str), usize>) {
         }
         let _ = writeln!(
             err,
-            "coverage {library}: {} functions: {} called, {} rebuilt, {} internal, {} superseded, {} todo; {:.0}% called or rebuilt",
+            "coverage {library}: {} functions: {} called, {} rebuilt, {} internal, {} superseded, {} todo; {:.0}% called or rebuilt; {}",
             functions.len(),
             n[0],
             n[1],
             n[2],
             n[3],
             n[4],
-            percent(n[0] + n[1], functions.len())
+            percent(n[0] + n[1], functions.len()),
+            for_programs(&n)
         );
     }
     let all: usize = total.iter().sum();
     let _ = writeln!(
         err,
-        "coverage: {all} functions: {} called, {} rebuilt, {} internal, {} superseded, {} todo; {:.0}% called or rebuilt",
+        "coverage: {all} functions: {} called, {} rebuilt, {} internal, {} superseded, {} todo; {:.0}% called or rebuilt; {}",
         total[0],
         total[1],
         total[2],
         total[3],
         total[4],
-        percent(total[0] + total[1], all)
+        percent(total[0] + total[1], all),
+        for_programs(&total)
     );
+}
+
+/// The share of the functions meant for programs (all but the `internal`
+/// ones: the headers' own helpers, which no program calls) that is called or
+/// rebuilt, from counts in the order of `STATUSES`.
+fn for_programs(n: &[usize]) -> String {
+    let [called, rebuilt, _internal, superseded, todo] = [n[0], n[1], n[2], n[3], n[4]];
+    let meant = called + rebuilt + superseded + todo;
+    format!(
+        "of the {meant} meant for programs, {:.1}% called or rebuilt",
+        percent(called + rebuilt, meant)
+    )
 }
 
 fn percent(part: usize, whole: usize) -> f64 {
@@ -418,4 +432,163 @@ fn pyverbs_table_names_types_that_exist() {
     }
     assert!(rows > 30, "only {rows} rows read from docs/pyverbs.md");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The `cfg(has_<name>)` that `rdma` and this package are built with
+/// (`rdma_sys_build::forward_optional`, from the -sys crates' `links`
+/// metadata) is set exactly where the headers of the build declare the
+/// function: an API over a newer release's function is neither missing on
+/// that release nor built against headers without it.
+#[test]
+fn optional_function_cfgs_follow_the_headers() {
+    let optional: &[(&str, &[&str], bool)] = &[
+        (
+            "ibv_wr_flush",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_wr_flush),
+        ),
+        (
+            "ibv_wr_opcode_str",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_wr_opcode_str),
+        ),
+        (
+            "ibv_alloc_buf",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_alloc_buf),
+        ),
+        (
+            "ibv_free_buf",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_free_buf),
+        ),
+        (
+            "ibv_reg_buf_mr",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_reg_buf_mr),
+        ),
+        (
+            "ibv_export_buf_dmabuf_fd",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_export_buf_dmabuf_fd),
+        ),
+        (
+            "ibv_alloc_dmah",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_alloc_dmah),
+        ),
+        (
+            "ibv_dealloc_dmah",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_dealloc_dmah),
+        ),
+        (
+            "ibv_reg_mr_ex",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_reg_mr_ex),
+        ),
+        (
+            "ibv_dm_export_dmabuf_fd",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_dm_export_dmabuf_fd),
+        ),
+        (
+            "ibv_query_port_speed",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_query_port_speed),
+        ),
+        (
+            "ibv_create_comp_cntr",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_create_comp_cntr),
+        ),
+        (
+            "ibv_destroy_comp_cntr",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_destroy_comp_cntr),
+        ),
+        (
+            "ibv_query_comp_cntr_caps",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_query_comp_cntr_caps),
+        ),
+        (
+            "ibv_qp_attach_comp_cntr",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_qp_attach_comp_cntr),
+        ),
+        (
+            "ibv_read_comp_cntr",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_read_comp_cntr),
+        ),
+        (
+            "ibv_read_err_comp_cntr",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_read_err_comp_cntr),
+        ),
+        (
+            "ibv_set_comp_cntr",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_set_comp_cntr),
+        ),
+        (
+            "ibv_set_err_comp_cntr",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_set_err_comp_cntr),
+        ),
+        (
+            "ibv_inc_comp_cntr",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_inc_comp_cntr),
+        ),
+        (
+            "ibv_inc_err_comp_cntr",
+            ibverbs_sys::functions::FUNCTIONS,
+            cfg!(has_ibv_inc_err_comp_cntr),
+        ),
+        (
+            "rdma_query_addrinfo",
+            rdmacm_sys::functions::FUNCTIONS,
+            cfg!(has_rdma_query_addrinfo),
+        ),
+        (
+            "rdma_resolve_addrinfo",
+            rdmacm_sys::functions::FUNCTIONS,
+            cfg!(has_rdma_resolve_addrinfo),
+        ),
+        (
+            "rdma_write_cm_event",
+            rdmacm_sys::functions::FUNCTIONS,
+            cfg!(has_rdma_write_cm_event),
+        ),
+        (
+            "umad_get_smi_gsi_pairs",
+            umad_sys::functions::FUNCTIONS,
+            cfg!(has_umad_get_smi_gsi_pairs),
+        ),
+        (
+            "umad_get_smi_gsi_pair_by_ca_name",
+            umad_sys::functions::FUNCTIONS,
+            cfg!(has_umad_get_smi_gsi_pair_by_ca_name),
+        ),
+        (
+            "umad_open_smi_port",
+            umad_sys::functions::FUNCTIONS,
+            cfg!(has_umad_open_smi_port),
+        ),
+    ];
+    let mut present = 0;
+    for &(name, functions, cfg) in optional {
+        let declared = functions.contains(&name);
+        assert_eq!(
+            cfg, declared,
+            "cfg(has_{name}) is {cfg}, the headers declare it: {declared}"
+        );
+        present += usize::from(declared);
+    }
+    println!(
+        "optional functions: {present} of {} in these headers",
+        optional.len()
+    );
 }
