@@ -257,7 +257,9 @@ impl<'a> QpBuilder<'a> {
             max_inline_data: self.caps.max_inline_data,
         };
         let srq = self.srq.map_or(ptr::null_mut(), |s| s.as_raw());
-        let batch_only = !SendOps::from_bits_retain(self.send_ops).difference(SendOps::CLASSIC).is_empty();
+        let batch_only = !SendOps::from_bits_retain(self.send_ops)
+            .difference(SendOps::CLASSIC)
+            .is_empty();
         if batch_only {
             self.check_device_ops()?;
         }

@@ -49,6 +49,7 @@ mod umad;
 mod umad_receive;
 mod unsupported;
 mod wq;
+mod wr_ext;
 mod xrc;
 
 fn main() -> std::process::ExitCode {
@@ -67,6 +68,7 @@ fn main() -> std::process::ExitCode {
         qp_post::TESTS,
         qp_errors::TESTS,
         qp_ext::TESTS,
+        wr_ext::TESTS,
         mr::TESTS,
         mr_placement::TESTS,
         srq::TESTS,

@@ -208,7 +208,12 @@ impl WrBatch<'_> {
             // it reads the 8 bytes of `value` during the call into the
             // queue entry (rxe).
             unsafe {
-                sys::ibv_wr_atomic_write(self.raw(), remote.rkey, remote.addr, value.as_ptr().cast())
+                sys::ibv_wr_atomic_write(
+                    self.raw(),
+                    remote.rkey,
+                    remote.addr,
+                    value.as_ptr().cast(),
+                )
             };
         }
         self
