@@ -87,7 +87,7 @@ impl WrOpcode {
     }
 
     /// The name libibverbs gives the opcode (`ibv_wr_opcode_str`, of
-    /// rdma-core v56 on: `send`, `rdma-write`, ..., `unknown`); built
+    /// rdma-core v49 on: `send`, `rdma-write`, ..., `unknown`); built
     /// against older headers, the same names from this crate's table.
     pub fn name(self) -> &'static str {
         #[cfg(has_ibv_wr_opcode_str)]

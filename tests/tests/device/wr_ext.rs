@@ -295,7 +295,8 @@ pub fn atomic_write_writes_eight_bytes(env: &TestEnv) -> TestResult {
 #[cfg(not(has_ibv_wr_flush))]
 pub fn flush_makes_writes_visible(_env: &TestEnv) -> TestResult {
     Ok(Outcome::Skipped(
-        "built against rdma-core headers without ibv_wr_flush (before v45): no flush API".into(),
+        "built against rdma-core headers without ibv_wr_flush (rdma-core before v45): no flush API"
+            .into(),
     ))
 }
 
