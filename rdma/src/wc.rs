@@ -105,7 +105,7 @@ pub enum WcOpcode {
     LocalInvalidate,
     /// A TSO send.
     Tso,
-    /// A flush ([`WrBatch::flush`](crate::WrBatch::flush)).
+    /// A flush (`WrBatch::flush`, built against rdma-core v45 headers on).
     Flush,
     /// An atomic write
     /// ([`WrBatch::atomic_write`](crate::WrBatch::atomic_write)).

@@ -67,7 +67,10 @@ impl QueuePair {
 ///
 /// An operation the QP was not created with ([`QpBuilder::send_ops`]),
 /// a [`send`](Self::send) on a UD QP (which needs
-/// [`send_ud`](Self::send_ud)'s address) or a `send_ud` on a connected QP
+/// [`send_ud`](Self::send_ud)'s address), a `send_ud` on a connected QP,
+/// inline buffers longer in sum than the QP's `max_inline_data`
+/// ([`send_inline_list`](Self::send_inline_list)) or a TSO header longer
+/// than its `max_tso_header` ([`send_tso`](Self::send_tso))
 /// never reaches the provider: the batch is then aborted by
 /// [`complete`](Self::complete), which names the refused request.
 ///

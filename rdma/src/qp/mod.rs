@@ -288,17 +288,21 @@ impl<'a> QpBuilder<'a> {
                 return Ok(self.wrap(raw, attr.cap, ex));
             }
             let e = Error::last("ibv_create_qp_ex");
-            if batch_only || !matches!(e.errno(), libc::EOPNOTSUPP | libc::ENOSYS) {
-                return Err(if batch_only && e.errno() == libc::ENOSYS {
-                    Error::new("ibv_create_qp_ex", libc::EOPNOTSUPP)
-                } else {
-                    e
-                }
-                .with_hint(format!(
-                    "the provider created no extended {:?} QP with the send ops {:?}",
-                    self.qp_type,
-                    SendOps::from_bits_retain(self.send_ops)
-                )));
+            let unsupported = matches!(e.errno(), libc::EOPNOTSUPP | libc::ENOSYS);
+            if !unsupported {
+                return Err(e);
+            }
+            if batch_only {
+                // No classic QP posts these ops: the caller learns that
+                // the provider has none of them, typed.
+                return Err(
+                    Error::new("ibv_create_qp_ex", libc::EOPNOTSUPP).with_hint(format!(
+                        "the provider created no extended {:?} QP with the send ops {:?} ({})",
+                        self.qp_type,
+                        SendOps::from_bits_retain(self.send_ops),
+                        e
+                    )),
+                );
             }
         }
         // SAFETY: plain data.
