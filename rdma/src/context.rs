@@ -454,6 +454,26 @@ impl DeviceAttr {
         qpt_supported(self.0.tso_caps.supported_qpts, qp_type)
     }
 
+    /// Whether the device executes atomic writes
+    /// ([`WrBatch::atomic_write`](crate::WrBatch::atomic_write);
+    /// `IB_UVERBS_DEVICE_ATOMIC_WRITE` of `device_cap_flags_ex`).
+    pub fn atomic_write_supported(&self) -> bool {
+        self.0.device_cap_flags_ex & DEVICE_ATOMIC_WRITE != 0
+    }
+
+    /// Whether the device flushes to placement type `t`
+    /// ([`WrBatch::flush`](crate::WrBatch::flush);
+    /// `IB_UVERBS_DEVICE_FLUSH_GLOBAL` / `_PERSISTENT` of
+    /// `device_cap_flags_ex`).
+    #[cfg(has_ibv_wr_flush)]
+    pub fn flush_supported(&self, t: crate::FlushType) -> bool {
+        let bit = match t {
+            crate::FlushType::Global => DEVICE_FLUSH_GLOBAL,
+            crate::FlushType::Persistent => DEVICE_FLUSH_PERSISTENT,
+        };
+        self.0.device_cap_flags_ex & bit != 0
+    }
+
     /// Whether the device spreads receives of `qp_type` over receive work
     /// queues (`rss_caps.supported_qpts`).
     pub fn rss_supported(&self, qp_type: QpType) -> bool {
@@ -466,6 +486,17 @@ impl DeviceAttr {
         qpt_supported(self.0.packet_pacing_caps.supported_qpts, qp_type)
     }
 }
+
+// The kernel's `ib_uverbs_device_cap_flags` bits that libibverbs passes on
+// in `device_cap_flags_ex` but verbs.h names in no enum.
+/// `IB_UVERBS_DEVICE_FLUSH_GLOBAL`.
+#[cfg(has_ibv_wr_flush)]
+const DEVICE_FLUSH_GLOBAL: u64 = 1 << 38;
+/// `IB_UVERBS_DEVICE_FLUSH_PERSISTENT`.
+#[cfg(has_ibv_wr_flush)]
+const DEVICE_FLUSH_PERSISTENT: u64 = 1 << 39;
+/// `IB_UVERBS_DEVICE_ATOMIC_WRITE`.
+const DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
 
 fn qpt_supported(caps: u32, qp_type: QpType) -> bool {
     // SAFETY: a pure function of its arguments (a bit test).

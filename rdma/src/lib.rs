@@ -216,6 +216,7 @@ pub mod umad;
 mod wc;
 mod wq;
 mod wr;
+mod wr_opcode;
 mod xrc;
 
 pub use ah::{AddressHandle, Path};
@@ -254,6 +255,8 @@ pub use qp::{
     Ece, InitAttr, Mtu, PreparedSend, QpAttr, QpBuilder, QpCaps, QpState, QpType, QueuePair,
     RateLimit, RtrAttr, RtsAttr, SendOps, WrBatch,
 };
+#[cfg(has_ibv_wr_flush)]
+pub use qp::{FlushLevel, FlushType};
 pub use rate::Rate;
 pub use srq::{SharedReceiveQueue, SrqAttr};
 pub use srq_ex::{SrqBuilder, TmCap};
@@ -262,4 +265,5 @@ pub use td::ThreadDomain;
 pub use wc::{CompletionBuf, WcOpcode, WcStatus, WorkCompletion};
 pub use wq::{RwqIndTable, WorkQueue, WqState};
 pub use wr::{RecvWr, SendFlags, SendWr};
+pub use wr_opcode::WrOpcode;
 pub use xrc::{XrcDomain, XrcRecvQp, XrcdOpen};

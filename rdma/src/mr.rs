@@ -131,6 +131,17 @@ bitflags! {
         /// The device may reorder writes (an optional flag: ignored where
         /// unsupported).
         const RELAXED_ORDERING = sys::IBV_ACCESS_RELAXED_ORDERING;
+        /// Remote peers may flush the region to global visibility
+        /// ([`WrBatch::flush`](crate::WrBatch::flush) with
+        /// [`FlushType::Global`](crate::FlushType::Global)); devices with
+        /// that flush only (else registration fails).
+        #[cfg(has_ibv_wr_flush)]
+        const FLUSH_GLOBAL = sys::IBV_ACCESS_FLUSH_GLOBAL;
+        /// Remote peers may flush the region to persistence
+        /// ([`FlushType::Persistent`](crate::FlushType::Persistent)):
+        /// persistent memory only (rxe refuses it on other memory).
+        #[cfg(has_ibv_wr_flush)]
+        const FLUSH_PERSISTENT = sys::IBV_ACCESS_FLUSH_PERSISTENT;
     }
 }
 

@@ -22,6 +22,13 @@ const RXE_VENDOR_ID: u32 = 0x00ff_ffff;
 /// computation in wr_set_sge_list").
 const RXE_SGE_LIST_FIXED: u32 = 64;
 
+/// The first rdma-core release whose rxe sums the buffers of
+/// `ibv_wr_set_inline_data_list` (commit 1e8ed0aff, "providers/rxe: Fix
+/// missing length accumulation in wr_set_inline_data_list"): before it the
+/// request's length stays 0 and only each buffer alone is bounded by the
+/// inline size, so that a list longer than it overruns the queue entry.
+const RXE_INLINE_LIST_FIXED: u32 = 64;
+
 /// rdma-core before v61: rxe's `next_poll` on an empty queue unlocks the CQ
 /// (and before v55 also publishes a consumer index past the last
 /// completion), and the `end_poll` that must follow unlocks it again;
@@ -38,6 +45,13 @@ pub(crate) fn rxe_next_poll_is_broken(ctx: &Context) -> bool {
 /// release counts as broken.
 pub(crate) fn rxe_sge_list_is_broken(ctx: &Context) -> bool {
     rxe_before(ctx, RXE_SGE_LIST_FIXED)
+}
+
+/// rdma-core before v64: rxe's `ibv_wr_set_inline_data_list` sends none of
+/// the list's bytes (see [`RXE_INLINE_LIST_FIXED`]); an unknown release
+/// counts as broken.
+pub(crate) fn rxe_inline_list_is_broken(ctx: &Context) -> bool {
+    rxe_before(ctx, RXE_INLINE_LIST_FIXED)
 }
 
 /// Whether `ctx` is an rxe device (or one that cannot be told from rxe)

@@ -82,6 +82,10 @@ impl fmt::Display for WcStatus {
     }
 }
 
+/// `IBV_WC_FLUSH` (verbs.h of rdma-core v45 on; the kernel's
+/// `IB_UVERBS_WC_FLUSH`).
+const WC_FLUSH: sys::ibv_wc_opcode = 8;
+
 /// What a completion completed (`IBV_WC_*` opcode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WcOpcode {
@@ -101,6 +105,11 @@ pub enum WcOpcode {
     LocalInvalidate,
     /// A TSO send.
     Tso,
+    /// A flush (`WrBatch::flush`, built against rdma-core v45 headers on).
+    Flush,
+    /// An atomic write
+    /// ([`WrBatch::atomic_write`](crate::WrBatch::atomic_write)).
+    AtomicWrite,
     /// A receive of a SEND.
     Recv,
     /// A receive of an RDMA WRITE with immediate data.
@@ -121,6 +130,8 @@ impl WcOpcode {
             sys::IBV_WC_BIND_MW => WcOpcode::BindMw,
             sys::IBV_WC_LOCAL_INV => WcOpcode::LocalInvalidate,
             sys::IBV_WC_TSO => WcOpcode::Tso,
+            WC_FLUSH => WcOpcode::Flush,
+            sys::IBV_WC_ATOMIC_WRITE => WcOpcode::AtomicWrite,
             sys::IBV_WC_RECV => WcOpcode::Recv,
             sys::IBV_WC_RECV_RDMA_WITH_IMM => WcOpcode::RecvRdmaWithImm,
             other => WcOpcode::Other(other),

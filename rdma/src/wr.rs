@@ -308,6 +308,11 @@ impl<'a> SendWr<'a> {
         self
     }
 
+    /// The opcode.
+    pub fn opcode(&self) -> crate::WrOpcode {
+        crate::WrOpcode::from_raw(self.raw.opcode)
+    }
+
     /// The work request ID.
     pub fn wr_id(&self) -> u64 {
         self.raw.wr_id

@@ -103,8 +103,10 @@ fn rust_table() -> Table {
         comp_mask,
         pd,
         xrcd,
-        send_ops_flags
+        send_ops_flags,
+        max_tso_header
     );
+    layout!(t, ibv_data_buf: addr, length);
     layout!(t, ibv_qp_open_attr: comp_mask, qp_num, xrcd, qp_context, qp_type);
     layout!(
         t,
@@ -297,6 +299,40 @@ fn rust_table() -> Table {
         layout!(t, umad_ca_pair: smi_name, smi_preferred_port, gsi_name, gsi_preferred_port);
     }
     t
+}
+
+/// `WrBatch::send_inline_list` hands a slice of `IoSlice` (ABI-compatible
+/// with `iovec`) to `ibv_wr_set_inline_data_list` as `ibv_data_buf`s: the
+/// two structs have one layout (the C side of `ibv_data_buf` is checked
+/// by the table).
+#[test]
+fn an_io_slice_is_an_ibv_data_buf() {
+    assert_eq!(
+        size_of::<std::io::IoSlice<'_>>(),
+        size_of::<sys::ibv_data_buf>()
+    );
+    assert_eq!(size_of::<libc::iovec>(), size_of::<sys::ibv_data_buf>());
+    assert_eq!(
+        std::mem::align_of::<libc::iovec>(),
+        std::mem::align_of::<sys::ibv_data_buf>()
+    );
+    assert_eq!(
+        offset_of!(libc::iovec, iov_base),
+        offset_of!(sys::ibv_data_buf, addr)
+    );
+    assert_eq!(
+        offset_of!(libc::iovec, iov_len),
+        offset_of!(sys::ibv_data_buf, length)
+    );
+    // And an IoSlice reads as the iovec of its bytes.
+    let bytes = *b"layout";
+    let s = [std::io::IoSlice::new(&bytes[1..4])];
+    // SAFETY: IoSlice is documented ABI-compatible with iovec on Unix.
+    let v: &libc::iovec = unsafe { &*s.as_ptr().cast::<libc::iovec>() };
+    assert_eq!(
+        (v.iov_base as *const u8, v.iov_len),
+        (bytes[1..].as_ptr(), 3)
+    );
 }
 
 #[test]

@@ -1,5 +1,10 @@
 //! Batches of extended work requests (`ibv_wr_*`).
 
+mod ext;
+
+#[cfg(has_ibv_wr_flush)]
+pub use ext::{FlushLevel, FlushType};
+
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
@@ -43,6 +48,9 @@ impl QueuePair {
             count: 0,
             pending: None,
             sge_list_lengths_equal: this.sge_list_lengths_equal,
+            inline_list_copied: this.inline_list_copied,
+            max_inline: this.caps.max_inline_data,
+            max_tso_header: this.max_tso_header,
             refused: None,
             done: false,
             _qp: PhantomData,
@@ -59,7 +67,10 @@ impl QueuePair {
 ///
 /// An operation the QP was not created with ([`QpBuilder::send_ops`]),
 /// a [`send`](Self::send) on a UD QP (which needs
-/// [`send_ud`](Self::send_ud)'s address) or a `send_ud` on a connected QP
+/// [`send_ud`](Self::send_ud)'s address), a `send_ud` on a connected QP,
+/// inline buffers longer in sum than the QP's `max_inline_data`
+/// ([`send_inline_list`](Self::send_inline_list)) or a TSO header longer
+/// than its `max_tso_header` ([`send_tso`](Self::send_tso))
 /// never reaches the provider: the batch is then aborted by
 /// [`complete`](Self::complete), which names the refused request.
 ///
@@ -86,6 +97,12 @@ pub struct WrBatch<'qp> {
     pending: Option<sys::ibv_sge>,
     /// See `QueuePair::sge_list_lengths_equal`.
     sge_list_lengths_equal: bool,
+    /// See `QueuePair::inline_list_copied`.
+    inline_list_copied: bool,
+    /// The QP's `max_inline_data`, which bounds an inline list's sum.
+    max_inline: u32,
+    /// The QP's `max_tso_header`.
+    max_tso_header: u16,
     /// The first refused request (its index and why); nothing after it
     /// reaches the provider.
     refused: Option<(usize, Refusal)>,
@@ -137,6 +154,12 @@ enum Refusal {
     BadBind,
     /// `set_xrc_srqn` on a QP that is not XRC send, or with no request.
     NotXrc,
+    /// Inline buffers longer in sum (the first) than the QP's
+    /// `max_inline_data` (the second).
+    InlineTooLong(usize, u32),
+    /// A TSO header longer (the first) than the QP's `max_tso_header`
+    /// (the second).
+    TsoHeaderTooLong(usize, u16),
 }
 
 impl<'qp> WrBatch<'qp> {
@@ -677,6 +700,13 @@ fn batch_refusal(index: usize, why: Refusal) -> Error {
         Refusal::NotXrc => Error::invalid(
             "ibv_wr_set_xrc_srqn",
             format!("request {index} of the batch: an XRC SRQ number is set on a request of an XRC send QP only, after its operation; {tail}"),
+        ),
+        Refusal::InlineTooLong(len, max) => Error::new("ibv_wr_set_inline_data_list", libc::ENOSPC).with_hint(format!(
+            "request {index} of the batch: {len} bytes of inline data, the QP's max_inline_data is {max}; {tail}"
+        )),
+        Refusal::TsoHeaderTooLong(len, max) => Error::invalid(
+            "ibv_wr_send_tso",
+            format!("request {index} of the batch: a {len}-byte header, the QP's max_tso_header is {max}; {tail}"),
         ),
     }
 }

@@ -19,6 +19,8 @@ mod rate_limit;
 
 pub use attr::{InitAttr, Mtu, RtrAttr, RtsAttr};
 pub use batch::WrBatch;
+#[cfg(has_ibv_wr_flush)]
+pub use batch::{FlushLevel, FlushType};
 pub use ece::Ece;
 pub use post::PreparedSend;
 pub use query::QpAttr;
@@ -139,6 +141,7 @@ pub struct QpBuilder<'a> {
     caps: QpCaps,
     sq_sig_all: bool,
     send_ops: u64,
+    max_tso_header: u16,
 }
 
 bitflags::bitflags! {
@@ -165,7 +168,40 @@ bitflags::bitflags! {
         const BIND_MW = sys::IBV_QP_EX_WITH_BIND_MW as u64;
         /// SEND with invalidate.
         const SEND_WITH_INV = sys::IBV_QP_EX_WITH_SEND_WITH_INV as u64;
+        /// TCP segmentation offload send ([`WrBatch::send_tso`]): raw
+        /// packet QPs of devices with TSO only (no soft device has it).
+        const TSO = sys::IBV_QP_EX_WITH_TSO as u64;
+        /// Atomic write of 8 bytes ([`WrBatch::atomic_write`]): devices
+        /// whose [`DeviceAttr::atomic_write_supported`] (rxe from kernel
+        /// 6.2 on).
+        ///
+        /// [`DeviceAttr::atomic_write_supported`]: crate::DeviceAttr::atomic_write_supported
+        const ATOMIC_WRITE = sys::IBV_QP_EX_WITH_ATOMIC_WRITE as u64;
+        /// FLUSH of remote memory to a placement type
+        /// ([`WrBatch::flush`]): devices with a
+        /// [`DeviceAttr::flush_supported`] type (rxe from kernel 6.2 on). Built against rdma-core headers that have `ibv_wr_flush`
+        /// (v45 on).
+        ///
+        /// [`DeviceAttr::flush_supported`]: crate::DeviceAttr::flush_supported
+        #[cfg(has_ibv_wr_flush)]
+        const FLUSH = sys::IBV_QP_EX_WITH_FLUSH as u64;
     }
+}
+
+impl SendOps {
+    /// The operations a classic QP posts as well (`ibv_post_send`): a QP
+    /// asking for these alone is created classic where the provider has no
+    /// extended QPs.
+    const CLASSIC: SendOps = SendOps::RDMA_WRITE
+        .union(SendOps::RDMA_WRITE_WITH_IMM)
+        .union(SendOps::SEND)
+        .union(SendOps::SEND_WITH_IMM)
+        .union(SendOps::RDMA_READ)
+        .union(SendOps::ATOMIC_CMP_AND_SWP)
+        .union(SendOps::ATOMIC_FETCH_AND_ADD)
+        .union(SendOps::LOCAL_INV)
+        .union(SendOps::BIND_MW)
+        .union(SendOps::SEND_WITH_INV);
 }
 
 impl<'a> QpBuilder<'a> {
@@ -192,8 +228,20 @@ impl<'a> QpBuilder<'a> {
     /// Creates an extended QP that can post these operations with
     /// [`QueuePair::wr_batch`], where the provider has extended QPs; a classic
     /// QP where it does not (siw): check [`QueuePair::is_extended`].
+    ///
+    /// Operations only a batch posts ([`SendOps::TSO`],
+    /// [`SendOps::ATOMIC_WRITE`], `SendOps::FLUSH`) are not given up that
+    /// way: where the provider or the device lacks one, [`build`](Self::build)
+    /// fails with `EOPNOTSUPP`.
     pub fn send_ops(mut self, ops: SendOps) -> Self {
         self.send_ops = ops.bits();
+        self
+    }
+
+    /// The longest header a [`WrBatch::send_tso`] of the QP may take
+    /// (`max_tso_header`; default 0: none). Only with [`SendOps::TSO`].
+    pub fn max_tso_header(mut self, len: u16) -> Self {
+        self.max_tso_header = len;
         self
     }
 
@@ -211,6 +259,12 @@ impl<'a> QpBuilder<'a> {
             max_inline_data: self.caps.max_inline_data,
         };
         let srq = self.srq.map_or(ptr::null_mut(), |s| s.as_raw());
+        let batch_only = !SendOps::from_bits_retain(self.send_ops)
+            .difference(SendOps::CLASSIC)
+            .is_empty();
+        if batch_only {
+            self.check_device_ops()?;
+        }
         if self.send_ops != 0 {
             // SAFETY: plain data.
             let mut attr: sys::ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
@@ -223,6 +277,10 @@ impl<'a> QpBuilder<'a> {
             attr.comp_mask = sys::IBV_QP_INIT_ATTR_PD | sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
             attr.pd = self.pd.as_raw();
             attr.send_ops_flags = self.send_ops;
+            if self.max_tso_header != 0 {
+                attr.comp_mask |= sys::IBV_QP_INIT_ATTR_MAX_TSO_HEADER;
+                attr.max_tso_header = self.max_tso_header;
+            }
             // SAFETY: a live context; the CQs, SRQ and PD belong to it
             // (`check_contexts`) and are kept alive by the QP.
             let raw = unsafe { sys::ibv_create_qp_ex(self.pd.context().as_raw(), &mut attr) };
@@ -232,8 +290,21 @@ impl<'a> QpBuilder<'a> {
                 return Ok(self.wrap(raw, attr.cap, ex));
             }
             let e = Error::last("ibv_create_qp_ex");
-            if !matches!(e.errno(), libc::EOPNOTSUPP | libc::ENOSYS) {
+            let unsupported = matches!(e.errno(), libc::EOPNOTSUPP | libc::ENOSYS);
+            if !unsupported {
                 return Err(e);
+            }
+            if batch_only {
+                // No classic QP posts these ops: the caller learns that
+                // the provider has none of them, typed.
+                return Err(
+                    Error::new("ibv_create_qp_ex", libc::EOPNOTSUPP).with_hint(format!(
+                        "the provider created no extended {:?} QP with the send ops {:?} ({})",
+                        self.qp_type,
+                        SendOps::from_bits_retain(self.send_ops),
+                        e
+                    )),
+                );
             }
         }
         // SAFETY: plain data.
@@ -249,6 +320,49 @@ impl<'a> QpBuilder<'a> {
         let raw = unsafe { sys::ibv_create_qp(self.pd.as_raw(), &mut attr) };
         let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_qp"))?;
         Ok(self.wrap(raw, attr.cap, None))
+    }
+
+    /// Refuses (`EOPNOTSUPP`) an atomic write or a flush the device does
+    /// not offer: libibverbs of rxe creates such a QP whatever its kernel
+    /// driver does, and a kernel without them fails the request only when
+    /// it executes it.
+    fn check_device_ops(&self) -> Result<()> {
+        let ops = SendOps::from_bits_retain(self.send_ops);
+        let mut missing = Vec::new();
+        let needs_caps = ops.contains(SendOps::ATOMIC_WRITE) || {
+            #[cfg(has_ibv_wr_flush)]
+            {
+                ops.contains(SendOps::FLUSH)
+            }
+            #[cfg(not(has_ibv_wr_flush))]
+            {
+                false
+            }
+        };
+        if !needs_caps {
+            return Ok(());
+        }
+        let attr = self.pd.context().query_device()?;
+        if ops.contains(SendOps::ATOMIC_WRITE) && !attr.atomic_write_supported() {
+            missing.push("ATOMIC_WRITE");
+        }
+        #[cfg(has_ibv_wr_flush)]
+        if ops.contains(SendOps::FLUSH)
+            && !attr.flush_supported(batch::FlushType::Global)
+            && !attr.flush_supported(batch::FlushType::Persistent)
+        {
+            missing.push("FLUSH");
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(
+            Error::new("ibv_create_qp_ex", libc::EOPNOTSUPP).with_hint(format!(
+                "the device does not offer {} (device_cap_flags_ex {:#x})",
+                missing.join(" nor "),
+                attr.as_raw().device_cap_flags_ex
+            )),
+        )
     }
 
     /// Refuses a CQ or SRQ of another context than the PD's.
@@ -295,6 +409,9 @@ impl<'a> QpBuilder<'a> {
             },
             sge_list_lengths_equal: ex.is_some()
                 && crate::provider::rxe_sge_list_is_broken(self.pd.context()),
+            inline_list_copied: ex.is_some()
+                && crate::provider::rxe_inline_list_is_broken(self.pd.context()),
+            max_tso_header: self.max_tso_header,
             ud_count: (self.qp_type == QpType::Ud)
                 .then(|| self.pd.inner.ud.add_qp(cap.max_send_wr)),
             _pd: self.pd.clone(),
@@ -328,6 +445,12 @@ pub struct QueuePair {
     /// as its SGE count times the first SGE's (rxe before rdma-core v64):
     /// batches then take lists of equal lengths only.
     sge_list_lengths_equal: bool,
+    /// Whether the provider's `ibv_wr_set_inline_data_list` sends no bytes
+    /// and bounds each buffer alone, not their sum (rxe before rdma-core
+    /// v64): batches then copy the list into one buffer and set that.
+    inline_list_copied: bool,
+    /// The longest header of a TSO send (the builder's `max_tso_header`).
+    max_tso_header: u16,
     /// A UD QP's send counts, by which its PD tells when a dropped address
     /// handle can no longer be named by a queued request (`crate::retire`).
     ud_count: Option<Arc<UdSendCount>>,
@@ -386,6 +509,7 @@ impl QueuePair {
             caps: QpCaps::default(),
             sq_sig_all: false,
             send_ops: 0,
+            max_tso_header: 0,
         }
     }
 

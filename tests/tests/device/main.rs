@@ -57,6 +57,7 @@ mod umad_receive;
 mod umad_smi;
 mod unsupported;
 mod wq;
+mod wr_ext;
 mod xrc;
 
 fn main() -> std::process::ExitCode {
@@ -75,6 +76,7 @@ fn main() -> std::process::ExitCode {
         qp_post::TESTS,
         qp_errors::TESTS,
         qp_ext::TESTS,
+        wr_ext::TESTS,
         mr::TESTS,
         mr_placement::TESTS,
         srq::TESTS,
