@@ -274,7 +274,7 @@ impl Context {
     }
 
     /// Whether the device's transport is iWARP.
-    fn is_iwarp(&self) -> bool {
+    pub(crate) fn is_iwarp(&self) -> bool {
         // SAFETY: an open context points to its device.
         unsafe { (*(*self.as_raw()).device).transport_type == sys::IBV_TRANSPORT_IWARP }
     }

@@ -168,6 +168,11 @@ enum Memory {
     Owned(ManuallyDrop<Pages>),
     /// Provided by the caller of `from_raw_parts`, who frees it.
     Borrowed,
+    /// Another owner's memory, kept allocated by this hold (a
+    /// `LibBuffer`'s, rdma-core v65 and newer), released after
+    /// deregistration.
+    #[cfg_attr(not(has_ibv_alloc_buf), allow(dead_code))]
+    Kept(ManuallyDrop<Box<dyn std::any::Any + Send + Sync>>),
 }
 
 // SAFETY: the region's memory is reached only through atomic copies or
@@ -566,14 +571,19 @@ impl Drop for MemoryRegion {
         } else {
             std::mem::forget(retired);
         }
-        if let Memory::Owned(pages) = &mut self.memory {
-            if rc == 0 {
+        // If deregistration failed the device may still reach the memory:
+        // it is leaked rather than unmapped or released.
+        match &mut self.memory {
+            Memory::Owned(pages) if rc == 0 => {
                 // SAFETY: taken once, here, and the field is never used
                 // again: the region is being dropped.
                 drop(unsafe { ManuallyDrop::take(pages) });
             }
-            // If deregistration failed the device may still reach the memory:
-            // it is leaked rather than unmapped.
+            Memory::Kept(hold) if rc == 0 => {
+                // SAFETY: as above.
+                drop(unsafe { ManuallyDrop::take(hold) });
+            }
+            _ => {}
         }
     }
 }

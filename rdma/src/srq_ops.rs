@@ -145,7 +145,21 @@ impl SharedReceiveQueue {
     /// is called. On failure the error says which operation was refused;
     /// it and the ones after it were not posted, the ones before it were.
     /// An empty slice posts nothing.
-    pub fn post_srq_ops(&self, ops: &mut [SrqOp<'_>]) -> Result<()> {
+    ///
+    /// # Safety
+    /// The provider trusts what the operations name, beyond what this call
+    /// can check (mlx5, the one provider with tag matching, indexes its tag
+    /// table by the handle without a bound, and writes a small matched
+    /// message into the added buffer with the CPU when its completion is
+    /// polled). The caller guarantees that:
+    /// - every [`SrqOp::remove_tag`] names a handle that a posted
+    ///   [`SrqOp::add_tag`] of this SRQ returned and that was not removed
+    ///   since;
+    /// - the buffers of every added tag are registered at their process
+    ///   address (no [`MrBuilder::iova`](crate::MrBuilder::iova)) and stay
+    ///   registered and allocated until the tag's message completed or the
+    ///   tag was removed, and an added tag names one SGE.
+    pub unsafe fn post_srq_ops(&self, ops: &mut [SrqOp<'_>]) -> Result<()> {
         const VERB: &str = "ibv_post_srq_ops";
         if !self.is_tag_matching() {
             return Err(Error::invalid(
@@ -161,7 +175,8 @@ impl SharedReceiveQueue {
         // SAFETY: a live SRQ; `link_list` linked the operations of `ops`
         // into a NULL-terminated list at `head`, borrowed mutably for the
         // call (the provider writes the handles into it); added buffers are
-        // SGEs of registered memory, borrowed for the call (see crate::mr).
+        // SGEs of registered memory; the handles and the buffers' lifetimes
+        // past the call are the caller's (this function's contract).
         let rc = unsafe { sys::ibv_post_srq_ops(self.as_raw(), head, &mut bad) };
         if rc == 0 {
             return Ok(());

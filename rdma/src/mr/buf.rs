@@ -36,6 +36,8 @@ struct BufInner {
     len: usize,
     /// Whether a region over the buffer exists.
     registered: AtomicBool,
+    /// Whether a region over the buffer was ever made.
+    ever_registered: AtomicBool,
 }
 
 // SAFETY: the `ibv_buf` is written only by its allocation; its memory is
@@ -48,8 +50,19 @@ unsafe impl Sync for BufInner {}
 
 impl Drop for BufInner {
     fn drop(&mut self) {
-        // SAFETY: freed once, after its region (which holds this Arc) is
-        // deregistered.
+        // Where the provider has no allocator of its own the buffer is heap
+        // memory (libibverbs' `posix_memalign`), which `ibv_free_buf` hands
+        // back to the allocator. On iWARP a placement already past its key
+        // check may still land after deregistration (siw: see the module
+        // docs of `mr`, "What deregistration fences"), and it would land in
+        // whatever the allocator gave that memory to next: a buffer that
+        // was ever registered on an iWARP device is therefore leaked.
+        if self.ever_registered.load(Ordering::Acquire) && self.pd.context().is_iwarp() {
+            return;
+        }
+        // SAFETY: freed once, after its region (which holds this Arc) was
+        // deregistered: a region whose deregistration failed leaks its hold
+        // (`Memory::Kept`), so this runs only if every region is gone.
         unsafe { sys::ibv_free_buf(self.raw.as_ptr()) };
     }
 }
@@ -75,6 +88,7 @@ impl LibBuffer {
                 addr,
                 len,
                 registered: AtomicBool::new(false),
+                ever_registered: AtomicBool::new(false),
             }),
         })
     }
@@ -146,6 +160,7 @@ impl LibBuffer {
                 "the buffer has a region already: two regions over one memory would race their copies",
             ));
         }
+        self.inner.ever_registered.store(true, Ordering::Release);
         let guard = Registered(self.inner.clone());
         // SAFETY: `off + len` lies inside the buffer (checked above).
         let addr = unsafe { self.as_ptr().add(off) };
@@ -170,8 +185,11 @@ impl LibBuffer {
         // read by libibverbs' deregistration only for regions of process
         // memory, where it already holds this value.
         unsafe { (*raw.as_ptr()).addr = addr.cast() };
-        let mr = MemoryRegion::assemble(raw, super::Memory::Borrowed, access, None, self.pd());
-        Ok(BufMemoryRegion { mr, _buf: guard })
+        // The region holds the buffer until it is deregistered; if that
+        // fails, the hold is leaked with it (the device may still reach it).
+        let kept = super::Memory::Kept(std::mem::ManuallyDrop::new(Box::new(guard)));
+        let mr = MemoryRegion::assemble(raw, kept, access, None, self.pd());
+        Ok(BufMemoryRegion { mr })
     }
 }
 
@@ -223,9 +241,9 @@ impl Drop for Registered {
 /// [`MemoryRegion`] (through `Deref`) that keeps its buffer allocated until
 /// it is deregistered.
 pub struct BufMemoryRegion {
-    // Dropped first: deregistered before the buffer is released.
+    // Its memory is `Memory::Kept`: the buffer's hold, released after
+    // deregistration.
     mr: MemoryRegion,
-    _buf: Registered,
 }
 
 impl Deref for BufMemoryRegion {

@@ -88,6 +88,14 @@ impl<'pd> MrBuilder<'pd> {
         if let Some(iova) = self.iova {
             check_iova(iova, self.len, page_size())?;
         }
+        // Headers with DMA handles but without the registration that takes
+        // one: the handle is refused, not dropped silently.
+        #[cfg(all(has_ibv_alloc_dmah, not(has_ibv_reg_mr_ex)))]
+        if self.dmah.is_some() {
+            return Err(Error::new("ibv_reg_mr_ex", libc::EOPNOTSUPP).with_hint(
+                "the rdma-core headers of this build have DMA handles but no ibv_reg_mr_ex",
+            ));
+        }
         #[cfg(all(has_ibv_alloc_dmah, has_ibv_reg_mr_ex))]
         if let Some(dmah) = &self.dmah {
             crate::pd::same_context(

@@ -111,7 +111,7 @@ impl MemoryRegion {
         }
         let pages = match change.len {
             None => None,
-            Some(_) if matches!(self.memory, Memory::Borrowed) => return Err(Error::invalid(
+            Some(_) if matches!(self.memory, Memory::Borrowed | Memory::Kept(_)) => return Err(Error::invalid(
                 verb,
                 "the memory of a region of from_raw_parts is the caller's: it cannot be replaced",
             )),

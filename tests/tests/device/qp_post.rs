@@ -407,6 +407,15 @@ pub fn batch_refuses_ops_the_qp_was_not_created_with(env: &TestEnv) -> TestResul
         e.errno() == libc::EINVAL && e.to_string().contains("send_ud"),
         "{e}"
     );
+    // A TSO send cannot carry an address either: refused as a UD send,
+    // before the QP's missing TSO op is looked at.
+    let mut batch = u.wr_batch()?;
+    batch.send_tso(20, SendFlags::SIGNALED, &[0; 14], 1024, &s);
+    let e = refused(batch.complete(), "a UD TSO send")?;
+    check!(
+        e.errno() == libc::EINVAL && e.to_string().contains("send_ud"),
+        "{e}"
+    );
     let again = open(env)?;
     let other_ah = AddressHandle::new(&ProtectionDomain::new(&again)?, &Path::to_gid(gid, idx, 1))?;
     let mut batch = u.wr_batch()?;

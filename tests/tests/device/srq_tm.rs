@@ -49,13 +49,16 @@ pub fn tag_matching_srq_is_not_supported_and_leaves_nothing(env: &TestEnv) -> Te
             SrqOp::sync(4, 0),
         ];
         refused(
-            basic.post_srq_ops(&mut ops),
+            // SAFETY: refused before the provider (a basic SRQ): no handle
+            // or buffer reaches it.
+            unsafe { basic.post_srq_ops(&mut ops) },
             "ibv_post_srq_ops",
             libc::EINVAL,
             "tag-matching SRQ",
         )?;
         refused(
-            basic.post_srq_ops(&mut []),
+            // SAFETY: as above, and no operation at all.
+            unsafe { basic.post_srq_ops(&mut []) },
             "ibv_post_srq_ops",
             libc::EINVAL,
             "tag-matching SRQ",

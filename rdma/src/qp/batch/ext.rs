@@ -171,7 +171,14 @@ impl WrBatch<'_> {
         mss: u16,
         sge: &Sge<'_>,
     ) -> &mut Self {
-        let why = self.needs(SendOps::TSO, "ibv_wr_send_tso").or_else(|| {
+        // On UD the send would need an address, which this call cannot
+        // take (a provider that grants TSO on UD is refused here).
+        let why = if self.ud {
+            Some(Refusal::UdNeedsAddress)
+        } else {
+            self.needs(SendOps::TSO, "ibv_wr_send_tso")
+        }
+        .or_else(|| {
             (hdr.len() > self.max_tso_header as usize)
                 .then_some(Refusal::TsoHeaderTooLong(hdr.len(), self.max_tso_header))
         });
