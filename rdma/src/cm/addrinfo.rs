@@ -16,13 +16,12 @@
 //! there. Both need the kernel's `RDMA_USER_CM_CMD_WRITE_CM_EVENT` (the
 //! resolution delivers its event through it).
 
-use std::ffi::{CStr, CString};
 use std::ptr::{self, NonNull};
 
 use rdmacm_sys as cm;
 
-use super::{AddrHints, AddrInfo, CmEventKind, CmId, PortSpace};
-use crate::{Error, IpFamily, Result};
+use super::{ep, AddrHints, AddrInfo, CmEventKind, CmId};
+use crate::{Error, Result};
 
 impl CmId {
     /// Starts resolving `node` (a host name or numeric address) and
@@ -46,19 +45,13 @@ impl CmId {
         hints: &AddrHints,
     ) -> Result<()> {
         const VERB: &str = "rdma_resolve_addrinfo";
-        let c = |s: Option<&str>, what: &str| -> Result<Option<CString>> {
-            s.map(CString::new)
-                .transpose()
-                .map_err(|_| Error::invalid(VERB, format!("the {what} holds a NUL byte")))
-        };
-        let (node_c, service_c) = (c(node, "node")?, c(service, "service")?);
-        let h = raw_hints(hints);
-        let as_ptr = |s: &Option<CString>| s.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        let (node_c, service_c) = ep::c_names(VERB, node, service)?;
+        let h = hints.to_raw();
         // SAFETY: a live id; NUL-terminated strings or NULL and complete
         // hints, all read during the call only; the channel's lock is held,
         // so no event of the id is processed meanwhile.
         let r = self.channel().inner.locked(|| unsafe {
-            cm::rdma_resolve_addrinfo(self.as_raw(), as_ptr(&node_c), as_ptr(&service_c), &h)
+            cm::rdma_resolve_addrinfo(self.as_raw(), ep::c_ptr(&node_c), ep::c_ptr(&service_c), &h)
         });
         if r == 0 {
             return Ok(());
@@ -113,31 +106,6 @@ impl CmId {
     }
 }
 
-/// The C hints of `hints`, as [`AddrInfo::resolve`] makes them.
-fn raw_hints(hints: &AddrHints) -> cm::rdma_addrinfo {
-    // SAFETY: plain data; zero is valid for every field.
-    let mut h: cm::rdma_addrinfo = unsafe { std::mem::zeroed() };
-    let mut flags = 0;
-    if hints.passive {
-        flags |= cm::RAI_PASSIVE;
-    }
-    if hints.numeric_host {
-        flags |= cm::RAI_NUMERICHOST;
-    }
-    h.ai_flags = flags as i32;
-    h.ai_family = match hints.family {
-        None => 0,
-        Some(IpFamily::V4) => libc::AF_INET,
-        Some(IpFamily::V6) => libc::AF_INET6,
-    };
-    h.ai_port_space = hints.port_space.raw() as i32;
-    h.ai_qp_type = match hints.port_space {
-        PortSpace::Udp | PortSpace::IpoIb => crate::sys::IBV_QPT_UD,
-        PortSpace::Tcp | PortSpace::Ib => crate::sys::IBV_QPT_RC,
-    } as i32;
-    h
-}
-
 /// The error of a resolution that did not start. librdmacm reports the
 /// resolver's failures as a negative `getaddrinfo` code in errno.
 fn resolve_error(verb: &'static str, node: Option<&str>, service: Option<&str>) -> Error {
@@ -158,35 +126,7 @@ fn resolve_error(verb: &'static str, node: Option<&str>, service: Option<&str>) 
     let why = if code == -1 {
         "the resolver failed".into()
     } else {
-        // SAFETY: gai_strerror returns a static NUL-terminated string for
-        // any code.
-        unsafe { CStr::from_ptr(libc::gai_strerror(code)) }.to_string_lossy()
+        ep::gai_reason(code)
     };
-    Error::new(verb, libc::EADDRNOTAVAIL).with_hint(format!(
-        "{} {}: {why}",
-        node.unwrap_or("(any)"),
-        service.unwrap_or("(any)")
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hints_carry_flags_family_and_port_space() {
-        let h = raw_hints(&AddrHints {
-            passive: true,
-            numeric_host: true,
-            family: Some(IpFamily::V6),
-            port_space: PortSpace::Udp,
-        });
-        assert_eq!(h.ai_flags, (cm::RAI_PASSIVE | cm::RAI_NUMERICHOST) as i32);
-        assert_eq!(h.ai_family, libc::AF_INET6);
-        assert_eq!(h.ai_port_space, cm::RDMA_PS_UDP as i32);
-        assert_eq!(h.ai_qp_type, crate::sys::IBV_QPT_UD as i32);
-        let h = raw_hints(&AddrHints::default());
-        assert_eq!((h.ai_flags, h.ai_family), (0, 0));
-        assert_eq!(h.ai_qp_type, crate::sys::IBV_QPT_RC as i32);
-    }
+    ep::unresolved(verb, &why, node, service)
 }

@@ -55,6 +55,32 @@ impl AddrHints {
             ..AddrHints::default()
         }
     }
+
+    /// The C hints (`struct rdma_addrinfo` with its hint fields set), as
+    /// `rdma_getaddrinfo` and `rdma_resolve_addrinfo` take them.
+    pub(crate) fn to_raw(self) -> cm::rdma_addrinfo {
+        // SAFETY: plain data; zero is valid for every field.
+        let mut h: cm::rdma_addrinfo = unsafe { std::mem::zeroed() };
+        let mut flags = 0;
+        if self.passive {
+            flags |= cm::RAI_PASSIVE;
+        }
+        if self.numeric_host {
+            flags |= cm::RAI_NUMERICHOST;
+        }
+        h.ai_flags = flags as i32;
+        h.ai_family = match self.family {
+            None => 0,
+            Some(IpFamily::V4) => libc::AF_INET,
+            Some(IpFamily::V6) => libc::AF_INET6,
+        };
+        h.ai_port_space = self.port_space.raw() as i32;
+        h.ai_qp_type = match self.port_space {
+            PortSpace::Udp | PortSpace::IpoIb => crate::sys::IBV_QPT_UD,
+            PortSpace::Tcp | PortSpace::Ib => crate::sys::IBV_QPT_RC,
+        } as i32;
+        h
+    }
 }
 
 /// The addresses `rdma_getaddrinfo` found: a list whose first entry
@@ -95,36 +121,12 @@ impl AddrInfo {
         hints: &AddrHints,
     ) -> Result<AddrInfo> {
         const VERB: &str = "rdma_getaddrinfo";
-        let c = |s: Option<&str>, what: &str| -> Result<Option<CString>> {
-            s.map(CString::new)
-                .transpose()
-                .map_err(|_| Error::invalid(VERB, format!("the {what} holds a NUL byte")))
-        };
-        let (node_c, service_c) = (c(node, "node")?, c(service, "service")?);
-        // SAFETY: plain data; zero is valid for every field.
-        let mut h: cm::rdma_addrinfo = unsafe { std::mem::zeroed() };
-        h.ai_flags = (if hints.passive { cm::RAI_PASSIVE } else { 0 }
-            | if hints.numeric_host {
-                cm::RAI_NUMERICHOST
-            } else {
-                0
-            }) as i32;
-        h.ai_family = match hints.family {
-            None => 0,
-            Some(IpFamily::V4) => libc::AF_INET,
-            Some(IpFamily::V6) => libc::AF_INET6,
-        };
-        h.ai_port_space = hints.port_space.raw() as i32;
-        h.ai_qp_type = match hints.port_space {
-            PortSpace::Udp | PortSpace::IpoIb => crate::sys::IBV_QPT_UD,
-            PortSpace::Tcp | PortSpace::Ib => crate::sys::IBV_QPT_RC,
-        } as i32;
-        let as_ptr = |s: &Option<CString>| s.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        let (node_c, service_c) = c_names(VERB, node, service)?;
+        let h = hints.to_raw();
         let mut res = ptr::null_mut();
         // SAFETY: NUL-terminated strings or NULL, live for the call;
         // complete hints; `res` is writable and set only on success.
-        let ret =
-            unsafe { cm::rdma_getaddrinfo(as_ptr(&node_c), as_ptr(&service_c), &h, &mut res) };
+        let ret = unsafe { cm::rdma_getaddrinfo(c_ptr(&node_c), c_ptr(&service_c), &h, &mut res) };
         if ret != 0 {
             return Err(gai_error(ret, node, service));
         }
@@ -187,14 +189,51 @@ fn gai_error(ret: i32, node: Option<&str>, service: Option<&str>) -> Error {
             e
         };
     }
+    unresolved(VERB, &gai_reason(ret), node, service)
+}
+
+/// The resolver's reason for its failure code `code` (`gai_strerror`).
+pub(crate) fn gai_reason(code: i32) -> String {
     // SAFETY: gai_strerror returns a static NUL-terminated string for any
     // code.
-    let why = unsafe { CStr::from_ptr(libc::gai_strerror(ret)) }.to_string_lossy();
-    Error::new(VERB, libc::EADDRNOTAVAIL).with_hint(format!(
+    unsafe { CStr::from_ptr(libc::gai_strerror(code)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The error of a resolution of `node` and `service` that found nothing:
+/// `EADDRNOTAVAIL`, with the resolver's reason `why`.
+pub(crate) fn unresolved(
+    verb: &'static str,
+    why: &str,
+    node: Option<&str>,
+    service: Option<&str>,
+) -> Error {
+    Error::new(verb, libc::EADDRNOTAVAIL).with_hint(format!(
         "{} {}: {why}",
         node.unwrap_or("(any)"),
         service.unwrap_or("(any)")
     ))
+}
+
+/// `node` and `service` as C strings for `verb`; a NUL byte in either is
+/// `EINVAL`.
+pub(crate) fn c_names(
+    verb: &'static str,
+    node: Option<&str>,
+    service: Option<&str>,
+) -> Result<(Option<CString>, Option<CString>)> {
+    let c = |s: Option<&str>, what: &str| -> Result<Option<CString>> {
+        s.map(CString::new)
+            .transpose()
+            .map_err(|_| Error::invalid(verb, format!("the {what} holds a NUL byte")))
+    };
+    Ok((c(node, "node")?, c(service, "service")?))
+}
+
+/// The pointer of a C string, NULL for none.
+pub(crate) fn c_ptr(s: &Option<CString>) -> *const std::ffi::c_char {
+    s.as_ref().map_or(ptr::null(), |s| s.as_ptr())
 }
 
 /// The QP an [`Endpoint`] makes (`struct ibv_qp_init_attr` of
@@ -674,5 +713,28 @@ impl AddrInfo {
     #[cfg(has_rdma_query_addrinfo)]
     pub(crate) unsafe fn from_raw(raw: NonNull<cm::rdma_addrinfo>) -> AddrInfo {
         AddrInfo { raw }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_carry_flags_family_and_port_space() {
+        let h = AddrHints {
+            passive: true,
+            numeric_host: true,
+            family: Some(IpFamily::V6),
+            port_space: PortSpace::Udp,
+        }
+        .to_raw();
+        assert_eq!(h.ai_flags, (cm::RAI_PASSIVE | cm::RAI_NUMERICHOST) as i32);
+        assert_eq!(h.ai_family, libc::AF_INET6);
+        assert_eq!(h.ai_port_space, cm::RDMA_PS_UDP as i32);
+        assert_eq!(h.ai_qp_type, crate::sys::IBV_QPT_UD as i32);
+        let h = AddrHints::default().to_raw();
+        assert_eq!((h.ai_flags, h.ai_family), (0, 0));
+        assert_eq!(h.ai_qp_type, crate::sys::IBV_QPT_RC as i32);
     }
 }
