@@ -279,21 +279,9 @@ impl Topology {
             .filter(|(_, n)| n.kind == NodeKind::Switch)
             .map(|(id, _)| id)
             .collect();
-        let mut tables: HashMap<NodeId, Vec<u8>> = HashMap::new();
-        let top = lids.max_lid();
-        for &s in &switches {
-            tables.insert(s, vec![UNROUTED; usize::from(top) + 1]);
-        }
+        let mut tables = unrouted_tables(&switches, lids);
         let mut load: HashMap<(NodeId, u8), u32> = HashMap::new();
-        let mut dests: Vec<(u16, NodeId, u8)> = lids
-            .iter()
-            .filter_map(|(guid, lid)| {
-                let (id, port) = self.end_port_of(guid)?;
-                Some((lid, id, port))
-            })
-            .collect();
-        dests.sort_unstable();
-        for (lid, dest, dport) in dests {
+        for (lid, dest, dport) in self.destinations(lids) {
             let hops = self.switch_hops_to(dest, dport);
             let to_switch = self.node(dest).kind == NodeKind::Switch;
             for &s in &switches {
@@ -321,6 +309,20 @@ impl Topology {
             }
         }
         Routes { tables }
+    }
+
+    /// The end ports of `lids` that are in the topology, by LID: (LID,
+    /// node, port).
+    fn destinations(&self, lids: &Lids) -> Vec<(u16, NodeId, u8)> {
+        let mut dests: Vec<(u16, NodeId, u8)> = lids
+            .iter()
+            .filter_map(|(guid, lid)| {
+                let (id, port) = self.end_port_of(guid)?;
+                Some((lid, id, port))
+            })
+            .collect();
+        dests.sort_unstable();
+        dests
     }
 
     /// The node and port of the end port with port GUID `guid`.
@@ -369,6 +371,12 @@ impl Topology {
 
 /// A linear forwarding table entry for a LID that is not routed.
 pub const UNROUTED: u8 = 0xff;
+
+/// A table of each of `switches` with every LID of `lids` unrouted.
+fn unrouted_tables(switches: &[NodeId], lids: &Lids) -> HashMap<NodeId, Vec<u8>> {
+    let len = usize::from(lids.max_lid()) + 1;
+    switches.iter().map(|&s| (s, vec![UNROUTED; len])).collect()
+}
 
 /// LIDs of end ports by port GUID, assigned once and kept: a port that
 /// comes back gets its LID again. LMC 0; unicast LIDs 1-0xbfff.

@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::{Lids, NodeId, NodeKind, Routes, Topology, UNROUTED};
+use super::{unrouted_tables, Lids, NodeId, NodeKind, Routes, Topology};
 
 /// Why up/down routes could not be computed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,21 +81,9 @@ impl Topology {
             v.sort_by_key(|id| key[id]);
             v
         };
-        let top = lids.max_lid();
-        let mut tables: HashMap<NodeId, Vec<u8>> = switches
-            .iter()
-            .map(|&s| (s, vec![UNROUTED; usize::from(top) + 1]))
-            .collect();
+        let mut tables = unrouted_tables(&switches, lids);
         let mut load: HashMap<(NodeId, u8), u32> = HashMap::new();
-        let mut dests: Vec<(u16, NodeId, u8)> = lids
-            .iter()
-            .filter_map(|(guid, lid)| {
-                let (id, port) = self.end_port_of(guid)?;
-                Some((lid, id, port))
-            })
-            .collect();
-        dests.sort_unstable();
-        for (lid, dest, dport) in dests {
+        for (lid, dest, dport) in self.destinations(lids) {
             // The switch the destination is, or hangs on, and its port to it.
             let (sd, last) = if self.node(dest).kind == NodeKind::Switch {
                 (dest, 0)
