@@ -30,6 +30,7 @@ mod rate;
 pub mod routing;
 mod run;
 mod sa;
+mod smi;
 mod state;
 pub mod subnet;
 mod sweep;

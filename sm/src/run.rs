@@ -5,8 +5,9 @@ use std::sync::{Arc, RwLock};
 use rdma::mad::{class, Method, SmInfo};
 use rdma::umad::{AsyncPort, IsSm, Port, Registration};
 
+use crate::smi;
 use crate::state::{self, Subnet};
-use crate::sweep::{self, Sm};
+use crate::sweep::Sm;
 use crate::{sa, Config, Error};
 
 /// The CA and port the SM runs on: the one whose port GUID is
@@ -78,12 +79,12 @@ pub async fn run(config: Config) -> Result<(), Error> {
     let smi_dr = Arc::new(smi_dr);
     let smi_lid = Arc::new(smi_lid);
     let traps = Arc::new(tokio::sync::Notify::new());
-    tokio::spawn(sweep::serve_smi(
+    tokio::spawn(smi::serve_smi(
         smi_dr.clone(),
         sm_info.clone(),
         traps.clone(),
     ));
-    tokio::spawn(sweep::serve_smi(
+    tokio::spawn(smi::serve_smi(
         smi_lid.clone(),
         sm_info.clone(),
         traps.clone(),
