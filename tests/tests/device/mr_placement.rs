@@ -344,22 +344,27 @@ pub fn advise_checks_its_ranges(env: &TestEnv) -> TestResult {
     Ok(Outcome::Passed)
 }
 
-/// On-demand paging: a region registered ON_DEMAND, prefetched with
-/// `advise`, then a remote WRITE into pages the process never touched
-/// before registration, read back by copies and by an RDMA READ. Where the
-/// device has no ODP (rxe before kernel 6.14, siw) registration fails with
-/// a typed error naming ON_DEMAND, and the device's ODP capabilities are
-/// empty: both checked.
-pub fn on_demand_region_takes_writes_into_untouched_pages(env: &TestEnv) -> TestResult {
-    let p = RcPair::new(env)?;
+/// An ON_DEMAND region of four pages on `p`'s PD, or the skip where the
+/// device has no ODP: then registration fails with a typed error naming
+/// ON_DEMAND and the device's ODP capabilities are empty (both checked).
+fn on_demand_region(env: &TestEnv, p: &RcPair) -> R<Result<MemoryRegion, Outcome>> {
     let caps = p.ctx.query_device()?.odp_caps();
-    let pg = page();
-    let len = 4 * pg;
-    let odp = match MemoryRegion::builder(&p.pd, len)
+    match MemoryRegion::builder(&p.pd, 4 * page())
         .access(ACCESS | AccessFlags::ON_DEMAND)
         .build()
     {
-        Ok(mr) => mr,
+        Ok(mr) => {
+            check!(
+                caps.supported(),
+                "an ODP region registered on a device reporting {caps:?}"
+            );
+            check!(
+                caps.rc
+                    .contains(rdma::OdpTransportCaps::WRITE | rdma::OdpTransportCaps::READ),
+                "RC ODP caps {caps:?}"
+            );
+            Ok(Ok(mr))
+        }
         Err(e) => {
             check!(
                 e.verb() == "ibv_reg_mr" && matches!(e.errno(), libc::EOPNOTSUPP | libc::EINVAL),
@@ -373,47 +378,76 @@ pub fn on_demand_region_takes_writes_into_untouched_pages(env: &TestEnv) -> Test
                 !caps.supported(),
                 "ODP refused though the device reports {caps:?}: {e}"
             );
-            return Ok(Outcome::Skipped(format!(
+            Ok(Err(Outcome::Skipped(format!(
                 "{} has no on-demand paging on kernel {} (odp_caps {caps:?}; typed {e} checked)",
                 env.device,
                 kernel()
-            )));
+            ))))
         }
+    }
+}
+
+/// On-demand paging: a region registered ON_DEMAND, its first page
+/// prefetched with `advise`, then a remote WRITE into each of the three
+/// pages the process never touched (one packet at each page's start), each
+/// read back by copies and by an RDMA READ, and the bytes around them
+/// still zero. Where the device has no ODP (rxe before kernel 6.14, siw),
+/// the typed error and empty capabilities are checked and the test skips.
+pub fn on_demand_region_takes_writes_into_untouched_pages(env: &TestEnv) -> TestResult {
+    let p = RcPair::new(env)?;
+    let odp = match on_demand_region(env, &p)? {
+        Ok(mr) => mr,
+        Err(skip) => return Ok(skip),
     };
-    check!(
-        caps.supported(),
-        "an ODP region registered on a device reporting {caps:?}"
-    );
-    check!(
-        caps.rc
-            .contains(rdma::OdpTransportCaps::WRITE | rdma::OdpTransportCaps::READ),
-        "RC ODP caps {caps:?}"
-    );
-    // Prefetch the first page only; the others stay untouched until the
-    // device writes them.
+    let pg = page();
     odp.advise(Advice::PrefetchWrite, AdviseFlags::FLUSH, 0..pg)?;
-    // One packet (256 bytes) at the start of page 2, never touched.
-    let first = pattern(256, 5);
-    p.mr_a.write(0, &first)?;
-    let s = [p.mr_a.sge(0..256)?];
-    p.qp_a.post_send(&mut [
-        SendWr::rdma_write(1, &s, odp.remote(2 * pg..2 * pg + 256)?).signaled()
-    ])?;
-    wait(&p.cq_a, 1)?;
-    check!(
-        odp.to_vec(2 * pg..2 * pg + 256)? == first,
-        "a WRITE into an untouched page differs"
-    );
-    let d = [p.mr_a.sge(8192..8192 + 256)?];
-    p.qp_a
-        .post_send(&mut [SendWr::rdma_read(2, &d, odp.remote(2 * pg..2 * pg + 256)?).signaled()])?;
-    wait(&p.cq_a, 1)?;
-    check!(
-        p.mr_a.to_vec(8192..8192 + 256)? == first,
-        "the READ of the ODP page differs"
-    );
-    // Many packets, across pages, off a page boundary, into page 1 and 3
-    // (untouched) and page 2.
+    // One packet each: 256 bytes, under every path MTU.
+    let n = 256;
+    for (i, page_no) in [1usize, 2, 3].into_iter().enumerate() {
+        let at = page_no * pg;
+        let data = pattern(n, 5 + i as u8);
+        p.mr_a.write(0, &data)?;
+        let s = [p.mr_a.sge(0..n)?];
+        p.qp_a.post_send(&mut [
+            SendWr::rdma_write(10 + i as u64, &s, odp.remote(at..at + n)?).signaled(),
+        ])?;
+        wait(&p.cq_a, 1)?;
+        check!(
+            odp.to_vec(at..at + n)? == data,
+            "a WRITE at the start of untouched page {page_no} differs"
+        );
+        let d = [p.mr_a.sge(8192..8192 + n)?];
+        p.qp_a.post_send(&mut [
+            SendWr::rdma_read(20 + i as u64, &d, odp.remote(at..at + n)?).signaled(),
+        ])?;
+        wait(&p.cq_a, 1)?;
+        check!(
+            p.mr_a.to_vec(8192..8192 + n)? == data,
+            "the READ of untouched page {page_no} differs"
+        );
+    }
+    // Nothing landed outside the three WRITEs.
+    let all = odp.to_vec(..)?;
+    for (i, &b) in all.iter().enumerate() {
+        let written = i >= pg && i % pg < n;
+        check!(written || b == 0, "byte {i} outside the WRITEs is {b}");
+    }
+    Ok(Outcome::Passed)
+}
+
+/// On-demand paging across pages: a many-packet WRITE off a page boundary
+/// that spans three pages of an ON_DEMAND region (two never touched), read
+/// back by copies and by an RDMA READ, the bytes before it still zero.
+/// rxe on kernel 7.2 misplaces it (its `__rxe_odp_mr_copy` ignores the
+/// in-page offset): the test measures that and reports it as a skip
+/// naming the bytes misplaced.
+pub fn on_demand_write_off_a_page_boundary_spans_pages(env: &TestEnv) -> TestResult {
+    let p = RcPair::new(env)?;
+    let odp = match on_demand_region(env, &p)? {
+        Ok(mr) => mr,
+        Err(skip) => return Ok(skip),
+    };
+    let pg = page();
     let n = 2 * pg + 64;
     let at = pg + 32;
     let data = pattern(n, 6);
@@ -430,16 +464,16 @@ pub fn on_demand_region_takes_writes_into_untouched_pages(env: &TestEnv) -> Test
         // were misplaced by the device (a copy that ignores the in-page
         // offset puts them at the page start).
         let outside = odp.to_vec(pg..at)?.iter().filter(|&&b| b != 0).count();
-        if outside > 0 {
+        if outside > 0 && env.provider == Provider::Rxe {
             return Ok(Outcome::Skipped(format!(
-                "rxe ODP on kernel {}: a one-packet WRITE and READ at a page start of an untouched page are right (checked); a {n}-byte WRITE at offset {at} misplaces {wrong} bytes from byte {first_wrong}, and {outside} bytes land before it at the page start: the kernel's __rxe_odp_mr_copy ignores the in-page offset",
+                "rxe ODP on kernel {}: a {n}-byte WRITE at offset {at} misplaces {wrong} bytes from byte {first_wrong}, and {outside} bytes land before it at the page start: the kernel's __rxe_odp_mr_copy ignores the in-page offset (one-packet WRITEs at page starts are right: on_demand_region_takes_writes_into_untouched_pages)",
                 kernel()
             )));
         }
-        fail!("the WRITE into untouched pages differs in {wrong} of {n} bytes, from byte {first_wrong}");
+        fail!("the WRITE into untouched pages differs in {wrong} of {n} bytes, from byte {first_wrong} ({outside} bytes before it changed)");
     }
     check!(
-        odp.to_vec(..pg)?.iter().all(|&b| b == 0),
+        odp.to_vec(..at)?.iter().all(|&b| b == 0),
         "bytes before the WRITE changed"
     );
     let d = [p.mr_a.sge(8192..8192 + n)?];
@@ -646,6 +680,7 @@ rdma_tests::tests!(
     rereg_changes_or_leaves_the_region_usable,
     advise_checks_its_ranges,
     on_demand_region_takes_writes_into_untouched_pages,
+    on_demand_write_off_a_page_boundary_spans_pages,
     null_region_drops_what_it_receives,
     dmabuf_registration_keeps_the_descriptor,
 );
