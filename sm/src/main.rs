@@ -40,7 +40,8 @@ struct Args {
     #[arg(short = 'p', long = "priority", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=15))]
     priority: u8,
     /// The unicast routing engines to try, in order, as OpenSM's -R: minhop
-    /// (shortest paths) and updn (up/down: no credit loops), comma-separated.
+    /// (shortest paths), updn (up/down: no credit loops) and ftree (fat
+    /// trees: up/down from the top level), comma-separated.
     #[arg(short = 'R', long = "routing_engine", default_value = "minhop", value_delimiter = ',', value_parser = |s: &str| s.parse::<rdma_sm::RoutingEngine>())]
     routing: Vec<rdma_sm::RoutingEngine>,
     /// A file of the GUIDs of up/down's root switches (one a line), as
@@ -153,10 +154,11 @@ mod tests {
         assert_eq!(a.guid, Some(0x0002_c903_00a0_b0c1));
         assert_eq!((a.sweep, a.once, a.priority, a.verbose), (5, true, 7, 2));
         assert_eq!(a.routing, [rdma_sm::RoutingEngine::MinHop]);
-        let a = Args::try_parse_from(["sm", "-R", "updn,minhop", "-a", "roots"]).unwrap();
+        let a = Args::try_parse_from(["sm", "-R", "ftree,updn,minhop", "-a", "roots"]).unwrap();
         assert_eq!(
             a.routing,
             [
+                rdma_sm::RoutingEngine::FatTree,
                 rdma_sm::RoutingEngine::UpDown,
                 rdma_sm::RoutingEngine::MinHop
             ]
@@ -168,7 +170,7 @@ mod tests {
             &["sm", "-p", "16"],
             &["sm", "-g", "0x1", "-C", "mlx5_0"],
             &["sm", "-s", "-1"],
-            &["sm", "-R", "ftree"],
+            &["sm", "-R", "dor"],
             &["sm", "-R", "updn,,minhop"],
         ] {
             assert!(Args::try_parse_from(bad).is_err(), "{bad:?}");

@@ -15,6 +15,11 @@ pub enum RoutingEngine {
     /// `updn`: up/down from the roots ([`Config::roots`](crate::Config),
     /// or the middle of the subnet): no credit loop on any topology.
     UpDown,
+    /// `ftree`: on a fat tree, up/down from every top switch, found from
+    /// the leaves (the switches with CAs): the shortest routes, no credit
+    /// loop, spread over the links up. Refuses a subnet that is no fat
+    /// tree, so that the next engine of the list routes it.
+    FatTree,
 }
 
 impl RoutingEngine {
@@ -23,6 +28,7 @@ impl RoutingEngine {
         match self {
             RoutingEngine::MinHop => "minhop",
             RoutingEngine::UpDown => "updn",
+            RoutingEngine::FatTree => "ftree",
         }
     }
 }
@@ -39,8 +45,9 @@ impl FromStr for RoutingEngine {
         match s {
             "minhop" => Ok(RoutingEngine::MinHop),
             "updn" => Ok(RoutingEngine::UpDown),
+            "ftree" => Ok(RoutingEngine::FatTree),
             _ => Err(format!(
-                "no routing engine {s:?} (there are minhop and updn)"
+                "no routing engine {s:?} (there are minhop, updn and ftree)"
             )),
         }
     }
@@ -79,6 +86,10 @@ pub(crate) fn route(
                 Ok(r) => return (r, engine),
                 Err(e) => tracing::warn!("routing engine updn failed: {e}; trying the next"),
             },
+            RoutingEngine::FatTree => match topo.fat_tree_routes(lids) {
+                Ok(r) => return (r, engine),
+                Err(e) => tracing::warn!("routing engine ftree failed: {e}; trying the next"),
+            },
         }
     }
     tracing::warn!("no routing engine of the list routed the subnet: minhop");
@@ -93,10 +104,8 @@ mod tests {
     #[test]
     fn engine_names_and_root_files_parse_as_opensm_writes_them() {
         assert_eq!("updn".parse(), Ok(RoutingEngine::UpDown));
-        assert!("ftree"
-            .parse::<RoutingEngine>()
-            .unwrap_err()
-            .contains("ftree"));
+        assert_eq!("ftree".parse(), Ok(RoutingEngine::FatTree));
+        assert!("dor".parse::<RoutingEngine>().unwrap_err().contains("dor"));
         assert_eq!(
             parse_root_guids("# roots\n0x0002c90300000001\n\n2c90300000002 # spine 2\n"),
             Ok(vec![0x0002_c903_0000_0001, 0x2_c903_0000_0002])
@@ -125,5 +134,42 @@ mod tests {
         assert_eq!(r, t.min_hop_routes(&lids));
         let (_, e) = route(&t, &lids, &[RoutingEngine::UpDown], &[]);
         assert_eq!(e, RoutingEngine::UpDown);
+    }
+
+    /// OpenSM's list `ftree,updn,minhop`: a ring is no fat tree, so up/down
+    /// routes it; a fat tree is routed by ftree.
+    #[test]
+    fn ftree_routes_a_fat_tree_and_leaves_a_ring_to_the_next() {
+        let list = [
+            RoutingEngine::FatTree,
+            RoutingEngine::UpDown,
+            RoutingEngine::MinHop,
+        ];
+        let mut ring = Topology::new();
+        let s: Vec<_> = (0..4)
+            .map(|i| ring.add_node(0x10 + i, NodeKind::Switch, 3))
+            .collect();
+        for i in 0..4 {
+            ring.link(s[i], 1, s[(i + 1) % 4], 2).unwrap();
+            let h = ring.add_node(0x100 + i as u64, NodeKind::Ca, 1);
+            ring.link(s[i], 3, h, 1).unwrap();
+        }
+        let mut lids = Lids::new();
+        lids.assign(&ring);
+        assert_eq!(route(&ring, &lids, &list, &[]).1, RoutingEngine::UpDown);
+
+        let mut tree = Topology::new();
+        let spine = tree.add_node(0x10, NodeKind::Switch, 2);
+        for i in 0..2u8 {
+            let leaf = tree.add_node(0x20 + u64::from(i), NodeKind::Switch, 2);
+            tree.link(spine, 1 + i, leaf, 1).unwrap();
+            let h = tree.add_node(0x100 + u64::from(i), NodeKind::Ca, 1);
+            tree.link(leaf, 2, h, 1).unwrap();
+        }
+        let mut lids = Lids::new();
+        lids.assign(&tree);
+        let (r, e) = route(&tree, &lids, &list, &[]);
+        assert_eq!(e, RoutingEngine::FatTree);
+        assert_eq!(r, tree.fat_tree_routes(&lids).unwrap());
     }
 }

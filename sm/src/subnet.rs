@@ -31,8 +31,10 @@
 use std::collections::{HashMap, VecDeque};
 
 pub mod cdg;
+mod ftree;
 mod updn;
 
+pub use ftree::FatTreeError;
 pub use updn::UpDownError;
 
 /// What went wrong building a topology.

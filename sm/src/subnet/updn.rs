@@ -190,7 +190,7 @@ impl Topology {
     }
 
     /// The ports of switch `s` linked to another switch, with that switch.
-    fn switch_links(&self, s: NodeId) -> impl Iterator<Item = (u8, NodeId)> + '_ {
+    pub(super) fn switch_links(&self, s: NodeId) -> impl Iterator<Item = (u8, NodeId)> + '_ {
         (1..=self.node(s).num_ports).filter_map(move |p| {
             let peer = self.peer(s, p)?;
             (self.node(peer.node).kind == NodeKind::Switch).then_some((p, peer.node))
