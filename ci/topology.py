@@ -5,6 +5,7 @@ net-file format that ibsim reads (ibnetdiscover's node records).
 Usage:
     ci/topology.py fattree [--spines N] [--leaves N] [--hcas-per-leaf N]
     ci/topology.py ring [--switches N] [--hcas-per-switch N]
+    ci/topology.py fattree3 [--cores N] [--pods N] [--aggs N] [--edges N] [--hcas-per-edge N]
     ci/topology.py count NETFILE      # "SWITCHES HCAS" of any net file
 
 The output is deterministic (the same arguments give the same bytes). The first node
@@ -18,6 +19,16 @@ with a switch, so that the suite runs OpenSM both on an HCA and on a switch.
   routing engine must break), with HCAs on ports 3 and up, their links of mixed
   widths and speeds (1xSDR, 4xDDR, 4xQDR, 12xSDR in turn: ibstat prints 1x SDR's
   rate as 2.5). Defaults: 6 switches, 4 HCAs each (30 nodes).
+- fattree3: a three-level fat tree: pods of edge and aggregation switches (every edge
+  switch linked to every aggregation switch of its pod, HCAs below the edges), and
+  core switches in groups, aggregation switch i of every pod linked to every core of
+  group i. Defaults: 16 cores (4 groups of 4), 16 pods of 4 aggregation and 8 edge
+  switches, 14 HCAs per edge (208 switches + 1792 HCAs = 2000 nodes, under ibsim's
+  limits of 2048 nodes and 256 switches).
+
+Scale: `fattree --spines 8 --leaves 16 --hcas-per-leaf 12` is 216 nodes,
+`fattree --spines 16 --leaves 36 --hcas-per-leaf 18` 700 (ci/fabric.sh's fat200 and
+fat700, and fat2000 for fattree3's defaults).
 """
 
 import argparse
@@ -96,6 +107,36 @@ def fattree(spines, leaves, hcas_per_leaf):
     return net.render(title, "hca-0-0")
 
 
+def fattree3(cores, pods, aggs, edges, hcas_per_edge):
+    if min(cores, pods, aggs, edges, hcas_per_edge) < 1 or cores % aggs:
+        raise SystemExit("fattree3: every count at least 1, and cores a multiple of aggs")
+    group = cores // aggs
+    net = Net()
+    for c in range(cores):
+        net.add("Switch", pods, f"core-{c}")
+    for p in range(pods):
+        for a in range(aggs):
+            net.add("Switch", edges + group, f"agg-{p}-{a}")
+        for e in range(edges):
+            net.add("Switch", hcas_per_edge + aggs, f"edge-{p}-{e}")
+    for p in range(pods):
+        for e in range(edges):
+            for h in range(hcas_per_edge):
+                name = f"hca-{p}-{e}-{h}"
+                net.add("Hca", 1, name)
+                net.link(f"edge-{p}-{e}", h + 1, name, 1)
+            for a in range(aggs):
+                net.link(f"edge-{p}-{e}", hcas_per_edge + a + 1, f"agg-{p}-{a}", e + 1)
+        for a in range(aggs):
+            for g in range(group):
+                net.link(f"agg-{p}-{a}", edges + g + 1, f"core-{a * group + g}", p + 1)
+    title = (
+        f"three-level fat tree: {cores} core switches, {pods} pods of {aggs} aggregation "
+        f"and {edges} edge switches, {hcas_per_edge} HCAs per edge"
+    )
+    return net.render(title, "hca-0-0-0")
+
+
 # The widths and speeds of the ring's HCA links, in turn.
 RING_SPEEDS = ["1xSDR", "4xDDR", "4xQDR", "12xSDR"]
 
@@ -143,11 +184,19 @@ def main():
     rg = sub.add_parser("ring")
     rg.add_argument("--switches", type=int, default=6)
     rg.add_argument("--hcas-per-switch", type=int, default=4)
+    f3 = sub.add_parser("fattree3")
+    f3.add_argument("--cores", type=int, default=16)
+    f3.add_argument("--pods", type=int, default=16)
+    f3.add_argument("--aggs", type=int, default=4)
+    f3.add_argument("--edges", type=int, default=8)
+    f3.add_argument("--hcas-per-edge", type=int, default=14)
     ct = sub.add_parser("count")
     ct.add_argument("netfile")
     a = ap.parse_args()
     if a.cmd == "fattree":
         sys.stdout.write(fattree(a.spines, a.leaves, a.hcas_per_leaf))
+    elif a.cmd == "fattree3":
+        sys.stdout.write(fattree3(a.cores, a.pods, a.aggs, a.edges, a.hcas_per_edge))
     elif a.cmd == "ring":
         sys.stdout.write(ring(a.switches, a.hcas_per_switch))
     else:
