@@ -1,0 +1,27 @@
+//! IP over InfiniBand (RFC 4391, 4392; connected mode RFC 4755) in user
+//! space, over the `rdma` crate's parts: what a program needs to carry IP
+//! datagrams on a UD queue pair, without a kernel IPoIB device.
+//!
+//! - [`LinkAddr`]: the 20-byte link-layer address (flags, QPN, GID);
+//! - [`mgid`]: the multicast GIDs of the broadcast groups and of IPv4 and
+//!   IPv6 multicast addresses;
+//! - [`encap`]: the 4-byte encapsulation header, and the classification of
+//!   a received datagram (with the drops it counts);
+//! - [`arp`]: ARP with hardware type 32 and 20-byte addresses;
+//! - [`nd`]: IPv6 neighbour discovery with the IPoIB link-layer option;
+//! - [`neigh`]: the bounded neighbour table that resolution fills.
+//!
+//! Everything here is pure: no device, no clock (callers pass the time), so
+//! that every rule is tested on any host.
+
+#![warn(missing_docs)]
+
+pub mod arp;
+pub mod encap;
+pub mod mgid;
+pub mod nd;
+pub mod neigh;
+
+mod lladdr;
+
+pub use lladdr::{LinkAddr, ParseLinkAddrError};
