@@ -159,7 +159,8 @@ pub enum TmCompletion {
 ///   takes it by value and refuses it while any other handle to it lives,
 ///   and only [`TagMatchingSrq::poll`] polls it. All of a tag-matching
 ///   SRQ's completions (its tag operations' and its messages') arrive there
-///   (`ib_srq_has_cq`: XRC and TM SRQs complete to their own CQ);
+///   (rdma-core's `Documentation/tag_matching.md`: "Receive completions
+///   are reported to the TM-SRQ's CQ", as its tag operations' are);
 /// - `poll` holds the SRQ's tag table locked from before the provider
 ///   parses a completion until the table has taken it in, and so do
 ///   [`add_tag`](TagMatchingSrq::add_tag) and
@@ -437,6 +438,16 @@ mod tests {
         assert!(iova.contains("process address"));
         let ro = buffer_fault(true, 0x1000, 0x1000, AccessFlags::REMOTE_READ).unwrap();
         assert!(ro.contains("LOCAL_WRITE"));
+    }
+
+    #[test]
+    fn a_tag_matching_srq_and_its_completions_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<TagMatchingSrq>();
+        send_sync::<TagBuffer>();
+        send_sync::<TagHandle>();
+        send_sync::<TmCompletion>();
+        send_sync::<AddTagError>();
     }
 
     #[test]

@@ -87,7 +87,7 @@ pub fn tag_matching_srq_is_not_supported_and_leaves_nothing(env: &TestEnv) -> Te
         Ok(errno)
     })?;
     Ok(Outcome::Skipped(format!(
-        "no tag matching on {}: {} (typed error checked, tag operations refused on a basic SRQ, no kernel object left)",
+        "no tag matching on {}: {} (typed error checked, directly and through TagMatchingSrq; tag operations refused on a basic SRQ; no kernel object left)",
         env.device,
         said(env, "ibv_create_srq_ex", errno)
     )))
