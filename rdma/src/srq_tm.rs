@@ -364,10 +364,19 @@ impl TagMatchingSrq {
     /// device is done with.
     pub fn poll(&self, out: &mut Vec<TmCompletion>, max: usize) -> Result<usize> {
         let mut table = self.table("ibv_start_poll")?;
+        if max == 0 {
+            // A poll started is a completion parsed (and, if a tag's,
+            // released by the provider) and consumed when the poll ends:
+            // start none that would not reach the table.
+            return Ok(0);
+        }
         let Some(mut poll) = self.cq.start_poll()? else {
             return Ok(0);
         };
         let mut n = 0;
+        // Every completion the poll parses is yielded by `next` and taken
+        // into the table: `next` is called only while one more fits, and
+        // the poll ends (consuming what was yielded, no more) right after.
         while n < max {
             let Some(wc) = poll.next() else { break };
             let fields = TmFields {
