@@ -358,6 +358,27 @@ impl TagMatchingSrq {
         unsafe { self.srq.post_ops(&mut op) }.map_err(|(e, _)| e)
     }
 
+    /// Asks for a completion event on the CQ's channel at its next
+    /// completion ([`CompletionQueue::req_notify`]); wait for it with
+    /// [`get_event`](Self::get_event) or on the channel's fd, then
+    /// [`poll`](Self::poll). Arming polls nothing.
+    pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
+        self.cq.req_notify(solicited_only)
+    }
+
+    /// Waits for (or, non-blocking, checks for) a completion event of the
+    /// CQ ([`CompletionQueue::get_event`]); consumes no completion.
+    pub fn get_event(&self) -> Result<bool> {
+        self.cq.get_event()
+    }
+
+    /// The CQ's completion channel, if it was made with one: its fd is
+    /// what an event loop waits on. (The CQ itself is not handed out: only
+    /// [`poll`](Self::poll) may poll it.)
+    pub fn channel(&self) -> Option<&crate::CompletionChannel> {
+        self.cq.channel()
+    }
+
     /// Polls the SRQ's CQ (an extended poll) for up to `max` completions,
     /// appending them to `out`; returns how many. Tag completions go
     /// through the SRQ's table first, which gives back the buffers the
