@@ -25,12 +25,20 @@ pub struct TagBuffer {
 }
 
 impl TagBuffer {
-    /// The bytes `range` of `mr` (checked against the region, and at most
-    /// 4 GiB - 1, an SGE's length).
+    /// The bytes `range` of `mr`: checked against the region, at most
+    /// 4 GiB - 1 (an SGE's length), and not empty (`EINVAL`): mlx5 keeps
+    /// an empty tag's buffer address and size from the entry's previous
+    /// tag, and would copy a small message there.
     pub fn new(mr: MemoryRegion, range: impl RangeBounds<usize>) -> Result<TagBuffer> {
         let sge = mr.sge(range)?;
+        if sge.is_empty() {
+            return Err(Error::invalid(
+                "ibv_post_srq_ops",
+                "a tag buffer cannot be empty",
+            ));
+        }
         let start = (sge.addr() - mr.iova()) as usize;
-        let range = start..start + sge.as_raw().length as usize;
+        let range = start..start + sge.len() as usize;
         Ok(TagBuffer { mr, range })
     }
 
@@ -275,14 +283,16 @@ impl TagMatchingSrq {
             Err(error) => return Err(AddTagError::new(error, buffer)),
         };
         let mut op = [SrqOp::add_tag(token, token, &sge, tag, mask).signaled()];
-        // SAFETY: an add removes no handle. Its one SGE is a range of
-        // `buffer`'s region (bounds checked by `sge`), of this SRQ's PD,
-        // registered at its process address and writable (`check_buffer`),
-        // so the provider's copy to the SGE address stays in the region;
-        // the table owns the buffer from this post until the completion
-        // that releases the tag or the SRQ's destruction (TagMatchingSrq's docs),
-        // and its lock is held. The IDs have TOKEN_BIT set: no `unsafe`
-        // operation carries them (post_srq_ops refuses them).
+        // SAFETY: an add removes no handle. Its one SGE is a non-empty
+        // range of `buffer`'s region (bounds checked by `sge`, emptiness
+        // by `TagBuffer::new`, so mlx5 records this address and size), of
+        // this SRQ's PD, registered at its process address and writable
+        // (`check_buffer`), so the provider's copy to the SGE address stays
+        // in the region. The table owns the buffer from this post until
+        // the completion that releases the tag (taken in by `poll`) or the
+        // SRQ's destruction (SrqInner's drop), and its lock is held. The
+        // IDs have TOKEN_BIT set: no `unsafe` operation carries them
+        // (post_srq_ops refuses them).
         let r = unsafe { self.srq.post_ops(&mut op) };
         let handle = op[0].handle();
         match r {

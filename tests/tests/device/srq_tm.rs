@@ -168,6 +168,13 @@ pub fn safe_tag_matching_refuses_a_shared_or_foreign_cq_before_the_provider(
             "a range past the region: {outside}"
         );
         let mr = MemoryRegion::new(&pd, 4096, ACCESS | AccessFlags::LOCAL_WRITE)?;
+        refused(
+            TagBuffer::new(mr, 64..64),
+            "ibv_post_srq_ops",
+            libc::EINVAL,
+            "cannot be empty",
+        )?;
+        let mr = MemoryRegion::new(&pd, 4096, ACCESS | AccessFlags::LOCAL_WRITE)?;
         let b = TagBuffer::new(mr, 64..128)?;
         check!(
             b.range() == (64..128),
