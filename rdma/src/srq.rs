@@ -48,8 +48,9 @@ impl Drop for SrqInner {
             return;
         }
         // SAFETY: destroyed once, after every QP using it (each holds a clone
-        // in its `_srq` field), before its PD, XRC domain and CQ (fields
-        // dropped after this).
+        // in its `_srq` field), before its PD, XRC domain, CQ and the
+        // buffers of its tags (fields dropped after this; the buffers only
+        // if the destruction succeeded, below).
         let rc = unsafe { sys::ibv_destroy_srq(self.raw.as_ptr()) };
         if rc != 0 {
             // The SRQ lives on: the device may still write the buffers of
@@ -120,7 +121,9 @@ impl SharedReceiveQueue {
             Arc::try_unwrap(self.inner).map_err(|inner| SharedReceiveQueue { inner })?;
         destroy(inner.raw.as_ptr());
         inner.destroyed = true;
-        // The tags' buffers drop with `inner`, after the SRQ is gone.
+        // The tags' buffers drop with `inner`, after the SRQ is gone. (An
+        // SRQ destroyed so is a CM id's, whose tags only the `unsafe`
+        // post_srq_ops adds: its table is empty.)
         Ok(())
     }
 
