@@ -208,6 +208,8 @@ mod retire;
 mod srq;
 mod srq_ex;
 mod srq_ops;
+mod srq_tag_table;
+mod srq_tm;
 mod td;
 // The stream's protocol (its wire format) builds with no feature, so that
 // its host tests run in every build; its types come with feature `stream`.
@@ -261,6 +263,7 @@ pub use rate::Rate;
 pub use srq::{SharedReceiveQueue, SrqAttr};
 pub use srq_ex::{SrqBuilder, TmCap};
 pub use srq_ops::SrqOp;
+pub use srq_tm::{AddTagError, TagBuffer, TagEvent, TagHandle, TagMatchingSrq, TmCompletion};
 pub use td::ThreadDomain;
 pub use wc::{CompletionBuf, WcOpcode, WcStatus, WorkCompletion};
 pub use wq::{RwqIndTable, WorkQueue, WqState};

@@ -3,10 +3,11 @@
 use std::fmt;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use crate::srq_tag_table::TagTable;
 use crate::sys;
-use crate::{Error, ProtectionDomain, RecvWr, Result};
+use crate::{Error, ProtectionDomain, RecvWr, Result, TagBuffer};
 
 /// A shared receive queue (`ibv_srq`): receives that several QPs draw from.
 ///
@@ -24,9 +25,11 @@ struct SrqInner {
     /// What an XRC or tag-matching SRQ uses besides its PD: its XRC
     /// domain (XRC only) and its CQ.
     _xrc: Option<(Option<crate::XrcDomain>, crate::CompletionQueue)>,
-    /// A tag-matching SRQ (`IBV_SRQT_TM`), the only kind that takes
-    /// [`SharedReceiveQueue::post_srq_ops`].
-    tag_matching: bool,
+    /// The tags of a tag-matching SRQ (`IBV_SRQT_TM`, the only kind that
+    /// takes tag operations) and the buffers they own: dropped after the
+    /// SRQ is destroyed (fields drop after `Drop::drop`), leaked if it
+    /// could not be.
+    tags: Option<Mutex<TagTable<TagBuffer>>>,
     /// Set when the SRQ was destroyed by its owner's own verb
     /// (`rdma_destroy_srq`, [`SharedReceiveQueue::destroy_with`]), so that
     /// the drop destroys it no more.
@@ -45,9 +48,17 @@ impl Drop for SrqInner {
             return;
         }
         // SAFETY: destroyed once, after every QP using it (each holds a clone
-        // in its `_srq` field), before its PD, XRC domain and CQ (fields
-        // dropped after this).
-        unsafe { sys::ibv_destroy_srq(self.raw.as_ptr()) };
+        // in its `_srq` field), before its PD, XRC domain, CQ and the
+        // buffers of its tags (fields dropped after this; the buffers only
+        // if the destruction succeeded, below).
+        let rc = unsafe { sys::ibv_destroy_srq(self.raw.as_ptr()) };
+        if rc != 0 {
+            // The SRQ lives on: the device may still write the buffers of
+            // its tags, and mlx5 copy into them when it polls a match.
+            if let Some(tags) = &mut self.tags {
+                tags.get_mut().unwrap_or_else(|p| p.into_inner()).leak();
+            }
+        }
     }
 }
 
@@ -67,7 +78,7 @@ impl SharedReceiveQueue {
                 raw,
                 max_wr: AtomicU32::new(attr.attr.max_wr),
                 _xrc: None,
-                tag_matching: false,
+                tags: None,
                 destroyed: false,
             }),
         })
@@ -77,14 +88,14 @@ impl SharedReceiveQueue {
     ///
     /// # Safety
     /// `raw` is a live SRQ of `pd`'s context, owned by the value returned,
-    /// whose XRC domain and CQ (if any) are `xrc`, of tag matching when
-    /// `tag_matching` is set.
+    /// whose XRC domain and CQ (if any) are `xrc`, of tag matching with a
+    /// table of `max_num_tags` when `tags` is `Some(max_num_tags)`.
     pub(crate) unsafe fn from_ex(
         pd: &ProtectionDomain,
         raw: NonNull<sys::ibv_srq>,
         max_wr: u32,
         xrc: Option<(Option<crate::XrcDomain>, crate::CompletionQueue)>,
-        tag_matching: bool,
+        tags: Option<u32>,
     ) -> SharedReceiveQueue {
         SharedReceiveQueue {
             inner: Arc::new(SrqInner {
@@ -92,7 +103,7 @@ impl SharedReceiveQueue {
                 raw,
                 max_wr: AtomicU32::new(max_wr),
                 _xrc: xrc,
-                tag_matching,
+                tags: tags.map(|n| Mutex::new(TagTable::new(n))),
                 destroyed: false,
             }),
         }
@@ -110,12 +121,26 @@ impl SharedReceiveQueue {
             Arc::try_unwrap(self.inner).map_err(|inner| SharedReceiveQueue { inner })?;
         destroy(inner.raw.as_ptr());
         inner.destroyed = true;
+        // The tags' buffers drop with `inner`, after the SRQ is gone. (An
+        // SRQ destroyed so is a CM id's, whose tags only the `unsafe`
+        // post_srq_ops adds: its table is empty.)
         Ok(())
     }
 
     /// Whether this is a tag-matching SRQ (`IBV_SRQT_TM`).
     pub fn is_tag_matching(&self) -> bool {
-        self.inner.tag_matching
+        self.inner.tags.is_some()
+    }
+
+    /// The tag table of a tag-matching SRQ, or the refusal of `verb` on
+    /// any other.
+    pub(crate) fn tags(&self, verb: &'static str) -> Result<&Mutex<TagTable<TagBuffer>>> {
+        self.inner.tags.as_ref().ok_or_else(|| {
+            Error::invalid(
+                verb,
+                "tag operations need a tag-matching SRQ (SrqBuilder::tag_matching)",
+            )
+        })
     }
 
     /// The number of receives the provider granted at creation, or at the
@@ -201,6 +226,11 @@ impl SharedReceiveQueue {
             return Err(Error::from_rc("ibv_modify_srq", rc));
         }
         Ok(())
+    }
+
+    /// The PD the SRQ is made in.
+    pub(crate) fn pd(&self) -> &ProtectionDomain {
+        &self.inner._pd
     }
 
     /// The context the SRQ belongs to.

@@ -104,6 +104,22 @@ impl<'a> SrqBuilder<'a> {
         self
     }
 
+    /// This builder, made tag-matching with `cq` and `cap` (for
+    /// [`build_tag_matching`](Self::build_tag_matching), whose CQ lives
+    /// shorter than the PD's borrow).
+    pub(crate) fn with_tag_matching<'b>(self, cq: &'b CompletionQueue, cap: TmCap) -> SrqBuilder<'b>
+    where
+        'a: 'b,
+    {
+        SrqBuilder {
+            pd: self.pd,
+            max_wr: self.max_wr,
+            max_sge: self.max_sge,
+            srq_limit: self.srq_limit,
+            kind: Kind::TagMatching(cq, cap),
+        }
+    }
+
     /// Creates the SRQ (`ibv_create_srq_ex`). The PD, XRC domain and CQ
     /// must be of one context (else `EINVAL`, before the provider sees
     /// them); `max_wr` and `max_sge` of 0 are refused so too. A basic SRQ
@@ -169,9 +185,14 @@ impl<'a> SrqBuilder<'a> {
             Error::last(verb).unsupported_on(ctx.name(), what)
         })?;
         let (extra, tm) = match self.kind {
-            Kind::Basic => (None, false),
-            Kind::Xrc(x, c) => (Some((Some(x.clone()), c.clone())), false),
-            Kind::TagMatching(c, _) => (Some((None, c.clone())), true),
+            Kind::Basic => (None, None),
+            Kind::Xrc(x, c) => (Some((Some(x.clone()), c.clone())), None),
+            // The table as large as the provider's: mlx5 sizes its own by
+            // what the attribute holds after the call.
+            Kind::TagMatching(c, cap) => (
+                Some((None, c.clone())),
+                Some(cap.max_num_tags.max(attr.tm_cap.max_num_tags)),
+            ),
         };
         // SAFETY: `raw` was just created in the PD's context with this
         // domain and CQ, of this type, and is owned by the value returned.

@@ -4,7 +4,9 @@
 
 use std::marker::PhantomData;
 use std::ptr;
+use std::sync::PoisonError;
 
+use crate::srq_tag_table::TOKEN_BIT;
 use crate::sys;
 use crate::wr::Link;
 use crate::{Error, Result, Sge, SharedReceiveQueue};
@@ -138,13 +140,18 @@ impl SharedReceiveQueue {
     /// Posts tag operations (`ibv_post_srq_ops`) with one call to the
     /// provider: adds and removes of tagged buffers, and syncs. After the
     /// call each posted [`SrqOp::add_tag`] holds its entry's handle.
+    /// [`TagMatchingSrq`](crate::TagMatchingSrq) is the safe way to the
+    /// same operations.
     ///
     /// Only a tag-matching SRQ
     /// ([`SrqBuilder::tag_matching`](crate::SrqBuilder::tag_matching))
     /// takes them: any other is refused with `EINVAL` before the provider
-    /// is called. On failure the error says which operation was refused;
-    /// it and the ones after it were not posted, the ones before it were.
-    /// An empty slice posts nothing.
+    /// is called. So are, before the provider, operations whose `wr_id`
+    /// or `recv_wr_id` has bit 63 set (the IDs of the safe API's tags, by
+    /// which it knows their completions), and removals of a handle that
+    /// the safe API holds. On failure the error says which operation was
+    /// refused; it and the ones after it were not posted, the ones before
+    /// it were. An empty slice posts nothing.
     ///
     /// # Safety
     /// The provider trusts what the operations name, beyond what this call
@@ -153,20 +160,73 @@ impl SharedReceiveQueue {
     /// message into the added buffer with the CPU when its completion is
     /// polled). The caller guarantees that:
     /// - every [`SrqOp::remove_tag`] names a handle that a posted
-    ///   [`SrqOp::add_tag`] of this SRQ returned and that was not removed
-    ///   since;
+    ///   [`SrqOp::add_tag`] of this SRQ, through this function, returned
+    ///   and that was not removed since, nor released by its message's
+    ///   completion;
     /// - the buffers of every added tag are registered at their process
     ///   address (no [`MrBuilder::iova`](crate::MrBuilder::iova)) and stay
     ///   registered and allocated until the tag's message completed or the
     ///   tag was removed, and an added tag names one SGE.
     pub unsafe fn post_srq_ops(&self, ops: &mut [SrqOp<'_>]) -> Result<()> {
         const VERB: &str = "ibv_post_srq_ops";
-        if !self.is_tag_matching() {
-            return Err(Error::invalid(
-                VERB,
-                "tag operations need a tag-matching SRQ (SrqBuilder::tag_matching)",
-            ));
+        let tags = self.tags(VERB)?;
+        if ops.is_empty() {
+            return Ok(());
         }
+        let mut table = tags.lock().unwrap_or_else(PoisonError::into_inner);
+        for (i, op) in ops.iter().enumerate() {
+            let r = &op.raw;
+            let add = r.opcode == sys::IBV_WR_TAG_ADD;
+            if r.wr_id & TOKEN_BIT != 0 || (add && r.tm.add.recv_wr_id & TOKEN_BIT != 0) {
+                return Err(Error::invalid(
+                    VERB,
+                    format!("operation {i}: IDs with bit 63 set are the safe tag API's (TagMatchingSrq)"),
+                ));
+            }
+            if r.opcode == sys::IBV_WR_TAG_DEL && table.holds_handle(r.tm.handle) {
+                return Err(Error::invalid(
+                    VERB,
+                    format!(
+                        "operation {i}: tag handle {} is held by TagMatchingSrq::add_tag",
+                        r.tm.handle
+                    ),
+                ));
+            }
+        }
+        // SAFETY: the handles and buffers the operations name are the
+        // caller's (this function's contract); the table's lock is held,
+        // so no safe add, removal or poll runs beside the post.
+        let r = unsafe { self.post_ops(ops) };
+        let posted = match &r {
+            Ok(()) => ops.len(),
+            // Unknown: treat every add as posted (detaching a tag of the
+            // table needlessly only makes it unremovable).
+            Err((_, index)) => index.unwrap_or(ops.len()),
+        };
+        // A handle the provider gave to one of these adds is no longer a
+        // tag of the table's (the provider released that tag).
+        for op in ops[..posted]
+            .iter()
+            .filter(|o| o.raw.opcode == sys::IBV_WR_TAG_ADD)
+        {
+            table.given_elsewhere(op.raw.tm.handle);
+        }
+        r.map_err(|(e, _)| e)
+    }
+
+    /// Links `ops` and posts them (`ibv_post_srq_ops`); on failure, the
+    /// error and the index of the operation refused, when the provider
+    /// named one of the list.
+    ///
+    /// # Safety
+    /// As [`post_srq_ops`](Self::post_srq_ops): the removed handles and the
+    /// added buffers are sound for the provider; the SRQ's tag table is
+    /// locked by the caller.
+    pub(crate) unsafe fn post_ops(
+        &self,
+        ops: &mut [SrqOp<'_>],
+    ) -> std::result::Result<(), (Error, Option<usize>)> {
+        const VERB: &str = "ibv_post_srq_ops";
         let head = crate::wr::link_list(ops);
         if head.is_null() {
             return Ok(());
@@ -185,8 +245,9 @@ impl SharedReceiveQueue {
         let size = std::mem::size_of::<SrqOp<'_>>();
         let off = (bad as usize).wrapping_sub(head as usize);
         let index = (off % size == 0 && off / size < ops.len()).then_some(off / size);
-        Err(crate::wr::post_error(VERB, rc, index)
-            .unsupported_on(self.context().name(), "tag matching"))
+        let e = crate::wr::post_error(VERB, rc, index)
+            .unsupported_on(self.context().name(), "tag matching");
+        Err((e, index))
     }
 }
 

@@ -313,6 +313,18 @@ const struct verbs_layout_entry verbs_layout[] = {
 	F(umad_ca_pair, gsi_name),
 	F(umad_ca_pair, gsi_preferred_port),
 #endif
+	/* Tag matching: the device's capabilities, read by the tests and
+	 * users before a TagMatchingSrq, and the completion's tag info. */
+	S(ibv_tm_caps),
+	F(ibv_tm_caps, max_rndv_hdr_size),
+	F(ibv_tm_caps, max_num_tags),
+	F(ibv_tm_caps, flags),
+	F(ibv_tm_caps, max_ops),
+	F(ibv_tm_caps, max_sge),
+	F(ibv_device_attr_ex, tm_caps),
+	S(ibv_wc_tm_info),
+	F(ibv_wc_tm_info, tag),
+	F(ibv_wc_tm_info, priv),
 };
 
 const size_t verbs_layout_len = sizeof(verbs_layout) / sizeof(verbs_layout[0]);

@@ -298,6 +298,17 @@ fn rust_table() -> Table {
         use umad_sys as sys;
         layout!(t, umad_ca_pair: smi_name, smi_preferred_port, gsi_name, gsi_preferred_port);
     }
+    // Tag matching: the device's capabilities and the completion's tag
+    // info (`ExCompletion::tm_info`, `TmCompletion::Other`).
+    layout!(t, ibv_tm_caps: max_rndv_hdr_size, max_num_tags, flags, max_ops, max_sge);
+    t.insert(
+        ("ibv_device_attr_ex".into(), "tm_caps".into()),
+        (
+            offset_of!(sys::ibv_device_attr_ex, tm_caps),
+            field_size(|s: &sys::ibv_device_attr_ex| &s.tm_caps),
+        ),
+    );
+    layout!(t, ibv_wc_tm_info: tag, priv_ as "priv");
     t
 }
 

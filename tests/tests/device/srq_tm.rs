@@ -1,14 +1,21 @@
 //! Tag-matching SRQs (`IBV_SRQT_TM`) and their operations
-//! (`ibv_post_srq_ops`): no soft device matches tags, so a tag-matching
-//! SRQ is refused with the typed "not supported" error, directly and on a
-//! CM id, with nothing left behind; tag operations on a basic SRQ are
-//! refused before the provider.
+//! (`ibv_post_srq_ops`, and the safe `TagMatchingSrq`): no soft device
+//! matches tags, so a tag-matching SRQ is refused with the typed "not
+//! supported" error, directly, through the safe API and on a CM id, with
+//! nothing left behind (the CQ given to the safe API is released with the
+//! refusal); tag operations on a basic SRQ, a CQ the safe API would not
+//! own alone, and one of another context are refused before the provider.
+//! What the safe API does with a live SRQ (handles removed twice, of
+//! another SRQ, buffers given back only by the completion that releases
+//! them, two threads) is proved on the host (`rdma::srq_tag_table` and
+//! `rdma::srq_tm` unit tests).
 
 use std::net::{IpAddr, SocketAddr};
 
 use rdma::cm::{CmId, EventChannel, PortSpace};
 use rdma::{
-    CompletionQueue, MemoryRegion, ProtectionDomain, RecvWr, SharedReceiveQueue, SrqOp, TmCap,
+    AccessFlags, CompletionQueue, MemoryRegion, ProtectionDomain, RecvWr, SharedReceiveQueue,
+    SrqOp, TagBuffer, TmCap,
 };
 use rdma_tests::{check, Outcome, TestEnv, TestResult};
 
@@ -64,10 +71,23 @@ pub fn tag_matching_srq_is_not_supported_and_leaves_nothing(env: &TestEnv) -> Te
             "tag-matching SRQ",
         )?;
         basic.post_recv(&mut [RecvWr::new(5, &s)])?;
+        // The safe API: an extended CQ of no other handle goes to the
+        // provider, which refuses the SRQ as above; the CQ goes with the
+        // refusal (no_leak counts CQs).
+        let ex = CompletionQueue::builder(&ctx).extended(true).build()?;
+        let safe_errno = not_supported(
+            env,
+            SharedReceiveQueue::builder(&pd).build_tag_matching(ex, CAP),
+            "ibv_create_srq_ex",
+        )?;
+        check!(
+            safe_errno == errno,
+            "the safe API said {safe_errno}, the builder {errno}"
+        );
         Ok(errno)
     })?;
     Ok(Outcome::Skipped(format!(
-        "no tag matching on {}: {} (typed error checked, tag operations refused on a basic SRQ, no kernel object left)",
+        "no tag matching on {}: {} (typed error checked, directly and through TagMatchingSrq; tag operations refused on a basic SRQ; no kernel object left)",
         env.device,
         said(env, "ibv_create_srq_ex", errno)
     )))
@@ -104,8 +124,77 @@ pub fn tag_matching_srq_on_a_cm_id_is_refused_and_the_id_takes_a_basic_one(
     )))
 }
 
+pub fn safe_tag_matching_refuses_a_shared_or_foreign_cq_before_the_provider(
+    env: &TestEnv,
+) -> TestResult {
+    no_leak(env, || {
+        let ctx = open(env)?;
+        let pd = ProtectionDomain::new(&ctx)?;
+        // A CQ with a second handle: its holder could poll the SRQ's
+        // completions past the tag table.
+        let cq = CompletionQueue::builder(&ctx).extended(true).build()?;
+        let other_handle = cq.clone();
+        refused(
+            SharedReceiveQueue::builder(&pd).build_tag_matching(cq, CAP),
+            "ibv_create_srq_ex",
+            libc::EINVAL,
+            "must be its alone",
+        )?;
+        // The refusal dropped its handle: the one left is alone now, and
+        // reaches the provider (which has no tag matching).
+        not_supported(
+            env,
+            SharedReceiveQueue::builder(&pd).build_tag_matching(other_handle, CAP),
+            "ibv_create_srq_ex",
+        )?;
+        // A CQ of another context (another open of the device).
+        let ctx2 = open(env)?;
+        let foreign = CompletionQueue::builder(&ctx2).extended(true).build()?;
+        refused(
+            SharedReceiveQueue::builder(&pd).build_tag_matching(foreign, CAP),
+            "ibv_create_srq_ex",
+            libc::EINVAL,
+            "different contexts",
+        )?;
+        // A tag buffer is a range of its region, bounds checked; the
+        // region comes back whole.
+        let mr = MemoryRegion::new(&pd, 4096, ACCESS | AccessFlags::LOCAL_WRITE)?;
+        let outside = match TagBuffer::new(mr, 4000..4100) {
+            Ok(b) => return Err(format!("a range past the region was taken: {b:?}").into()),
+            Err(e) => e,
+        };
+        check!(
+            outside.errno() == libc::EINVAL,
+            "a range past the region: {outside}"
+        );
+        let mr = MemoryRegion::new(&pd, 4096, ACCESS | AccessFlags::LOCAL_WRITE)?;
+        refused(
+            TagBuffer::new(mr, 64..64),
+            "ibv_post_srq_ops",
+            libc::EINVAL,
+            "cannot be empty",
+        )?;
+        let mr = MemoryRegion::new(&pd, 4096, ACCESS | AccessFlags::LOCAL_WRITE)?;
+        let b = TagBuffer::new(mr, 64..128)?;
+        check!(
+            b.range() == (64..128),
+            "the buffer's range: {:?}",
+            b.range()
+        );
+        let whole = TagBuffer::whole(b.into_region())?;
+        check!(
+            whole.range() == (0..4096),
+            "the whole region: {:?}",
+            whole.range()
+        );
+        Ok(())
+    })?;
+    Ok(Outcome::Passed)
+}
+
 rdma_tests::tests!(
     "srq_tm":
     tag_matching_srq_is_not_supported_and_leaves_nothing,
+    safe_tag_matching_refuses_a_shared_or_foreign_cq_before_the_provider,
     tag_matching_srq_on_a_cm_id_is_refused_and_the_id_takes_a_basic_one,
 );

@@ -67,8 +67,7 @@ impl CmId {
             // SAFETY: `raw` is a new basic SRQ of `pd`, in `pd`'s context, with
             // no XRC domain or CQ; the value returned owns it (the id's
             // `srq` field points to it until `detach_srq` clears it).
-            let srq =
-                unsafe { SharedReceiveQueue::from_ex(pd, raw, attr.attr.max_wr, None, false) };
+            let srq = unsafe { SharedReceiveQueue::from_ex(pd, raw, attr.attr.max_wr, None, None) };
             Ok::<_, Error>((srq, set_pd))
         })?;
         self.srq_set_pd = set_pd;
