@@ -333,8 +333,8 @@ fn a_port_change_after_its_port_was_read_is_left_for_the_light_sweep() {
 }
 
 /// A switch that resets between two sweeps (its LFT emptied, port 0
-/// without LID) has its whole LFT written again; one that did not, none of
-/// it (the blocks written are remembered).
+/// without LID) has its whole LFT and its MFT blocks written again; one
+/// that did not, none of them (the blocks written are remembered).
 #[test]
 fn a_switch_that_reset_has_its_tables_written_whole_again() {
     const SW: usize = 1;
@@ -344,15 +344,46 @@ fn a_switch_that_reset_has_its_tables_written_whole_again() {
     assert!(first.lft_blocks > 0, "{first}");
     let table = fabric.lock().unwrap().lft(SW).to_vec();
     assert!(table.iter().any(|&p| p != 0xff));
+    join_a_group(&sm, &[0x100, 0x1200]);
+    let mfts = run(sm.program_multicast());
+    assert!(mfts > 0);
+    assert_eq!(run(sm.program_multicast()), 0);
     let again = run(sm.sweep()).unwrap();
     assert_eq!((again.lft_blocks, again.resets), (0, 0), "{again}");
+    assert_eq!(run(sm.program_multicast()), 0);
     fabric.lock().unwrap().reset(SW);
     let after = run(sm.sweep()).unwrap();
     assert_eq!(after.resets, 1, "{after}");
     assert_eq!(after.lft_blocks, first.lft_blocks, "{after}");
+    assert_eq!(run(sm.program_multicast()), mfts);
     let f = fabric.lock().unwrap();
     assert_eq!(f.lft(SW), table);
     assert_ne!(f.port(SW, 0).lid, 0);
+}
+
+/// A group of the CA ports of `guids` in the SA's groups, MLID 0xc001.
+fn join_a_group(sm: &Sm, guids: &[u64]) {
+    use rdma::mad::sa::{JoinState, McMemberRecord};
+    let mut members = std::collections::BTreeMap::new();
+    for &g in guids {
+        let mut gid = [0u8; 16];
+        gid[..8].copy_from_slice(&crate::state::SUBNET_PREFIX.to_be_bytes());
+        gid[8..].copy_from_slice(&g.to_be_bytes());
+        members.insert(gid, JoinState::FULL_MEMBER);
+    }
+    let mgid = [0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    crate::state::lock_w(&sm.subnet).groups.by_mgid.insert(
+        mgid,
+        crate::groups::Group {
+            rec: McMemberRecord {
+                mgid: rdma::Gid(mgid),
+                mlid: 0xc001,
+                ..McMemberRecord::default()
+            },
+            members,
+            permanent: false,
+        },
+    );
 }
 
 /// Every NodeInfo sent to a CA lost: the sweep does not find it, and the
