@@ -301,8 +301,9 @@ impl Sm {
                     fresh.push((id, probe.clone(), ni, known));
                 }
             }
-            // The new nodes' descriptions and the ports of every node of
-            // this level, all at once.
+            // The new nodes' descriptions and the new switches' SwitchInfos
+            // at once; PortStateChange cleared where set; then the ports of
+            // every node of this level.
             let mut described = Vec::new();
             let mut port_jobs = Vec::new();
             for (k, (id, probe, ni, known)) in fresh.iter().enumerate() {
