@@ -15,7 +15,13 @@
 //! then every [`Config::sweep`] a light one reads each switch's SwitchInfo
 //! and each CA port's PortInfo, and a heavy sweep follows when a switch
 //! reports PortStateChange, a port's state moved or a node stopped
-//! answering, and whenever a trap arrives. Each heavy sweep is logged: what
+//! answering, SMPs of the last heavy sweep failed, or a port that is up
+//! leads to a node the last heavy sweep did not reach, and whenever a trap
+//! arrives. Discovery clears each switch's PortStateChange before it reads
+//! the switch's ports, so a change after that is seen by the next light
+//! sweep; a switch found reset (port 0 without the LID it was given, or
+//! back in Init) or out of reach has its tables written whole again. At
+//! most [`Config::max_wire_smps`] SMPs are outstanding at once. Each heavy sweep is logged: what
 //! it found and changed, and `SUBNET UP` once the first is done. With
 //! `OSM_CACHE_DIR` set the LIDs are written there as OpenSM does
 //! (`guid2lid`: port GUID, LID, LID).
@@ -62,6 +68,10 @@ pub struct Config {
     /// The GUIDs of the roots of up/down routing (OpenSM's `-a` file);
     /// none: the switch in the middle of the subnet.
     pub roots: Vec<u64>,
+    /// The most SMPs the sweep has outstanding at once (OpenSM's
+    /// `--maxsmps`, default 4: VL15 has no flow control, and switches drop
+    /// what they cannot take); 0: no limit.
+    pub max_wire_smps: usize,
 }
 
 impl Default for Config {
@@ -75,6 +85,7 @@ impl Default for Config {
             priority: 0,
             routing: vec![RoutingEngine::MinHop],
             roots: Vec::new(),
+            max_wire_smps: 4,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! `rdma_sm`), on one port.
 //!
 //! Usage: `sm [-g GUID | -C CA -P PORT] [-s SECONDS] [-o] [-p PRIORITY]
-//! [-f LOGFILE] [-v]...`, OpenSM's flags where they mean the same. It runs
+//! [--maxsmps N] [-f LOGFILE] [-v]...`, OpenSM's flags where they mean the same. It runs
 //! until SIGINT or SIGTERM (or, with `--once`, exits after the first sweep
 //! has brought the subnet up). The log goes to stdout, or to LOGFILE.
 
@@ -48,6 +48,10 @@ struct Args {
     /// OpenSM's -a; without it, the switch in the middle of the subnet.
     #[arg(short = 'a', long = "root_guid_file")]
     root_guid_file: Option<PathBuf>,
+    /// The most SMPs outstanding at once, as OpenSM's --maxsmps (0: no
+    /// limit).
+    #[arg(long = "maxsmps", default_value_t = 4)]
+    maxsmps: usize,
     /// Write the log to this file (appended) instead of stdout.
     #[arg(short = 'f', long = "log_file")]
     log_file: Option<PathBuf>,
@@ -109,6 +113,7 @@ fn main() -> ExitCode {
         priority: args.priority,
         routing: args.routing,
         roots,
+        max_wire_smps: args.maxsmps,
     };
     // One thread: the SA answers each request where it arrives, without a
     // hand-over between workers (the sweep's SMPs wait on the network, not
@@ -154,6 +159,10 @@ mod tests {
         assert_eq!(a.guid, Some(0x0002_c903_00a0_b0c1));
         assert_eq!((a.sweep, a.once, a.priority, a.verbose), (5, true, 7, 2));
         assert_eq!(a.routing, [rdma_sm::RoutingEngine::MinHop]);
+        assert_eq!(a.maxsmps, rdma_sm::Config::default().max_wire_smps);
+        assert_eq!(a.maxsmps, 4);
+        let a = Args::try_parse_from(["sm", "--maxsmps", "0"]).unwrap();
+        assert_eq!(a.maxsmps, 0);
         let a = Args::try_parse_from(["sm", "-R", "ftree,updn,minhop", "-a", "roots"]).unwrap();
         assert_eq!(
             a.routing,
@@ -172,6 +181,8 @@ mod tests {
             &["sm", "-s", "-1"],
             &["sm", "-R", "dor"],
             &["sm", "-R", "updn,,minhop"],
+            &["sm", "--maxsmps", "-1"],
+            &["sm", "--maxsmps", "many"],
         ] {
             assert!(Args::try_parse_from(bad).is_err(), "{bad:?}");
         }

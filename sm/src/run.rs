@@ -98,6 +98,7 @@ pub async fn run(config: Config) -> Result<(), Error> {
         sm_info,
         config.routing.clone(),
         config.roots.clone(),
+        config.max_wire_smps,
     );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut first = true;

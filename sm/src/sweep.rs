@@ -4,30 +4,29 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use crate::subnet::{Lids, NodeId, NodeKind};
 use rdma::mad::{
-    Attribute, LinearForwardingTable, Mad, Method, NodeDescription, NodeInfo, PhysPortState,
-    PortInfo, PortState, SmInfo, SwitchInfo,
+    LinearForwardingTable, NodeDescription, NodeInfo, PhysPortState, PortInfo, PortState, SmInfo,
+    SwitchInfo,
 };
-use rdma::umad::{Address, AsyncAgent};
+use rdma::umad::AsyncAgent;
 
 use crate::routing::{self, RoutingEngine};
 use crate::state::{lock_r, lock_w, Subnet, SUBNET_PREFIX};
 use crate::Error;
 
+#[cfg(test)]
+mod fake;
+mod faults;
 mod multicast;
+mod wire;
 
-/// Per attempt.
-const SMP_TIMEOUT: Duration = Duration::from_millis(200);
-const SMP_RETRIES: u32 = 3;
-/// Concurrent SMPs of one sweep step.
-const IN_FLIGHT: usize = 32;
+use wire::{get_all, set_all, Wire};
 
 /// The sweeper.
 pub struct Sm {
-    smi: Arc<AsyncAgent>,
+    smi: Arc<Wire>,
     subnet: Arc<RwLock<Subnet>>,
     sm_info: Arc<RwLock<SmInfo>>,
     /// The LFTs as written, by node GUID.
@@ -39,6 +38,9 @@ pub struct Sm {
     /// The routing engines to try, in order, and the roots of up/down.
     routing: Vec<RoutingEngine>,
     roots: Vec<u64>,
+    /// Why the next light sweep must be a heavy one: SMPs of the last
+    /// heavy sweep (or of the multicast tables since) failed.
+    resweep: Option<String>,
 }
 
 /// What one sweep found and did.
@@ -53,6 +55,10 @@ pub struct Report {
     armed: usize,
     activated: usize,
     failures: usize,
+    /// Switches found reset (their tables written whole again).
+    resets: usize,
+    /// The most SMPs outstanding at once.
+    peak_smps: usize,
     /// The routing engine that made the routes.
     engine: Option<RoutingEngine>,
 }
@@ -62,126 +68,22 @@ impl fmt::Display for Report {
         write!(
             f,
             "{} switches, {} CAs, {} links; {} new LIDs; routed by {}; {} PortInfos set; \
-             {} LFT blocks written; {} ports armed, {} activated; {} SMPs failed",
+             {} switches reset; {} LFT blocks written; {} ports armed, {} activated; \
+             {} SMPs failed; at most {} SMPs in flight",
             self.switches,
             self.cas,
             self.links,
             self.new_lids,
             self.engine.map_or("nothing", RoutingEngine::name),
             self.port_infos_set,
+            self.resets,
             self.lft_blocks,
             self.armed,
             self.activated,
-            self.failures
+            self.failures,
+            self.peak_smps
         )
     }
-}
-
-/// A directed-route SMP Get or Set along `path`; the answer's attribute
-/// data (after a status check).
-async fn smp(
-    smi: &AsyncAgent,
-    method: Method,
-    attr: u16,
-    attr_mod: u32,
-    path: &[u8],
-    data: Option<&[u8]>,
-) -> Result<Mad, Error> {
-    let tid = smi.agent().next_tid();
-    let mut m = Mad::smp_directed(method, attr, attr_mod, tid, 0, path)?;
-    if let Some(d) = data {
-        let dst = m.data_mut();
-        let n = d.len().min(dst.len());
-        dst[..n].copy_from_slice(&d[..n]);
-    }
-    tracing::trace!("SMP {method:?} {attr:#06x}/{attr_mod} along {path:?}");
-    let r = smi
-        .request(&m, &Address::smi_lid(0xffff), SMP_TIMEOUT, SMP_RETRIES)
-        .await?;
-    let st = r.mad.status_without_direction();
-    if !st.is_ok() {
-        return Err(
-            format!("SMP {method:?} {attr:#06x}/{attr_mod} along {path:?}: status {st:?}").into(),
-        );
-    }
-    Ok(r.mad)
-}
-
-async fn get<A: Attribute>(smi: &AsyncAgent, attr_mod: u32, path: &[u8]) -> Result<A, Error> {
-    Ok(smp(smi, Method::GET, A::ID, attr_mod, path, None)
-        .await?
-        .attribute::<A>()?)
-}
-
-async fn set<A: Attribute>(
-    smi: &AsyncAgent,
-    attr_mod: u32,
-    path: &[u8],
-    value: &A,
-) -> Result<A, Error> {
-    let mut buf = vec![0u8; A::SIZE];
-    value.encode_into(&mut buf)?;
-    Ok(smp(smi, Method::SET, A::ID, attr_mod, path, Some(&buf))
-        .await?
-        .attribute::<A>()?)
-}
-
-/// Gets of attribute `A`, one per (attribute modifier, path) of `jobs`,
-/// through [`all`]: the answers in the order of `jobs`.
-async fn get_all<A: Attribute + Send + 'static>(
-    smi: &Arc<AsyncAgent>,
-    jobs: Vec<(u32, Vec<u8>)>,
-) -> Vec<Result<A, Error>> {
-    let smi = smi.clone();
-    all(jobs, move |(am, path): (u32, Vec<u8>)| {
-        let smi = smi.clone();
-        async move { get::<A>(&smi, am, &path).await }
-    })
-    .await
-    .into_iter()
-    .map(|r| r.and_then(|x| x))
-    .collect()
-}
-
-/// Runs the futures that `make` makes of `items`, at most [`IN_FLIGHT`]
-/// at once (a new one starts as each ends), and returns their results in
-/// the order of `items`.
-async fn all<T, F, Fut>(items: Vec<T>, make: F) -> Vec<Result<Fut::Output, Error>>
-where
-    T: Send + 'static,
-    F: Fn(T) -> Fut,
-    Fut: std::future::Future + Send + 'static,
-    Fut::Output: Send + 'static,
-{
-    let n = items.len();
-    let mut out: Vec<Option<Result<Fut::Output, Error>>> = (0..n).map(|_| None).collect();
-    let mut it = items.into_iter().enumerate();
-    let mut set = tokio::task::JoinSet::new();
-    // Which item each running task is, for a task that panics.
-    let mut running = HashMap::new();
-    loop {
-        while set.len() < IN_FLIGHT {
-            let Some((i, item)) = it.next() else { break };
-            let fut = make(item);
-            let h = set.spawn(async move { (i, fut.await) });
-            running.insert(h.id(), i);
-        }
-        match set.join_next_with_id().await {
-            Some(Ok((id, (i, v)))) => {
-                running.remove(&id);
-                out[i] = Some(Ok(v));
-            }
-            Some(Err(e)) => {
-                if let Some(i) = running.remove(&e.id()) {
-                    out[i] = Some(Err(e.to_string().into()));
-                }
-            }
-            None => break,
-        }
-    }
-    out.into_iter()
-        .map(|c| c.unwrap_or_else(|| Err("lost".into())))
-        .collect()
 }
 
 /// A node to reach: its path, and the port it is reached from.
@@ -192,15 +94,18 @@ struct Probe {
 }
 
 impl Sm {
+    /// The sweeper of the SMI agent `smi`, with at most `max_wire_smps`
+    /// SMPs outstanding at once (0: no limit).
     pub fn new(
         smi: Arc<AsyncAgent>,
         subnet: Arc<RwLock<Subnet>>,
         sm_info: Arc<RwLock<SmInfo>>,
         routing: Vec<RoutingEngine>,
         roots: Vec<u64>,
+        max_wire_smps: usize,
     ) -> Sm {
         Sm {
-            smi,
+            smi: Arc::new(Wire::new(smi, max_wire_smps)),
             subnet,
             sm_info,
             written: HashMap::new(),
@@ -208,6 +113,7 @@ impl Sm {
             lids: Lids::new(),
             routing,
             roots,
+            resweep: None,
         }
     }
 
@@ -215,8 +121,11 @@ impl Sm {
     pub async fn sweep(&mut self) -> Result<Report, Error> {
         let mut rep = Report::default();
         let mut next = Subnet::default();
-        self.discover(&mut next, &mut rep).await?;
+        self.smi.take_counts();
+        self.resweep = None;
+        let switch_infos = self.discover(&mut next).await?;
         tracing::debug!("discovered {} nodes", next.topo.len());
+        rep.resets = self.forget_reset_switches(&next);
         rep.new_lids = self.lids.assign(&next.topo);
         next.lids = self.lids.clone();
         next.index_lids();
@@ -231,7 +140,14 @@ impl Sm {
             _ => next.node_info[&sm_node].local_port_num,
         };
         next.sm_lid = next.lids.of(&next.topo, sm_node, sm_port).unwrap_or(0);
-        self.program(&mut next, &mut rep).await;
+        self.program(&mut next, &switch_infos, &mut rep).await;
+        (rep.peak_smps, rep.failures) = self.smi.take_counts();
+        if rep.failures > 0 {
+            self.resweep = Some(format!(
+                "{} SMPs failed in the last heavy sweep",
+                rep.failures
+            ));
+        }
         tracing::debug!("programmed: {rep}");
         for (_, n) in next.topo.nodes() {
             match n.kind {
@@ -294,8 +210,7 @@ impl Sm {
                 .map(|(_, p, path, _)| (PortInfo::attr_mod(*p), path.clone()))
                 .collect(),
         );
-        let (infos, ports) = tokio::join!(infos, ports);
-        let mut changed = Vec::new();
+        let (infos, ports, mut changed) = tokio::join!(infos, ports, self.missed());
         for ((guid, _), r) in switches.iter().zip(infos) {
             match r {
                 Ok(si) if si.port_state_change => {
@@ -328,7 +243,14 @@ impl Sm {
         self.subnet.clone()
     }
 
-    async fn discover(&self, s: &mut Subnet, rep: &mut Report) -> Result<(), Error> {
+    /// Finds the nodes breadth first from the local one: each new node's
+    /// NodeInfo, its description and, of a switch, its SwitchInfo, with
+    /// PortStateChange cleared (where set) before the switch's ports are
+    /// read, so that a port that changes after its PortInfo was read sets
+    /// it again for the next light sweep; then every port. The
+    /// switches' SwitchInfos, as read.
+    async fn discover(&self, s: &mut Subnet) -> Result<HashMap<NodeId, SwitchInfo>, Error> {
+        let mut switch_infos = HashMap::new();
         let mut level = vec![Probe {
             path: vec![0],
             from: None,
@@ -344,7 +266,6 @@ impl Sm {
                 let ni = match r {
                     Ok(ni) => ni,
                     Err(e) => {
-                        rep.failures += 1;
                         tracing::warn!("NodeInfo along {:?}: {e}", probe.path);
                         continue;
                     }
@@ -380,8 +301,9 @@ impl Sm {
                     fresh.push((id, probe.clone(), ni, known));
                 }
             }
-            // The new nodes' descriptions and the ports of every node of
-            // this level, all at once.
+            // The new nodes' descriptions and the new switches' SwitchInfos
+            // at once; PortStateChange cleared where set; then the ports of
+            // every node of this level.
             let mut described = Vec::new();
             let mut port_jobs = Vec::new();
             for (k, (id, probe, ni, known)) in fresh.iter().enumerate() {
@@ -396,6 +318,11 @@ impl Sm {
                 };
                 port_jobs.extend(ports.into_iter().map(|p| (k, p, probe.path.clone())));
             }
+            let switches: Vec<(NodeId, Vec<u8>)> = fresh
+                .iter()
+                .filter(|(id, _, _, known)| !known && s.topo.node(*id).kind == NodeKind::Switch)
+                .map(|(id, probe, _, _)| (*id, probe.path.clone()))
+                .collect();
             let descs = get_all::<NodeDescription>(
                 &self.smi,
                 described
@@ -403,19 +330,25 @@ impl Sm {
                     .map(|(_, path)| (0, path.clone()))
                     .collect(),
             );
+            let sis = get_all::<SwitchInfo>(
+                &self.smi,
+                switches.iter().map(|(_, path)| (0, path.clone())).collect(),
+            );
+            let (descs, sis) = tokio::join!(descs, sis);
+            for ((id, _), d) in described.iter().zip(descs) {
+                if let Ok(d) = d {
+                    s.topo.node_mut(*id).description = d.text();
+                }
+            }
+            switch_infos.extend(self.clear_port_state_changes(&switches, sis).await);
             let pis = get_all::<PortInfo>(
                 &self.smi,
                 port_jobs
                     .iter()
                     .map(|(_, p, path)| (PortInfo::attr_mod(*p), path.clone()))
                     .collect(),
-            );
-            let (descs, pis) = tokio::join!(descs, pis);
-            for ((id, _), d) in described.iter().zip(descs) {
-                if let Ok(d) = d {
-                    s.topo.node_mut(*id).description = d.text();
-                }
-            }
+            )
+            .await;
             let mut next = Vec::new();
             for ((k, p, _), r) in port_jobs.iter().zip(pis) {
                 let (id, probe, ni, _) = &fresh[*k];
@@ -441,40 +374,67 @@ impl Sm {
                         }
                     }
                     Err(e) => {
-                        rep.failures += 1;
                         tracing::warn!("PortInfo {p} along {:?}: {e}", probe.path);
                     }
                 }
             }
             level = next;
         }
-        Ok(())
+        Ok(switch_infos)
     }
 
-    /// PortInfo Sets of (node, port, path, value), [`IN_FLIGHT`] at once:
-    /// each port's answer, in order.
+    /// Clears PortStateChange on the `switches` (node, path) whose
+    /// SwitchInfo (`infos`, in order) has it set, by writing it back as 1
+    /// (IBA 14.2.5.4); the SwitchInfos read, by node.
+    async fn clear_port_state_changes(
+        &self,
+        switches: &[(NodeId, Vec<u8>)],
+        infos: Vec<Result<SwitchInfo, Error>>,
+    ) -> HashMap<NodeId, SwitchInfo> {
+        let mut out = HashMap::new();
+        let mut clear = Vec::new();
+        for ((id, path), r) in switches.iter().zip(infos) {
+            match r {
+                Ok(si) => {
+                    if si.port_state_change {
+                        clear.push((0, path.clone(), si));
+                    }
+                    out.insert(*id, si);
+                }
+                Err(e) => tracing::warn!("SwitchInfo along {path:?}: {e}"),
+            }
+        }
+        let res = set_all(&self.smi, clear.clone()).await;
+        for ((_, path, _), r) in clear.iter().zip(res) {
+            if let Err(e) = r {
+                tracing::warn!("clearing PortStateChange along {path:?}: {e}");
+            }
+        }
+        out
+    }
+
+    /// PortInfo Sets of (node, port, path, value): each port's answer, in
+    /// order.
     async fn set_port_infos(
         &self,
         jobs: &[(NodeId, u8, Vec<u8>, PortInfo)],
     ) -> Vec<Result<PortInfo, Error>> {
-        let smi = self.smi.clone();
-        all(
-            jobs.to_vec(),
-            move |(_, p, path, w): (NodeId, u8, Vec<u8>, PortInfo)| {
-                let smi = smi.clone();
-                async move { set(&smi, PortInfo::attr_mod(p), &path, &w).await }
-            },
-        )
-        .await
-        .into_iter()
-        .map(|r| r.and_then(|x| x))
-        .collect()
+        let jobs = jobs
+            .iter()
+            .map(|(_, p, path, w)| (PortInfo::attr_mod(*p), path.clone(), *w))
+            .collect();
+        set_all(&self.smi, jobs).await
     }
 
     /// Writes LIDs, the SM's LID and the subnet prefix into every end
     /// port, the LFTs into every switch, then takes the ports to Armed and
     /// Active.
-    async fn program(&mut self, s: &mut Subnet, rep: &mut Report) {
+    async fn program(
+        &mut self,
+        s: &mut Subnet,
+        switch_infos: &HashMap<NodeId, SwitchInfo>,
+        rep: &mut Report,
+    ) {
         let sm_lid = s.sm_lid;
         // End ports: LID, SM LID, prefix.
         let mut jobs = Vec::new();
@@ -508,13 +468,13 @@ impl Sm {
                     s.port_info.insert((id, p), pi);
                 }
                 Err(e) => {
-                    rep.failures += 1;
                     tracing::warn!("PortInfo Set {p} of {:#x}: {e}", s.topo.node(id).guid);
                 }
             }
         }
-        // Switches: LinearFDBTop (clearing PortStateChange), then the LFT
-        // blocks that changed, every switch at once.
+        // Switches: LinearFDBTop where it differs from the SwitchInfo that
+        // discovery read, then the LFT blocks that changed, every switch at
+        // once.
         let top = s.lids.max_lid();
         let switches: Vec<(NodeId, Vec<u8>)> = s
             .topo
@@ -522,40 +482,25 @@ impl Sm {
             .filter(|(_, n)| n.kind == NodeKind::Switch)
             .map(|(id, _)| (id, s.paths[&id].clone()))
             .collect();
-        let infos = get_all::<SwitchInfo>(
-            &self.smi,
-            switches.iter().map(|(_, path)| (0, path.clone())).collect(),
-        )
-        .await;
-        let mut si_sets = Vec::new();
-        for ((_, path), r) in switches.iter().zip(infos) {
-            match r {
-                // Writing PortStateChange as 1 clears it (IBA 14.2.5.4).
-                Ok(si) if si.linear_fdb_top != top || si.port_state_change => {
-                    si_sets.push((
-                        path.clone(),
-                        SwitchInfo {
-                            linear_fdb_top: top,
-                            ..si
-                        },
-                    ));
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    rep.failures += 1;
-                    tracing::warn!("SwitchInfo along {path:?}: {e}");
-                }
-            }
-        }
-        let smi = self.smi.clone();
-        let res = all(si_sets.clone(), move |(path, w): (Vec<u8>, SwitchInfo)| {
-            let smi = smi.clone();
-            async move { set(&smi, 0, &path, &w).await }
-        })
-        .await;
-        for ((path, _), r) in si_sets.iter().zip(res) {
-            if let Err(e) = r.and_then(|x| x) {
-                rep.failures += 1;
+        let si_sets: Vec<(u32, Vec<u8>, SwitchInfo)> = switches
+            .iter()
+            .filter_map(|(id, path)| {
+                let si = switch_infos.get(id)?;
+                // PortStateChange written as 0 leaves it as it is: set
+                // by a change since discovery cleared it.
+                (si.linear_fdb_top != top).then(|| {
+                    let w = SwitchInfo {
+                        linear_fdb_top: top,
+                        port_state_change: false,
+                        ..*si
+                    };
+                    (0, path.clone(), w)
+                })
+            })
+            .collect();
+        let res = set_all(&self.smi, si_sets.clone()).await;
+        for ((_, path, _), r) in si_sets.iter().zip(res) {
+            if let Err(e) = r {
                 tracing::warn!("SwitchInfo Set along {path:?}: {e}");
             }
         }
@@ -577,30 +522,26 @@ impl Sm {
                 lft_jobs.push((*sw, b, path.clone(), entries));
             }
         }
-        let smi = self.smi.clone();
-        let res = all(
-            lft_jobs.clone(),
-            move |(_, b, path, entries): (NodeId, u32, Vec<u8>, [u8; 64])| {
-                let smi = smi.clone();
-                async move {
-                    set(
-                        &smi,
-                        LinearForwardingTable::attr_mod(b),
-                        &path,
-                        &LinearForwardingTable { ports: entries },
+        let res = set_all(
+            &self.smi,
+            lft_jobs
+                .iter()
+                .map(|(_, b, path, entries)| {
+                    (
+                        LinearForwardingTable::attr_mod(*b),
+                        path.clone(),
+                        LinearForwardingTable { ports: *entries },
                     )
-                    .await
-                }
-            },
+                })
+                .collect(),
         )
         .await;
         let mut failed = std::collections::HashSet::new();
         for ((sw, _, path, _), r) in lft_jobs.iter().zip(res) {
-            match r.and_then(|x| x) {
+            match r {
                 Ok(_) => rep.lft_blocks += 1,
                 Err(e) => {
                     failed.insert(*sw);
-                    rep.failures += 1;
                     tracing::warn!("LFT Set along {path:?}: {e}");
                 }
             }
@@ -648,7 +589,6 @@ impl Sm {
                         s.port_info.insert((id, p), pi);
                     }
                     Err(e) => {
-                        rep.failures += 1;
                         tracing::warn!(
                             "PortState {to} for port {p} of {:#x}: {e}",
                             s.topo.node(id).guid

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use rdma::mad::MulticastForwardingTable;
 
-use super::{set, Sm};
+use super::wire::set;
+use super::Sm;
 use crate::port_mask::PortMask;
 use crate::state::{lock_r, Subnet};
 use crate::subnet::{NodeId, NodeKind};
@@ -80,7 +81,11 @@ impl Sm {
                     written += 1;
                     self.mft_written.insert((guid, b, pos), t);
                 }
-                Err(e) => tracing::warn!("MFT Set along {path:?}: {e}"),
+                Err(e) => {
+                    tracing::warn!("MFT Set along {path:?}: {e}");
+                    self.resweep
+                        .get_or_insert_with(|| "an MFT Set failed".into());
+                }
             }
         }
         written

@@ -1,0 +1,441 @@
+//! The sweep against a fabric in memory: each node's SMA answers the
+//! sweep's SMPs as IBA says (and as ibsim does), a hook changes the fabric
+//! after any SMP, and a filter loses SMPs. The order of the sweep's
+//! operations, what it writes, and how many SMPs it has outstanding at once
+//! are checked here without a device.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use rdma::mad::{
+    Attribute, LinearForwardingTable, Method, NodeInfo, PhysPortState, PortInfo, PortState, SmInfo,
+    SwitchInfo,
+};
+
+use super::wire::Wire;
+use super::Sm;
+use crate::routing::RoutingEngine;
+use crate::state::{lock_r, Subnet};
+use crate::subnet::Lids;
+
+/// One SMP as a node's SMA took it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Op {
+    pub method: Method,
+    pub attr: u16,
+    pub attr_mod: u32,
+    /// The node it reached (its index).
+    pub node: usize,
+}
+
+struct Node {
+    info: NodeInfo,
+    /// By port number (a switch's port 0 included; a CA's port 0 unused).
+    ports: Vec<PortInfo>,
+    links: HashMap<u8, (usize, u8)>,
+    si: Option<SwitchInfo>,
+    lft: Vec<u8>,
+}
+
+type Hook = Box<dyn FnMut(&mut Fabric, &Op) + Send>;
+type Filter = Box<dyn Fn(&Op) -> bool + Send>;
+
+/// Nodes and links; node 0 holds the SM's port.
+pub(super) struct Fabric {
+    nodes: Vec<Node>,
+    /// Every SMP answered, in order.
+    pub log: Vec<Op>,
+    hook: Option<Hook>,
+    lost: Option<Filter>,
+}
+
+const CA: u8 = 1;
+const SWITCH: u8 = 2;
+
+impl Fabric {
+    /// A switch of `ports` ports; CA `i` on port `i + 1` (CA 0 the SM's),
+    /// the other ports down. Node 0: CA 0; node 1: the switch; node `i + 2`:
+    /// CA `i + 1`.
+    pub fn star(cas: u8, ports: u8) -> Fabric {
+        let mut f = Fabric {
+            nodes: Vec::new(),
+            log: Vec::new(),
+            hook: None,
+            lost: None,
+        };
+        f.add(0x100, CA, 1);
+        let sw = f.add(0x200, SWITCH, ports);
+        for i in 1..cas {
+            f.add(0x100 + 0x100 * u64::from(i) + 0x1000, CA, 1);
+        }
+        f.link(0, 1, sw, 1);
+        for i in 1..cas {
+            f.link(usize::from(i) + 1, 1, sw, i + 1);
+        }
+        f
+    }
+
+    fn add(&mut self, guid: u64, node_type: u8, num_ports: u8) -> usize {
+        let down = PortInfo {
+            port_state: PortState::Down,
+            port_physical_state: PhysPortState::Polling,
+            ..PortInfo::default()
+        };
+        let mut ports = vec![down; usize::from(num_ports) + 1];
+        let si = (node_type == SWITCH).then(|| {
+            // A switch's management port is up from the start.
+            ports[0].port_state = PortState::Active;
+            ports[0].port_physical_state = PhysPortState::LinkUp;
+            SwitchInfo {
+                linear_fdb_cap: 768 * 64,
+                ..SwitchInfo::default()
+            }
+        });
+        self.nodes.push(Node {
+            info: NodeInfo {
+                base_version: 1,
+                class_version: 1,
+                node_type,
+                num_ports,
+                node_guid: guid,
+                port_guid: guid,
+                ..NodeInfo::default()
+            },
+            ports,
+            links: HashMap::new(),
+            si,
+            lft: vec![0xff; 64 * 4],
+        });
+        self.nodes.len() - 1
+    }
+
+    fn link(&mut self, a: usize, pa: u8, b: usize, pb: u8) {
+        self.nodes[a].links.insert(pa, (b, pb));
+        self.nodes[b].links.insert(pb, (a, pa));
+        for (n, p) in [(a, pa), (b, pb)] {
+            let pi = &mut self.nodes[n].ports[usize::from(p)];
+            pi.port_state = PortState::Initialize;
+            pi.port_physical_state = PhysPortState::LinkUp;
+            if let Some(si) = &mut self.nodes[n].si {
+                si.port_state_change = true;
+            }
+        }
+    }
+
+    /// A new CA (GUID `guid`) plugged into port `p` of `node`: the port
+    /// comes up, which sets the switch's PortStateChange.
+    pub fn plug(&mut self, node: usize, p: u8, guid: u64) {
+        let ca = self.add(guid, CA, 1);
+        self.link(node, p, ca, 1);
+    }
+
+    /// A switch's reset: its LFT empty, port 0 without a LID.
+    pub fn reset(&mut self, node: usize) {
+        let n = &mut self.nodes[node];
+        n.lft.fill(0xff);
+        n.ports[0].lid = 0;
+        if let Some(si) = &mut n.si {
+            si.linear_fdb_top = 0;
+        }
+    }
+
+    pub fn port_state_change(&self, node: usize) -> bool {
+        self.nodes[node].si.is_some_and(|si| si.port_state_change)
+    }
+
+    pub fn lft(&self, node: usize) -> &[u8] {
+        &self.nodes[node].lft
+    }
+
+    pub fn port(&self, node: usize, p: u8) -> &PortInfo {
+        &self.nodes[node].ports[usize::from(p)]
+    }
+
+    pub fn on_each(&mut self, hook: impl FnMut(&mut Fabric, &Op) + Send + 'static) {
+        self.hook = Some(Box::new(hook));
+    }
+
+    pub fn lose(&mut self, filter: Option<Filter>) {
+        self.lost = filter;
+    }
+
+    /// The node at the end of `path`, and the port the SMP entered it by.
+    fn along(&self, path: &[u8]) -> Option<(usize, u8)> {
+        let mut at = (0, 1);
+        for &p in path.get(1..)? {
+            at = *self.nodes[at.0].links.get(&p)?;
+        }
+        Some(at)
+    }
+
+    /// The SMA's answer (the attribute's bytes); `None`: lost or no node.
+    fn answer(
+        &mut self,
+        method: Method,
+        attr: u16,
+        attr_mod: u32,
+        path: &[u8],
+        data: Option<&[u8]>,
+    ) -> Option<Vec<u8>> {
+        let (node, entered) = self.along(path)?;
+        let op = Op {
+            method,
+            attr,
+            attr_mod,
+            node,
+        };
+        if self.lost.as_ref().is_some_and(|lost| lost(&op)) {
+            return None;
+        }
+        let set = method == Method::SET;
+        let n = &mut self.nodes[node];
+        let out = match attr {
+            NodeInfo::ID => encode(&NodeInfo {
+                local_port_num: entered,
+                ..n.info
+            }),
+            0x10 => vec![0; 64],
+            PortInfo::ID => {
+                let p = usize::try_from(attr_mod).ok()?;
+                let cur = n.ports.get_mut(p)?;
+                if set {
+                    let w = PortInfo::decode(data?).ok()?;
+                    cur.lid = w.lid;
+                    cur.master_sm_lid = w.master_sm_lid;
+                    cur.gid_prefix = w.gid_prefix;
+                    cur.port_state = match (cur.port_state, w.port_state) {
+                        (PortState::Initialize, PortState::Armed) => PortState::Armed,
+                        (PortState::Armed, PortState::Active) => PortState::Active,
+                        (s, _) => s,
+                    };
+                }
+                encode(&PortInfo {
+                    local_port_num: entered,
+                    ..*cur
+                })
+            }
+            SwitchInfo::ID => {
+                let si = n.si.as_mut()?;
+                if set {
+                    let w = SwitchInfo::decode(data?).ok()?;
+                    // Written as 1, PortStateChange clears.
+                    if w.port_state_change {
+                        si.port_state_change = false;
+                    }
+                    si.linear_fdb_top = w.linear_fdb_top;
+                }
+                encode(&*si)
+            }
+            LinearForwardingTable::ID => {
+                n.si?;
+                let lo = usize::try_from(attr_mod).ok()? * 64;
+                let block = n.lft.get_mut(lo..lo + 64)?;
+                if set {
+                    block.copy_from_slice(data?.get(..64)?);
+                }
+                block.to_vec()
+            }
+            // MulticastForwardingTable and the rest: taken as sent.
+            _ => data?.to_vec(),
+        };
+        self.log.push(op.clone());
+        if let Some(mut hook) = self.hook.take() {
+            hook(self, &op);
+            self.hook = Some(hook);
+        }
+        Some(out)
+    }
+}
+
+fn encode<A: Attribute>(a: &A) -> Vec<u8> {
+    let mut b = vec![0; A::SIZE];
+    a.encode_into(&mut b).expect("an attribute fits its size");
+    b
+}
+
+/// An SM sweeping `fabric` with at most `limit` SMPs outstanding.
+pub(super) fn sm(fabric: &Arc<Mutex<Fabric>>, limit: usize) -> Sm {
+    let f = fabric.clone();
+    let wire = Wire::fake(
+        Box::new(move |method, attr, attr_mod, path, data| {
+            f.lock()
+                .expect("the fake fabric")
+                .answer(method, attr, attr_mod, path, data)
+        }),
+        limit,
+    );
+    Sm {
+        smi: Arc::new(wire),
+        subnet: Arc::new(RwLock::new(Subnet::default())),
+        sm_info: Arc::new(RwLock::new(SmInfo::default())),
+        written: HashMap::new(),
+        mft_written: HashMap::new(),
+        lids: Lids::new(),
+        routing: vec![RoutingEngine::MinHop],
+        roots: Vec::new(),
+        resweep: None,
+    }
+}
+
+fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime")
+        .block_on(f)
+}
+
+/// A change to a switch port just after the sweep read it (the port comes
+/// up, PortStateChange set) is not lost: the sweep cleared
+/// PortStateChange before it read the switch's ports, not after, so the
+/// bit is still set when the sweep ends and the next light sweep calls for
+/// a heavy one.
+#[test]
+fn a_port_change_after_its_port_was_read_is_left_for_the_light_sweep() {
+    const SW: usize = 1;
+    let fabric = Arc::new(Mutex::new(Fabric::star(2, 4)));
+    let mut plugged = false;
+    fabric.lock().unwrap().on_each(move |f, op| {
+        let read = op.method == Method::GET && op.attr == PortInfo::ID;
+        if !plugged && op.node == SW && read && op.attr_mod == 3 {
+            f.plug(SW, 3, 0x9000);
+            plugged = true;
+        }
+    });
+    let mut sm = sm(&fabric, 4);
+    let rep = run(sm.sweep()).unwrap();
+    let f = fabric.lock().unwrap();
+    assert!(
+        f.port_state_change(SW),
+        "PortStateChange cleared after the change it flags ({rep})"
+    );
+    // The order: the switch's SwitchInfo read, PortStateChange cleared,
+    // then its ports.
+    let at = |m: Method, attr: u16| {
+        f.log
+            .iter()
+            .position(|o| o.node == SW && o.method == m && o.attr == attr)
+            .unwrap()
+    };
+    assert!(at(Method::GET, SwitchInfo::ID) < at(Method::SET, SwitchInfo::ID));
+    assert!(at(Method::SET, SwitchInfo::ID) < at(Method::GET, PortInfo::ID));
+    drop(f);
+    let why = run(sm.light_sweep()).expect("a heavy sweep called for");
+    assert!(why.contains("PortStateChange on switch 0x200"), "{why}");
+    // The heavy sweep that follows finds the CA behind the port, and
+    // clears the bit.
+    let rep = run(sm.sweep()).unwrap();
+    assert!(!fabric.lock().unwrap().port_state_change(SW));
+    assert!(lock_r(&sm.subnet).topo.find(0x9000).is_some(), "{rep}");
+    assert_eq!(
+        fabric.lock().unwrap().port(3, 1).port_state,
+        PortState::Active
+    );
+}
+
+/// A switch that resets between two sweeps (its LFT emptied, port 0
+/// without LID) has its whole LFT and its MFT blocks written again; one
+/// that did not, none of them (the blocks written are remembered).
+#[test]
+fn a_switch_that_reset_has_its_tables_written_whole_again() {
+    const SW: usize = 1;
+    let fabric = Arc::new(Mutex::new(Fabric::star(3, 4)));
+    let mut sm = sm(&fabric, 4);
+    let first = run(sm.sweep()).unwrap();
+    assert!(first.lft_blocks > 0, "{first}");
+    let table = fabric.lock().unwrap().lft(SW).to_vec();
+    assert!(table.iter().any(|&p| p != 0xff));
+    join_a_group(&sm, &[0x100, 0x1200]);
+    let mfts = run(sm.program_multicast());
+    assert!(mfts > 0);
+    assert_eq!(run(sm.program_multicast()), 0);
+    let again = run(sm.sweep()).unwrap();
+    assert_eq!((again.lft_blocks, again.resets), (0, 0), "{again}");
+    assert_eq!(run(sm.program_multicast()), 0);
+    fabric.lock().unwrap().reset(SW);
+    let after = run(sm.sweep()).unwrap();
+    assert_eq!(after.resets, 1, "{after}");
+    assert_eq!(after.lft_blocks, first.lft_blocks, "{after}");
+    assert_eq!(run(sm.program_multicast()), mfts);
+    let f = fabric.lock().unwrap();
+    assert_eq!(f.lft(SW), table);
+    assert_ne!(f.port(SW, 0).lid, 0);
+}
+
+/// A group of the CA ports of `guids` in the SA's groups, MLID 0xc001.
+fn join_a_group(sm: &Sm, guids: &[u64]) {
+    use rdma::mad::sa::{JoinState, McMemberRecord};
+    let mut members = std::collections::BTreeMap::new();
+    for &g in guids {
+        let mut gid = [0u8; 16];
+        gid[..8].copy_from_slice(&crate::state::SUBNET_PREFIX.to_be_bytes());
+        gid[8..].copy_from_slice(&g.to_be_bytes());
+        members.insert(gid, JoinState::FULL_MEMBER);
+    }
+    let mgid = [0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    crate::state::lock_w(&sm.subnet).groups.by_mgid.insert(
+        mgid,
+        crate::groups::Group {
+            rec: McMemberRecord {
+                mgid: rdma::Gid(mgid),
+                mlid: 0xc001,
+                ..McMemberRecord::default()
+            },
+            members,
+            permanent: false,
+        },
+    );
+}
+
+/// Every NodeInfo sent to a CA lost: the sweep does not find it, and the
+/// next light sweep calls for a heavy one for the SMPs that failed. With
+/// its SMPs through again the light sweep finds the switch port that is up
+/// and leads to no known node, and the heavy sweep that follows finds the
+/// CA and makes its port Active.
+#[test]
+fn a_node_whose_node_info_was_lost_is_swept_for_and_found() {
+    const LOST: usize = 2;
+    let fabric = Arc::new(Mutex::new(Fabric::star(2, 4)));
+    fabric.lock().unwrap().lose(Some(Box::new(|op: &Op| {
+        op.node == LOST && op.attr == NodeInfo::ID
+    })));
+    let mut sm = sm(&fabric, 4);
+    let rep = run(sm.sweep()).unwrap();
+    assert!(rep.failures > 0, "{rep}");
+    assert_eq!(lock_r(&sm.subnet).topo.len(), 2, "{rep}");
+    let why = run(sm.light_sweep()).expect("a heavy sweep called for");
+    assert!(why.contains("SMPs failed in the last heavy sweep"), "{why}");
+    // Still lost: swept again, and again not found.
+    let rep = run(sm.sweep()).unwrap();
+    assert!(rep.failures > 0, "{rep}");
+    fabric.lock().unwrap().lose(None);
+    let why = run(sm.light_sweep()).expect("a heavy sweep called for");
+    assert!(
+        why.contains("port 2 of 0x200 leads to node 0x1200, not reached by the last heavy sweep"),
+        "{why}"
+    );
+    let rep = run(sm.sweep()).unwrap();
+    assert_eq!(rep.failures, 0, "{rep}");
+    assert!(lock_r(&sm.subnet).topo.find(0x1200).is_some(), "{rep}");
+    assert_eq!(
+        fabric.lock().unwrap().port(LOST, 1).port_state,
+        PortState::Active
+    );
+    assert_eq!(run(sm.light_sweep()), None);
+}
+
+/// The sweep of a switch with 30 CAs never has more SMPs outstanding than
+/// its limit, and reaches it; without a limit (0) it has more than 4.
+#[test]
+fn a_sweep_keeps_at_most_its_limit_of_smps_outstanding() {
+    for (limit, most) in [(1, 1), (4, 4), (7, 7)] {
+        let fabric = Arc::new(Mutex::new(Fabric::star(30, 32)));
+        let mut sm = sm(&fabric, limit);
+        let rep = run(sm.sweep()).unwrap();
+        assert_eq!(rep.peak_smps, most, "limit {limit}: {rep}");
+        assert_eq!(rep.failures, 0, "{rep}");
+        assert_eq!(lock_r(&sm.subnet).topo.len(), 31);
+    }
+    let fabric = Arc::new(Mutex::new(Fabric::star(30, 32)));
+    let rep = run(sm(&fabric, 0).sweep()).unwrap();
+    assert!(rep.peak_smps > 4, "{rep}");
+}
