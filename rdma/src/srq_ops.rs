@@ -46,7 +46,8 @@ impl<'a> SrqOp<'a> {
     /// `tag` in the bits of `mask` lands in `sges`, and its completion
     /// carries `recv_wr_id`. The provider returns the entry's handle
     /// ([`handle`](Self::handle)), which [`remove_tag`](Self::remove_tag)
-    /// names.
+    /// names. `sges` must be one entry of at least one byte:
+    /// [`SharedReceiveQueue::post_srq_ops`] refuses any other add.
     pub fn add_tag(
         wr_id: u64,
         recv_wr_id: u64,
