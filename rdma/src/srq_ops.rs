@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::ptr;
 use std::sync::PoisonError;
 
-use crate::srq_tag_table::TOKEN_BIT;
+use crate::srq_tag_table::{TagTable, TOKEN_BIT};
 use crate::sys;
 use crate::wr::Link;
 use crate::{Error, Result, Sge, SharedReceiveQueue};
@@ -27,6 +27,10 @@ pub struct SrqOp<'a> {
 }
 
 impl<'a> SrqOp<'a> {
+    /// The handle an add holds after a post that did not reach it (the
+    /// provider writes an add's handle when it takes it).
+    pub const NOT_POSTED: u32 = u32::MAX;
+
     fn new(wr_id: u64, opcode: sys::ibv_ops_wr_opcode) -> SrqOp<'a> {
         // SAFETY: plain data (integers and a NULL `next`/`sg_list`).
         let mut raw: sys::ibv_ops_wr = unsafe { std::mem::zeroed() };
@@ -42,7 +46,8 @@ impl<'a> SrqOp<'a> {
     /// `tag` in the bits of `mask` lands in `sges`, and its completion
     /// carries `recv_wr_id`. The provider returns the entry's handle
     /// ([`handle`](Self::handle)), which [`remove_tag`](Self::remove_tag)
-    /// names.
+    /// names. `sges` must be one entry of at least one byte:
+    /// [`SharedReceiveQueue::post_srq_ops`] refuses any other add.
     pub fn add_tag(
         wr_id: u64,
         recv_wr_id: u64,
@@ -97,7 +102,8 @@ impl<'a> SrqOp<'a> {
     }
 
     /// The tag entry's handle: after an [`add_tag`](Self::add_tag) was
-    /// posted, the one the provider gave; otherwise what the operation
+    /// posted, the one the provider gave ([`NOT_POSTED`](Self::NOT_POSTED)
+    /// if a failed post did not reach it); otherwise what the operation
     /// was made with.
     pub fn handle(&self) -> u32 {
         self.raw.tm.handle
@@ -148,8 +154,9 @@ impl SharedReceiveQueue {
     /// takes them: any other is refused with `EINVAL` before the provider
     /// is called. So are, before the provider, operations whose `wr_id`
     /// or `recv_wr_id` has bit 63 set (the IDs of the safe API's tags, by
-    /// which it knows their completions), and removals of a handle that
-    /// the safe API holds. On failure the error says which operation was
+    /// which it knows their completions), removals of a handle that the
+    /// safe API holds, and adds that do not name exactly one SGE of at
+    /// least one byte. On failure the error says which operation was
     /// refused; it and the ones after it were not posted, the ones before
     /// it were. An empty slice posts nothing.
     ///
@@ -163,10 +170,12 @@ impl SharedReceiveQueue {
     ///   [`SrqOp::add_tag`] of this SRQ, through this function, returned
     ///   and that was not removed since, nor released by its message's
     ///   completion;
-    /// - the buffers of every added tag are registered at their process
-    ///   address (no [`MrBuilder::iova`](crate::MrBuilder::iova)) and stay
-    ///   registered and allocated until the tag's message completed or the
-    ///   tag was removed, and an added tag names one SGE.
+    /// - the buffer of every added tag (its one SGE, of at least one byte:
+    ///   mlx5 keeps an empty add's address and size from the entry's
+    ///   previous tag, which this call therefore refuses) is registered at
+    ///   its process address (no [`MrBuilder::iova`](crate::MrBuilder::iova))
+    ///   and stays registered and allocated until the tag's message
+    ///   completed or the tag was removed.
     pub unsafe fn post_srq_ops(&self, ops: &mut [SrqOp<'_>]) -> Result<()> {
         const VERB: &str = "ibv_post_srq_ops";
         let tags = self.tags(VERB)?;
@@ -174,25 +183,8 @@ impl SharedReceiveQueue {
             return Ok(());
         }
         let mut table = tags.lock().unwrap_or_else(PoisonError::into_inner);
-        for (i, op) in ops.iter().enumerate() {
-            let r = &op.raw;
-            let add = r.opcode == sys::IBV_WR_TAG_ADD;
-            if r.wr_id & TOKEN_BIT != 0 || (add && r.tm.add.recv_wr_id & TOKEN_BIT != 0) {
-                return Err(Error::invalid(
-                    VERB,
-                    format!("operation {i}: IDs with bit 63 set are the safe tag API's (TagMatchingSrq)"),
-                ));
-            }
-            if r.opcode == sys::IBV_WR_TAG_DEL && table.holds_handle(r.tm.handle) {
-                return Err(Error::invalid(
-                    VERB,
-                    format!(
-                        "operation {i}: tag handle {} is held by TagMatchingSrq::add_tag",
-                        r.tm.handle
-                    ),
-                ));
-            }
-        }
+        check_ops(ops, &table)?;
+        mark_not_posted(ops);
         // SAFETY: the handles and buffers the operations name are the
         // caller's (this function's contract); the table's lock is held,
         // so no safe add, removal or poll runs beside the post.
@@ -200,17 +192,11 @@ impl SharedReceiveQueue {
         let posted = match &r {
             Ok(()) => ops.len(),
             // Unknown: treat every add as posted (detaching a tag of the
-            // table needlessly only makes it unremovable).
+            // table needlessly only makes it unremovable); the adds the
+            // provider did not reach hold NOT_POSTED.
             Err((_, index)) => index.unwrap_or(ops.len()),
         };
-        // A handle the provider gave to one of these adds is no longer a
-        // tag of the table's (the provider released that tag).
-        for op in ops[..posted]
-            .iter()
-            .filter(|o| o.raw.opcode == sys::IBV_WR_TAG_ADD)
-        {
-            table.given_elsewhere(op.raw.tm.handle);
-        }
+        given_elsewhere(&mut table, &ops[..posted]);
         r.map_err(|(e, _)| e)
     }
 
@@ -248,6 +234,75 @@ impl SharedReceiveQueue {
         let e = crate::wr::post_error(VERB, rc, index)
             .unsupported_on(self.context().name(), "tag matching");
         Err((e, index))
+    }
+}
+
+/// Refuses, before the provider, what [`SharedReceiveQueue::post_srq_ops`]
+/// does not pass: the safe API's IDs and handles, and adds without exactly
+/// one SGE of at least one byte.
+fn check_ops<B>(ops: &[SrqOp<'_>], table: &TagTable<B>) -> Result<()> {
+    const VERB: &str = "ibv_post_srq_ops";
+    for (i, op) in ops.iter().enumerate() {
+        let r = &op.raw;
+        let add = r.opcode == sys::IBV_WR_TAG_ADD;
+        if r.wr_id & TOKEN_BIT != 0 || (add && r.tm.add.recv_wr_id & TOKEN_BIT != 0) {
+            return Err(Error::invalid(
+                VERB,
+                format!(
+                    "operation {i}: IDs with bit 63 set are the safe tag API's (TagMatchingSrq)"
+                ),
+            ));
+        }
+        if add && r.tm.add.num_sge != 1 {
+            return Err(Error::invalid(
+                VERB,
+                format!(
+                    "operation {i}: an added tag names exactly one SGE, not {}",
+                    r.tm.add.num_sge
+                ),
+            ));
+        }
+        // SAFETY: `SrqOp::add_tag` set `sg_list` to the start of the SGE
+        // slice the operation borrows for its lifetime, and `num_sge` to
+        // that slice's length, 1 here (checked just above); nothing else
+        // writes them.
+        if add && unsafe { (*r.tm.add.sg_list).length } == 0 {
+            return Err(Error::invalid(
+                VERB,
+                format!("operation {i}: an added tag's SGE is empty (mlx5 would keep the buffer of the entry's previous tag)"),
+            ));
+        }
+        if r.opcode == sys::IBV_WR_TAG_DEL && table.holds_handle(r.tm.handle) {
+            return Err(Error::invalid(
+                VERB,
+                format!(
+                    "operation {i}: tag handle {} is held by TagMatchingSrq::add_tag",
+                    r.tm.handle
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Sets every add's handle to [`SrqOp::NOT_POSTED`], which the provider
+/// overwrites in the adds it takes.
+fn mark_not_posted(ops: &mut [SrqOp<'_>]) {
+    for op in ops {
+        if op.raw.opcode == sys::IBV_WR_TAG_ADD {
+            op.raw.tm.handle = SrqOp::NOT_POSTED;
+        }
+    }
+}
+
+/// Tells the table which handles the provider gave to the posted adds of
+/// `posted`: a tag it held at one was released by the provider. Adds the
+/// provider did not reach hold [`SrqOp::NOT_POSTED`] and are skipped.
+fn given_elsewhere<B>(table: &mut TagTable<B>, posted: &[SrqOp<'_>]) {
+    for op in posted {
+        if op.raw.opcode == sys::IBV_WR_TAG_ADD && op.raw.tm.handle != SrqOp::NOT_POSTED {
+            table.given_elsewhere(op.raw.tm.handle);
+        }
     }
 }
 
@@ -294,5 +349,80 @@ mod tests {
         assert_eq!(ops[0].raw.next as *const _, ops[1].as_raw() as *const _);
         assert_eq!(ops[1].raw.next as *const _, ops[2].as_raw() as *const _);
         assert!(ops[2].raw.next.is_null());
+    }
+
+    fn sge(len: usize) -> Sge<'static> {
+        Sge::of(0x1000, 0, len, 7, "test").unwrap()
+    }
+
+    #[test]
+    fn an_add_without_exactly_one_nonempty_sge_is_refused() {
+        let table: TagTable<()> = TagTable::new(4);
+        let (empty, one) = ([sge(0)], [sge(64)]);
+        let two = [sge(64), sge(64)];
+        let refused = |ops: &[SrqOp<'_>], why: &str| {
+            let e = check_ops(ops, &table).unwrap_err();
+            assert_eq!(e.errno(), libc::EINVAL);
+            assert!(e.to_string().contains(why), "{e}");
+        };
+        refused(&[SrqOp::add_tag(1, 2, &[], 3, 4)], "exactly one SGE, not 0");
+        refused(
+            &[SrqOp::add_tag(1, 2, &two, 3, 4)],
+            "exactly one SGE, not 2",
+        );
+        refused(
+            &[SrqOp::add_tag(1, 2, &empty, 3, 4)],
+            "operation 0: an added tag's SGE is empty",
+        );
+        // Named by its index, after a good one.
+        refused(
+            &[
+                SrqOp::add_tag(1, 2, &one, 3, 4),
+                SrqOp::add_tag(1, 2, &empty, 3, 4),
+            ],
+            "operation 1",
+        );
+        check_ops(
+            &[SrqOp::add_tag(1, 2, &one, 3, 4), SrqOp::sync(5, 0)],
+            &table,
+        )
+        .unwrap();
+        // Removals and syncs name no SGE.
+        check_ops(&[SrqOp::remove_tag(1, 3)], &table).unwrap();
+    }
+
+    #[test]
+    fn the_safe_apis_ids_and_handles_are_refused() {
+        let mut table: TagTable<()> = TagTable::new(4);
+        let tok = table.token();
+        table.added(tok, 2, 0, ()).unwrap();
+        let one = [sge(64)];
+        for ops in [
+            [SrqOp::sync(TOKEN_BIT, 0)],
+            [SrqOp::add_tag(1, TOKEN_BIT | 5, &one, 3, 4)],
+            [SrqOp::remove_tag(1, 2)],
+        ] {
+            assert_eq!(check_ops(&ops, &table).unwrap_err().errno(), libc::EINVAL);
+        }
+    }
+
+    #[test]
+    fn an_add_the_provider_never_reached_detaches_no_tag() {
+        let mut table: TagTable<()> = TagTable::new(4);
+        let tok = table.token();
+        table.added(tok, 0, 0, ()).unwrap();
+        let one = [sge(64)];
+        let mut ops = [SrqOp::sync(1, 0), SrqOp::add_tag(1, 2, &one, 3, 4)];
+        // A failed post with no failing index: every add counts as posted,
+        // but this one kept the mark (the provider wrote no handle 0).
+        mark_not_posted(&mut ops);
+        assert_eq!(ops[1].handle(), SrqOp::NOT_POSTED);
+        assert_eq!(ops[0].handle(), 0);
+        given_elsewhere(&mut table, &ops);
+        assert!(table.holds_handle(0));
+        // One the provider took at handle 0 does.
+        ops[1].raw.tm.handle = 0;
+        given_elsewhere(&mut table, &ops);
+        assert!(!table.holds_handle(0));
     }
 }

@@ -29,11 +29,15 @@ use crate::sys;
 use crate::{Error, Result};
 
 /// The bit that every work request ID of the safe API's tag operations
-/// has set, and that [`SharedReceiveQueue::post_srq_ops`] refuses in the
-/// IDs it is given: so a completion carrying such an ID is one of the safe
-/// API's.
+/// has set, and that every other way to a tag-matching SRQ refuses in the
+/// IDs it is given ([`SharedReceiveQueue::post_srq_ops`] in its operations',
+/// [`TagMatchingSrq::post_recv`] in its receives'; the SRQ of a
+/// [`TagMatchingSrq`] is not handed out): so a completion of the SRQ's CQ
+/// carrying such an ID is one of the safe API's.
 ///
 /// [`SharedReceiveQueue::post_srq_ops`]: crate::SharedReceiveQueue::post_srq_ops
+/// [`TagMatchingSrq::post_recv`]: crate::TagMatchingSrq::post_recv
+/// [`TagMatchingSrq`]: crate::TagMatchingSrq
 pub(crate) const TOKEN_BIT: u64 = 1 << 63;
 /// Set, beside [`TOKEN_BIT`], in the ID of a sync operation.
 const SYNC_BIT: u64 = 1 << 62;
@@ -82,6 +86,10 @@ enum State {
     /// add): never removed by handle again; its buffer comes back with its
     /// message, or when the SRQ is destroyed.
     Detached,
+    /// Its buffer was given back (the provider released the tag), but the
+    /// completion of its add has not been polled yet: kept, without a
+    /// buffer, only to report that completion as [`TagEvent::Added`].
+    Released,
 }
 
 #[derive(Debug)]
@@ -89,7 +97,11 @@ struct Entry<B> {
     user_id: u64,
     handle: u32,
     state: State,
-    buffer: B,
+    /// Whether the add's own completion (`IBV_WC_TM_ADD`) is still to
+    /// come: it may be polled after the tag's last one.
+    add_pending: bool,
+    /// `None` once given back ([`State::Released`]).
+    buffer: Option<B>,
 }
 
 /// What a tag-matching completion meant for the tags of the table.
@@ -105,6 +117,8 @@ pub enum TagEvent<B> {
     },
     /// A message matched the tag (`IBV_WC_TM_MATCH` without data yet): its
     /// data follows in a later completion; the buffer stays with the SRQ.
+    /// A rendezvous the software finishes is matched so too (mlx5's
+    /// `TM_CONSUMED_SW_RDNV`, status `TagMatchingRndvIncomplete`).
     Matched {
         /// The ID given to the add.
         user_id: u64,
@@ -192,7 +206,17 @@ impl<B> TagTable<B> {
     /// The tags held (added, or removal pending, or detached), whose
     /// buffers the table owns.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.values().filter(|e| e.buffer.is_some()).count()
+    }
+
+    /// Makes room for one more tag, so that [`added`](Self::added) after
+    /// the add's post allocates nothing (and so cannot fail or panic while
+    /// the device owns the buffer): `ENOMEM` when there is none.
+    pub fn reserve_one(&mut self) -> Result<()> {
+        self.entries.try_reserve(1).map_err(|e| {
+            Error::new("ibv_post_srq_ops", libc::ENOMEM)
+                .with_hint(format!("no room for one more tag: {e}"))
+        })
     }
 
     /// Whether the table holds the handle as one of its tags': a handle
@@ -217,6 +241,8 @@ impl<B> TagTable<B> {
     /// Records the tag `token` that the provider took at `handle`, owning
     /// `buffer`. A handle outside the table (a provider that numbers
     /// otherwise) still keeps the buffer, detached, and is an error.
+    /// Allocates nothing after [`reserve_one`](Self::reserve_one) but the
+    /// error's text.
     pub fn added(&mut self, token: u64, handle: u32, user_id: u64, buffer: B) -> Result<TagHandle> {
         self.given_elsewhere(handle);
         let in_range = (handle as usize) < self.slots.len();
@@ -232,7 +258,8 @@ impl<B> TagTable<B> {
                 user_id,
                 handle,
                 state,
-                buffer,
+                add_pending: true,
+                buffer: Some(buffer),
             },
         );
         if !in_range {
@@ -286,15 +313,34 @@ impl<B> TagTable<B> {
         }
     }
 
-    /// Takes the tag `token` out of the table, with its buffer.
-    fn release(&mut self, token: u64) -> Option<Entry<B>> {
-        let e = self.entries.remove(&token)?;
-        if let Some(slot) = self.slots.get_mut(e.handle as usize) {
+    /// Gives back the buffer of the tag `token`, which the provider
+    /// released; the entry stays (buffer-less) while its add's completion
+    /// is to come. `None` if it was given back already.
+    fn release(&mut self, token: u64) -> Option<B> {
+        let e = self.entries.get_mut(&token)?;
+        let buffer = e.buffer.take()?;
+        e.state = State::Released;
+        let (handle, add_pending) = (e.handle, e.add_pending);
+        if !add_pending {
+            self.entries.remove(&token);
+        }
+        if let Some(slot) = self.slots.get_mut(handle as usize) {
             if *slot == Some(token) {
                 *slot = None;
             }
         }
-        Some(e)
+        Some(buffer)
+    }
+
+    /// Records the completion of the add of `token`; forgets the tag if its
+    /// buffer was given back already.
+    fn add_completed(&mut self, token: u64) {
+        if let Some(e) = self.entries.get_mut(&token) {
+            e.add_pending = false;
+            if e.buffer.is_none() {
+                self.entries.remove(&token);
+            }
+        }
     }
 
     /// What the completion `wc`, polled from the SRQ's CQ, means for the
@@ -325,26 +371,29 @@ impl<B> TagTable<B> {
         // (its opcode is TM_RECV, or RECV for a cancelled rendezvous, so
         // the flags decide, not the opcode).
         if data_valid && final_status && wc.opcode != sys::IBV_WC_TM_DEL {
-            let e = self.release(wc.wr_id)?;
+            let buffer = self.release(wc.wr_id)?;
             return Some(TagEvent::Received {
                 user_id,
                 status,
                 byte_len: wc.byte_len,
-                buffer: e.buffer,
+                buffer,
             });
         }
         match wc.opcode {
-            sys::IBV_WC_TM_ADD => Some(TagEvent::Added {
-                user_id,
-                ok: status == WcStatus::Success,
-            }),
+            // Before or after the tag's last completion (its entry is kept
+            // for it).
+            sys::IBV_WC_TM_ADD if entry.add_pending => {
+                self.add_completed(wc.wr_id);
+                Some(TagEvent::Added {
+                    user_id,
+                    ok: status == WcStatus::Success,
+                })
+            }
+            sys::IBV_WC_TM_ADD => None,
             sys::IBV_WC_TM_DEL if entry.state != State::Removing => None,
             sys::IBV_WC_TM_DEL if status == WcStatus::Success => {
-                let e = self.release(wc.wr_id)?;
-                Some(TagEvent::Removed {
-                    user_id,
-                    buffer: e.buffer,
-                })
+                let buffer = self.release(wc.wr_id)?;
+                Some(TagEvent::Removed { user_id, buffer })
             }
             sys::IBV_WC_TM_DEL => {
                 // The entry stays until the message that consumed it
@@ -354,7 +403,18 @@ impl<B> TagTable<B> {
                 }
                 Some(TagEvent::RemoveFailed { user_id, status })
             }
-            sys::IBV_WC_TM_RECV if matched && status == WcStatus::Success => {
+            // The first of two completions: mlx5's TM_CONSUMED (success)
+            // or TM_CONSUMED_SW_RDNV (rendezvous-incomplete), match flag
+            // only.
+            sys::IBV_WC_TM_RECV
+                if matched
+                    && !data_valid
+                    && entry.buffer.is_some()
+                    && matches!(
+                        status,
+                        WcStatus::Success | WcStatus::TagMatchingRndvIncomplete
+                    ) =>
+            {
                 Some(TagEvent::Matched { user_id })
             }
             _ => None,
@@ -365,7 +425,9 @@ impl<B> TagTable<B> {
     /// when the SRQ could not be destroyed (the device may still write).
     pub fn leak(&mut self) {
         for (_, e) in self.entries.drain() {
-            std::mem::forget(e.buffer);
+            if let Some(b) = e.buffer {
+                std::mem::forget(b);
+            }
         }
     }
 }
@@ -525,6 +587,91 @@ mod tests {
             ev,
             Some(TagEvent::Received { buffer: Buf(1), .. })
         ));
+    }
+
+    #[test]
+    fn a_software_rendezvous_is_matched_then_received() {
+        let (mut t, h) = table_with_one();
+        let rndv = sys::IBV_WC_TM_RNDV_INCOMPLETE;
+        // mlx5's TM_CONSUMED_SW_RDNV: the match flag only, rendezvous
+        // incomplete: the first of two completions.
+        let ev = t.complete(wc(h.token, sys::IBV_WC_TM_RECV, rndv, MATCH));
+        assert_eq!(ev, Some(TagEvent::Matched { user_id: 100 }));
+        assert_eq!(t.len(), 1);
+        // A first completion in error is no match.
+        let gen = sys::IBV_WC_GENERAL_ERR;
+        assert_eq!(
+            t.complete(wc(h.token, sys::IBV_WC_TM_RECV, gen, MATCH)),
+            None
+        );
+        let ev = t.complete(wc(h.token, sys::IBV_WC_TM_RECV, rndv, DATA));
+        assert!(matches!(
+            ev,
+            Some(TagEvent::Received {
+                buffer: Buf(1),
+                status: WcStatus::TagMatchingRndvIncomplete,
+                ..
+            })
+        ));
+        // Nothing matches a tag given back.
+        assert_eq!(
+            t.complete(wc(h.token, sys::IBV_WC_TM_RECV, OK, MATCH)),
+            None
+        );
+    }
+
+    #[test]
+    fn an_add_completion_polled_after_the_message_is_still_added() {
+        let (mut t, h) = table_with_one();
+        let ev = t.complete(wc(h.token, sys::IBV_WC_TM_RECV, OK, DATA | MATCH));
+        assert!(matches!(
+            ev,
+            Some(TagEvent::Received { buffer: Buf(1), .. })
+        ));
+        assert_eq!(t.len(), 0);
+        let ev = t.complete(wc(h.token, sys::IBV_WC_TM_ADD, OK, 0));
+        assert_eq!(
+            ev,
+            Some(TagEvent::Added {
+                user_id: 100,
+                ok: true
+            })
+        );
+        // Reported once, and then the tag is forgotten.
+        assert_eq!(t.complete(wc(h.token, sys::IBV_WC_TM_ADD, OK, 0)), None);
+        assert!(t.entries.is_empty());
+        // In the usual order the add comes first, and the message's
+        // completion forgets the tag.
+        let tok = t.token();
+        t.added(tok, 1, 7, Buf(2)).unwrap();
+        let ev = t.complete(wc(tok, sys::IBV_WC_TM_ADD, OK, 0));
+        assert_eq!(
+            ev,
+            Some(TagEvent::Added {
+                user_id: 7,
+                ok: true
+            })
+        );
+        let ev = t.complete(wc(tok, sys::IBV_WC_TM_RECV, OK, DATA));
+        assert!(matches!(
+            ev,
+            Some(TagEvent::Received { buffer: Buf(2), .. })
+        ));
+        assert!(t.entries.is_empty());
+        assert_eq!(t.complete(wc(tok, sys::IBV_WC_TM_ADD, OK, 0)), None);
+    }
+
+    #[test]
+    fn a_tag_recorded_after_a_reserve_allocates_nothing() {
+        let mut t: TagTable<Buf> = TagTable::new(64);
+        for i in 0..40u32 {
+            t.reserve_one().unwrap();
+            let cap = t.entries.capacity();
+            assert!(cap > t.entries.len());
+            let tok = t.token();
+            t.added(tok, i, 0, Buf(i)).unwrap();
+            assert_eq!(t.entries.capacity(), cap, "tag {i} grew the map");
+        }
     }
 
     #[test]

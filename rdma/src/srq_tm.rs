@@ -7,11 +7,11 @@ use std::fmt;
 use std::ops::{Range, RangeBounds};
 use std::sync::{Arc, MutexGuard, PoisonError};
 
-use crate::srq_tag_table::{TagTable, TmFields};
+use crate::srq_tag_table::{TagTable, TmFields, TOKEN_BIT};
 use crate::sys;
 use crate::{
-    AccessFlags, CompletionQueue, Error, MemoryRegion, Result, SharedReceiveQueue, SrqBuilder,
-    SrqOp, TmCap,
+    AccessFlags, CompletionQueue, Error, MemoryRegion, RecvWr, Result, SharedReceiveQueue,
+    SrqBuilder, SrqOp, TmCap, WcFlags,
 };
 
 pub use crate::srq_tag_table::{TagEvent, TagHandle};
@@ -183,15 +183,23 @@ pub enum TmCompletion {
 ///   buffer until the SRQ is destroyed: memory held, never freed early;
 /// - buffers are checked before the provider: one range of a
 ///   [`MemoryRegion`] of the SRQ's PD, registered at its process address
-///   (the provider copies to the SGE's address), writable by the device.
+///   (the provider copies to the SGE's address), writable by the device;
+/// - a completion is the table's only if its ID has bit 63 set, which
+///   every ID of this API's tag operations has and no other ID posted to
+///   the SRQ has: the SRQ itself is not handed out (QPs take it through
+///   [`QpBuilder::tag_matching_srq`](crate::QpBuilder::tag_matching_srq)),
+///   and its receives are posted by [`post_recv`](Self::post_recv), which
+///   refuses such IDs.
 ///
-/// The `unsafe` [`SharedReceiveQueue::post_srq_ops`] stays for what this
-/// does not offer (several operations in one post, unsignaled ones); it
-/// refuses the IDs and handles of this API's tags.
+/// The `unsafe` [`SharedReceiveQueue::post_srq_ops`] stays, on an SRQ
+/// made by [`SrqBuilder::tag_matching`], for what this does not offer
+/// (several operations in one post, unsignaled ones); it refuses the IDs
+/// with bit 63 set.
 ///
-/// Made by [`SrqBuilder::build_tag_matching`]; QPs receive through
-/// [`srq`](Self::srq) (which keeps the SRQ, its CQ and its tags' buffers
-/// alive after this value is gone).
+/// Made by [`SrqBuilder::build_tag_matching`]; QPs receive through it with
+/// [`QpBuilder::tag_matching_srq`](crate::QpBuilder::tag_matching_srq)
+/// (each keeps the SRQ, its CQ and its tags' buffers alive after this value
+/// is gone).
 pub struct TagMatchingSrq {
     srq: SharedReceiveQueue,
     /// The SRQ's CQ, of which no other handle exists but the SRQ's own
@@ -210,11 +218,13 @@ impl fmt::Debug for TagMatchingSrq {
 impl<'a> SrqBuilder<'a> {
     /// Creates a tag-matching SRQ of `cap` with the safe tag API
     /// ([`TagMatchingSrq`]). `cq` receives all its completions and becomes
-    /// the SRQ's alone: it must be extended
-    /// ([`CqBuilder::extended`](crate::CqBuilder::extended)) and have no
-    /// other handle (no clone, no QP using it), else `EINVAL` before the
-    /// provider. rxe and siw have no tag matching: "not supported",
-    /// `EOPNOTSUPP`.
+    /// the SRQ's alone. Refused with `EINVAL` before the provider: a CQ
+    /// with another handle (a clone, a QP using it), of another context,
+    /// not extended, or without [`WcFlags::BYTE_LEN`] and
+    /// [`WcFlags::TM_INFO`] ([`CqBuilder::wc_flags`](crate::CqBuilder::wc_flags):
+    /// the bytes and the tag of a message). rxe and siw have no tag
+    /// matching: "not supported", `EOPNOTSUPP` (rxe refuses such a CQ so;
+    /// siw makes a classic one).
     pub fn build_tag_matching(self, cq: CompletionQueue, cap: TmCap) -> Result<TagMatchingSrq> {
         const VERB: &str = "ibv_create_srq_ex";
         if Arc::strong_count(&cq.inner) != 1 || Arc::weak_count(&cq.inner) != 0 {
@@ -223,24 +233,53 @@ impl<'a> SrqBuilder<'a> {
                 "the CQ of a TagMatchingSrq must be its alone: no clone of it, no QP using it",
             ));
         }
-        let srq = self.with_tag_matching(&cq, cap).build()?;
-        if !cq.is_extended() {
-            // A provider with tag matching but no extended CQ reports
-            // tag completions nowhere this API can read them.
-            return Err(Error::invalid(
-                VERB,
-                "the CQ of a TagMatchingSrq must be extended (CqBuilder::extended)",
-            ));
+        crate::pd::same_context(VERB, "PD", self.pd().context(), "CQ", cq.context())?;
+        if let Some(why) = cq_fault(cq.wc_flags()) {
+            return Err(Error::invalid(VERB, why));
         }
+        let srq = self.with_tag_matching(&cq, cap).build()?;
         Ok(TagMatchingSrq { srq, cq })
     }
 }
 
 impl TagMatchingSrq {
-    /// The SRQ, for QPs to receive through and for the receives that
-    /// unexpected messages land in ([`SharedReceiveQueue::post_recv`]).
-    pub fn srq(&self) -> &SharedReceiveQueue {
+    /// The SRQ, for a QP to receive through
+    /// ([`QpBuilder::tag_matching_srq`](crate::QpBuilder::tag_matching_srq)).
+    pub(crate) fn srq(&self) -> &SharedReceiveQueue {
         &self.srq
+    }
+
+    /// Posts receives to the SRQ, for the messages that match no tag
+    /// (unexpected ones, and those without a tag), as
+    /// [`SharedReceiveQueue::post_recv`] does. A `wr_id` with bit 63 set
+    /// is refused (`EINVAL`, before the provider, nothing posted): such IDs
+    /// are the tags', by which [`poll`](Self::poll) knows their
+    /// completions.
+    pub fn post_recv(&self, wrs: &mut [RecvWr<'_>]) -> Result<()> {
+        check_recv_ids(wrs)?;
+        self.srq.post_recv(wrs)
+    }
+
+    /// The number of receives the SRQ holds
+    /// ([`SharedReceiveQueue::max_wr`]).
+    pub fn max_wr(&self) -> u32 {
+        self.srq.max_wr()
+    }
+
+    /// The SRQ's size, SGEs per receive and limit
+    /// ([`SharedReceiveQueue::query`]).
+    pub fn query(&self) -> Result<crate::SrqAttr> {
+        self.srq.query()
+    }
+
+    /// Arms the SRQ's limit event ([`SharedReceiveQueue::set_limit`]).
+    pub fn set_limit(&self, limit: u32) -> Result<()> {
+        self.srq.set_limit(limit)
+    }
+
+    /// The raw SRQ, valid while this value lives.
+    pub fn as_raw(&self) -> *mut sys::ibv_srq {
+        self.srq.as_raw()
     }
 
     fn table(&self, verb: &'static str) -> Result<MutexGuard<'_, TagTable<TagBuffer>>> {
@@ -277,6 +316,11 @@ impl TagMatchingSrq {
             Ok(t) => t,
             Err(error) => return Err(AddTagError::new(error, buffer)),
         };
+        // The table's room for the tag, taken before the post: after it,
+        // nothing may fail or panic while the device owns the buffer.
+        if let Err(error) = table.reserve_one() {
+            return Err(AddTagError::new(error, buffer));
+        }
         let token = table.token();
         let sge = match buffer.mr.sge(buffer.range()) {
             Ok(s) => [s],
@@ -290,9 +334,11 @@ impl TagMatchingSrq {
         // (`check_buffer`), so the provider's copy to the SGE address stays
         // in the region. The table owns the buffer from this post until
         // the completion that releases the tag (taken in by `poll`) or the
-        // SRQ's destruction (SrqInner's drop), and its lock is held. The
-        // IDs have TOKEN_BIT set: no `unsafe` operation carries them
-        // (post_srq_ops refuses them).
+        // SRQ's destruction (SrqInner's drop), and its lock is held; the
+        // room to record it was reserved, so `added` below cannot fail but
+        // by returning the buffer-less ERANGE. The IDs have TOKEN_BIT set:
+        // no other ID posted to this SRQ does (post_srq_ops and
+        // `post_recv` refuse them; the SRQ is not handed out).
         let r = unsafe { self.srq.post_ops(&mut op) };
         let handle = op[0].handle();
         match r {
@@ -349,7 +395,8 @@ impl TagMatchingSrq {
         // poll of the SRQ's CQ (which `poll` alone runs, taking each
         // completion into the table under this lock) or in an unsignaled
         // removal (this API posts none; `post_srq_ops` refuses the table's
-        // handles). The ID has TOKEN_BIT set, as every ID of the table's.
+        // handles). The ID has TOKEN_BIT set, as every ID of the table's
+        // and no other posted to this SRQ.
         unsafe { self.srq.post_ops(&mut op) }.map_err(|(e, _)| e)?;
         table.removing(&handle);
         Ok(())
@@ -448,6 +495,31 @@ fn raw_opcode(op: crate::WcOpcode) -> sys::ibv_wc_opcode {
     }
 }
 
+/// Refuses receives of which one has a `wr_id` with bit 63 set: the IDs
+/// of a [`TagMatchingSrq`]'s tags.
+fn check_recv_ids(wrs: &[RecvWr<'_>]) -> Result<()> {
+    match wrs.iter().position(|wr| wr.wr_id() & TOKEN_BIT != 0) {
+        Some(i) => Err(Error::invalid(
+            "ibv_post_srq_recv",
+            format!("work request {i}: a wr_id with bit 63 set is reserved for the SRQ's tags (TagHandle::wr_id); nothing was posted"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Why a CQ (of `wc_flags`, `None` if classic) cannot be a
+/// [`TagMatchingSrq`]'s: the table reads a completion's bytes, and a
+/// message's tag is what a user needs of it.
+fn cq_fault(wc_flags: Option<WcFlags>) -> Option<&'static str> {
+    match wc_flags {
+        None => Some("the CQ of a TagMatchingSrq must be extended (CqBuilder::wc_flags)"),
+        Some(f) if !f.contains(WcFlags::BYTE_LEN | WcFlags::TM_INFO) => Some(
+            "the CQ of a TagMatchingSrq needs WcFlags::BYTE_LEN and WcFlags::TM_INFO (CqBuilder::wc_flags)",
+        ),
+        Some(_) => None,
+    }
+}
+
 /// Why a region (of the SRQ's context) may not hold a tag's message: of
 /// another PD, registered at an IOVA other than its address (mlx5 copies
 /// small messages to the SGE's address with the CPU), or not writable by
@@ -478,6 +550,32 @@ mod tests {
         assert!(iova.contains("process address"));
         let ro = buffer_fault(true, 0x1000, 0x1000, AccessFlags::REMOTE_READ).unwrap();
         assert!(ro.contains("LOCAL_WRITE"));
+    }
+
+    #[test]
+    fn a_cq_without_byte_len_and_tm_info_or_classic_is_refused() {
+        let need = WcFlags::BYTE_LEN | WcFlags::TM_INFO;
+        assert_eq!(cq_fault(Some(need)), None);
+        assert_eq!(cq_fault(Some(WcFlags::STANDARD | WcFlags::TM_INFO)), None);
+        assert!(cq_fault(None).unwrap().contains("extended"));
+        for f in [WcFlags::STANDARD, WcFlags::TM_INFO, WcFlags::BYTE_LEN] {
+            assert!(cq_fault(Some(f)).unwrap().contains("TM_INFO"), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn a_receive_with_a_tag_id_is_refused_and_nothing_is_posted() {
+        let ok = [RecvWr::new(1, &[]), RecvWr::new(u64::MAX >> 1, &[])];
+        check_recv_ids(&ok).unwrap();
+        check_recv_ids(&[]).unwrap();
+        let tag_id = TagTable::<()>::new(1).token();
+        let bad = [RecvWr::new(1, &[]), RecvWr::new(tag_id, &[])];
+        let e = check_recv_ids(&bad).unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL);
+        assert!(e.to_string().contains("work request 1"), "{e}");
+        assert!(e.to_string().contains("bit 63"), "{e}");
+        let e = check_recv_ids(&[RecvWr::new(1 << 63, &[])]).unwrap_err();
+        assert!(e.to_string().contains("work request 0"), "{e}");
     }
 
     #[test]

@@ -220,6 +220,12 @@ impl<'a> QpBuilder<'a> {
         self.srq = Some(srq);
         self
     }
+    /// Receives come from the tag-matching SRQ `srq` (whose messages are
+    /// matched against its tags) instead of the QP's own receive queue.
+    pub fn tag_matching_srq(mut self, srq: &'a crate::TagMatchingSrq) -> Self {
+        self.srq = Some(srq.srq());
+        self
+    }
     /// Every send generates a completion, `SIGNALED` or not.
     pub fn sq_sig_all(mut self, all: bool) -> Self {
         self.sq_sig_all = all;

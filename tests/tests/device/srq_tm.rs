@@ -3,8 +3,9 @@
 //! matches tags, so a tag-matching SRQ is refused with the typed "not
 //! supported" error, directly, through the safe API and on a CM id, with
 //! nothing left behind (the CQ given to the safe API is released with the
-//! refusal); tag operations on a basic SRQ, a CQ the safe API would not
-//! own alone, and one of another context are refused before the provider.
+//! refusal); tag operations on a basic SRQ, and a CQ the safe API would
+//! not own alone, of another context, classic or without the tag fields
+//! are refused before the provider.
 //! What the safe API does with a live SRQ (handles removed twice, of
 //! another SRQ, buffers given back only by the completion that releases
 //! them, two threads) is proved on the host (`rdma::srq_tag_table` and
@@ -15,7 +16,7 @@ use std::net::{IpAddr, SocketAddr};
 use rdma::cm::{CmId, EventChannel, PortSpace};
 use rdma::{
     AccessFlags, CompletionQueue, MemoryRegion, ProtectionDomain, RecvWr, SharedReceiveQueue,
-    SrqOp, TagBuffer, TmCap,
+    SrqOp, TagBuffer, TmCap, WcFlags,
 };
 use rdma_tests::{check, Outcome, TestEnv, TestResult};
 
@@ -71,23 +72,50 @@ pub fn tag_matching_srq_is_not_supported_and_leaves_nothing(env: &TestEnv) -> Te
             "tag-matching SRQ",
         )?;
         basic.post_recv(&mut [RecvWr::new(5, &s)])?;
-        // The safe API: an extended CQ of no other handle goes to the
-        // provider, which refuses the SRQ as above; the CQ goes with the
-        // refusal (no_leak counts CQs).
+        // The safe API needs a CQ that carries a message's bytes and tag:
+        // a CQ of the tag fields is refused by rxe ("not supported"), and
+        // siw, with no extended CQ, makes a classic one, which the safe API
+        // refuses before the provider; the CQs go with the refusals
+        // (no_leak counts CQs).
+        let tm_flags = WcFlags::STANDARD | WcFlags::TM_INFO;
+        match CompletionQueue::builder(&ctx).wc_flags(tm_flags).build() {
+            Err(e) => check!(
+                e.verb() == "ibv_create_cq_ex" && e.errno() == libc::EOPNOTSUPP,
+                "a CQ of the tag fields on {}: {e}",
+                env.device
+            ),
+            Ok(cq) => {
+                check!(
+                    !cq.is_extended(),
+                    "{} made an extended CQ of the tag fields",
+                    env.device
+                );
+                refused(
+                    SharedReceiveQueue::builder(&pd).build_tag_matching(cq, CAP),
+                    "ibv_create_srq_ex",
+                    libc::EINVAL,
+                    "must be extended",
+                )?;
+            }
+        }
+        // An extended CQ of the standard fields (a classic one on siw):
+        // refused before the provider, for the tag it does not carry.
         let ex = CompletionQueue::builder(&ctx).extended(true).build()?;
-        let safe_errno = not_supported(
-            env,
+        let why = if ex.is_extended() {
+            "TM_INFO"
+        } else {
+            "must be extended"
+        };
+        refused(
             SharedReceiveQueue::builder(&pd).build_tag_matching(ex, CAP),
             "ibv_create_srq_ex",
+            libc::EINVAL,
+            why,
         )?;
-        check!(
-            safe_errno == errno,
-            "the safe API said {safe_errno}, the builder {errno}"
-        );
         Ok(errno)
     })?;
     Ok(Outcome::Skipped(format!(
-        "no tag matching on {}: {} (typed error checked, directly and through TagMatchingSrq; tag operations refused on a basic SRQ; no kernel object left)",
+        "no tag matching on {}: {} (typed error checked; TagMatchingSrq refuses the CQs this device makes; tag operations refused on a basic SRQ; no kernel object left)",
         env.device,
         said(env, "ibv_create_srq_ex", errno)
     )))
@@ -141,11 +169,17 @@ pub fn safe_tag_matching_refuses_a_shared_or_foreign_cq_before_the_provider(
             "must be its alone",
         )?;
         // The refusal dropped its handle: the one left is alone now, and
-        // reaches the provider (which has no tag matching).
-        not_supported(
-            env,
+        // passes that check to be refused for the fields it lacks.
+        let why = if other_handle.is_extended() {
+            "TM_INFO"
+        } else {
+            "must be extended"
+        };
+        refused(
             SharedReceiveQueue::builder(&pd).build_tag_matching(other_handle, CAP),
             "ibv_create_srq_ex",
+            libc::EINVAL,
+            why,
         )?;
         // A CQ of another context (another open of the device).
         let ctx2 = open(env)?;
