@@ -59,6 +59,10 @@ pub const TESTS: &[FabricTest] = &[
         run: a_group_left_gives_its_mlid_to_the_next_group,
     },
     FabricTest {
+        name: "sm::thousands_of_groups_made_and_left_leave_no_group_behind",
+        run: thousands_of_groups_made_and_left_leave_no_group_behind,
+    },
+    FabricTest {
         name: "sm::routes_between_hcas_have_no_credit_loop_under_up_down",
         run: routes_between_hcas_have_no_credit_loop_under_up_down,
     },
@@ -367,6 +371,74 @@ fn a_group_left_gives_its_mlid_to_the_next_group(f: &Fabric) -> TestResult {
         );
         Ok(Outcome::Passed)
     })
+}
+
+/// The tags of the churn's groups: 0x2000 and up, none of the other tests'.
+fn churn_tag(i: u32) -> u16 {
+    0x2000 + (i % CHURN_TAGS) as u16
+}
+const CHURN_TAGS: u32 = 0x4000;
+
+/// Group churn: 5,000 groups (RDMA_FABRIC_GROUP_CYCLES), each made by a
+/// join and deleted by the leave of its only member, one after another.
+/// Every join succeeds with an MLID of the first few (the MLIDs of the
+/// groups left are reused: the switches' multicast tables, 1,024 entries
+/// under ibsim, are not exhausted), and afterwards the SA knows none of the
+/// groups. Runs where the test process is an HCA (the fabrics whose first
+/// node is one); a fabric whose first node is a switch skips it.
+fn thousands_of_groups_made_and_left_leave_no_group_behind(f: &Fabric) -> TestResult {
+    if f.attached().kind != NodeKind::Hca {
+        return Ok(Outcome::Skipped(format!(
+            "the test process is switch {} here; the churn runs on the fabrics whose first node is an HCA",
+            f.attached().name
+        )));
+    }
+    let cycles: u32 = match std::env::var("RDMA_FABRIC_GROUP_CYCLES") {
+        Ok(v) => v
+            .parse()
+            .map_err(|e| format!("RDMA_FABRIC_GROUP_CYCLES={v}: {e}"))?,
+        Err(_) => 5000,
+    };
+    let rt = runtime()?;
+    let (lowest, highest, lid) = rt.block_on(async {
+        let port = async_port()?;
+        let sa = SaClient::new(&port)?;
+        let (me, lid) = local_gid_and_lid(&port)?;
+        let (mut lowest, mut highest) = (u16::MAX, 0u16);
+        for i in 0..cycles {
+            let member = full_member(group_mgid(churn_tag(i), lid), me);
+            let joined = match sa.join_multicast(&member, CREATE).await {
+                Ok(j) => j,
+                Err(e) => fail!("join {i} of {cycles} under {}: {e}", sm_name()),
+            };
+            if let Err(e) = sa.leave_multicast(&member, LEAVE).await {
+                fail!("leave {i} of {cycles} under {}: {e}", sm_name());
+            }
+            lowest = lowest.min(joined.mlid);
+            highest = highest.max(joined.mlid);
+        }
+        Ok::<_, Box<dyn std::error::Error>>((lowest, highest, lid))
+    })?;
+    check!(
+        lowest >= 0xc000 && highest < 0xc000 + 16,
+        "{cycles} groups made and left in turn under {} got MLIDs {lowest:#x}..={highest:#x}",
+        sm_name()
+    );
+    // No group of ours (ff12:TAG:0:...:LID) is left in the SA.
+    let groups = tool(f, &["saquery", "-g"])?;
+    let tags = churn_tag(0)..=churn_tag(cycles.min(CHURN_TAGS) - 1);
+    let left: Vec<&str> = groups
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("MGID"))
+        .map(|l| l.trim_start_matches('.'))
+        .filter(|m| {
+            m.parse::<std::net::Ipv6Addr>()
+                .is_ok_and(|a| tags.contains(&a.segments()[1]) && a.segments()[7] == lid)
+        })
+        .collect();
+    check!(left.is_empty(), "groups of ours left in the SA: {left:?}");
+    println!("  {cycles} groups made and left, MLIDs {lowest:#x}..={highest:#x}");
+    Ok(Outcome::Passed)
 }
 
 /// The switch-to-switch hops of `ibtracert` output: (the switch sent
