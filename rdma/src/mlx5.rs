@@ -36,8 +36,11 @@
 //! the library at link time for every user, for a choice made at run
 //! time.
 //!
-//! The answer is cached per [`Context`]: it is asked once, at the first QP
-//! the context creates.
+//! The answer is cached in the [`Context`] (shared by its clones, and so
+//! by the PDs and CQs made from it): it is asked at the first QP created
+//! in it. A CM id's `context()` is a new value each call, which asks
+//! again at its first QP: a `dladdr`, a `dlopen` and three `dlsym`s, on
+//! the creation path, never on the data path.
 //!
 //! # What is not covered
 //! - A QP this process opens but did not create (`XrcRecvQp::open`,
