@@ -50,8 +50,9 @@
 //! - An mlx5 provider whose functions the dynamic linker cannot find: one
 //!   linked statically into the program without exporting its symbols.
 //!   This crate links rdma-core dynamically, as its providers are plugins.
-//!   Where the context's provider is libmlx5 but cannot make such a QP (a
-//!   release before `mlx5dv_is_supported`, v21), QP creation fails
+//!   Where the context's provider is libmlx5 but cannot be asked or cannot
+//!   make such a QP (a release before v22, which has no
+//!   `mlx5dv_is_supported`; the flag came in v21), QP creation fails
 //!   (`EOPNOTSUPP`) rather than make a QP with scatter to CQE on.
 
 use std::ffi::{c_void, CStr};
@@ -366,7 +367,7 @@ mod tests {
             create_qp: None,
         };
         assert!(matches!(choose(no_create), QpCreator::Refused(_)));
-        // libmlx5 before mlx5dv_is_supported (v21): cannot be asked.
+        // libmlx5 before mlx5dv_is_supported (v22): cannot be asked.
         let old = Probe {
             provider_is_libmlx5: true,
             device_is_mlx5: None,
