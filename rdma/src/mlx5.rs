@@ -54,6 +54,9 @@
 //!   make such a QP (a release before v22, which has no
 //!   `mlx5dv_is_supported`; the flag came in v21), QP creation fails
 //!   (`EOPNOTSUPP`) rather than make a QP with scatter to CQE on.
+//! - Other providers that copy received data at poll time: hns (RQ inline
+//!   and CQE inline, asked for every context by libhns) is one; see
+//!   [`crate::mr`], "What the CPU writes".
 
 use std::ffi::{c_void, CStr};
 use std::ptr::NonNull;

@@ -68,8 +68,8 @@
 //! region offers no copies, only SGEs and remote descriptors.
 //!
 //! ## What the CPU writes: mlx5's scatter to CQE
-//! The above is about the device's DMA, through the region's keys. One
-//! provider also writes received data with the CPU: mlx5's "scatter to
+//! The above is about the device's DMA, through the region's keys. Some
+//! providers also write received data with the CPU. mlx5's "scatter to
 //! CQE", on by default for RC and UC QPs, puts a small message (up to 32
 //! or 64 bytes), and on RC the data of an RDMA READ or atomic response,
 //! inside the completion, and libmlx5 copies it, when the completion is
@@ -89,6 +89,15 @@
 //! ([`XrcRecvQp::open`](crate::XrcRecvQp::open)) is an XRC target, for
 //! which the kernel never turns it on. The glue and what it cannot see
 //! are described in the source of `rdma/src/mlx5.rs`.
+//!
+//! hns (HiSilicon) does the same with its "RQ inline" and "CQE inline",
+//! which libhns asks of the kernel for every context (granted where the
+//! device has them)
+//! (`providers/hns/hns_roce_u.c`, `providers/hns/hns_roce_u_hw_v2.c`
+//! `handle_recv_rq_inl`, `handle_recv_cqe_inl_from_rq`): this crate does
+//! not turn those off, so on hns the model above does not hold for small
+//! receives into a region registered at an IOVA or dropped before the
+//! poll.
 //!
 //! This is the one statement of the model; the crate docs, the README and
 //! the comments beside the code refer to it.
