@@ -24,13 +24,18 @@ struct Inner {
     /// What keeps a context this value does not own open (librdmacm's
     /// reference on its device), for as long as this value lives.
     _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// How the context's QPs are created (mlx5: with scatter to CQE off;
+    /// `crate::mlx5`), asked of its provider at the first QP.
+    qp_creator: std::sync::OnceLock<crate::mlx5::QpCreator>,
 }
 
 // SAFETY: libibverbs contexts are thread-safe: every verb on a context may be
 // called from any thread (rdma-core locks internally where it must).
 unsafe impl Send for Inner {}
 // SAFETY: as above, verbs may run on one context from several threads at
-// once; `&Inner` only reads `raw`, `owned` and `_keep`, which never change.
+// once; `&Inner` only reads `raw`, `owned` and `_keep`, which never change,
+// and `qp_creator`, a `OnceLock` of plain data (function pointers of a
+// library that is never unloaded).
 unsafe impl Sync for Inner {}
 
 impl Drop for Inner {
@@ -55,6 +60,7 @@ impl Context {
                 raw,
                 owned: true,
                 _keep: None,
+                qp_creator: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -74,6 +80,7 @@ impl Context {
                 raw,
                 owned: false,
                 _keep: Some(keep),
+                qp_creator: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -81,6 +88,14 @@ impl Context {
     /// The raw context, valid while this value lives.
     pub fn as_raw(&self) -> *mut sys::ibv_context {
         self.inner.raw.as_ptr()
+    }
+
+    /// How the context's QPs are created, asked of its provider once.
+    pub(crate) fn qp_creator(&self) -> crate::mlx5::QpCreator {
+        *self.inner.qp_creator.get_or_init(|| {
+            // SAFETY: an open context (this value keeps it open).
+            unsafe { crate::mlx5::qp_creator_of(self.as_raw()) }
+        })
     }
 
     /// The device's name (`rxe0`).

@@ -195,7 +195,10 @@ mod fork;
 mod gid;
 mod import;
 pub mod mad;
+mod mlx5;
 pub mod mr;
+#[doc(hidden)]
+pub use mlx5::abi as mlx5dv_abi;
 mod mw;
 mod os;
 mod pd;

@@ -67,6 +67,38 @@
 //! is kept alive by the kernel's reference until deregistration, and the
 //! region offers no copies, only SGEs and remote descriptors.
 //!
+//! ## What the CPU writes: mlx5's scatter to CQE
+//! The above is about the device's DMA, through the region's keys. Some
+//! providers also write received data with the CPU. mlx5's "scatter to
+//! CQE", on by default for RC and UC QPs, puts a small message (up to 32
+//! or 64 bytes), and on RC the data of an RDMA READ or atomic response,
+//! inside the completion, and libmlx5 copies it, when the completion is
+//! polled, to the address in the work request's SGE
+//! (`providers/mlx5/cq.c`, `mlx5_copy_to_recv_wqe` and its SRQ and send
+//! twins). That copy passes no key and no deregistration fences it: the
+//! address is the SGE's IOVA, which for a region registered at
+//! [`MrBuilder::iova`] is a number safe code chose, and a receive whose
+//! region was dropped before the poll would be written into memory that is
+//! no longer the region's. So on mlx5 every QP this crate creates
+//! ([`QpBuilder::build`](crate::QpBuilder::build), and so
+//! [`CmId::create_qp`](crate::cm::CmId::create_qp) and the endpoints of
+//! [`cm::Endpoint`](crate::cm::Endpoint); [`XrcRecvQp::new`](crate::XrcRecvQp::new))
+//! is created through `mlx5dv_create_qp` with
+//! `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE`, or not at all: the data
+//! always goes to the buffer by DMA. A QP only opened
+//! ([`XrcRecvQp::open`](crate::XrcRecvQp::open)) is an XRC target, for
+//! which the kernel never turns it on. The glue and what it cannot see
+//! are described in the source of `rdma/src/mlx5.rs`.
+//!
+//! hns (HiSilicon) does the same with its "RQ inline" and "CQE inline",
+//! which libhns asks of the kernel for every context (granted where the
+//! device has them)
+//! (`providers/hns/hns_roce_u.c`, `providers/hns/hns_roce_u_hw_v2.c`
+//! `handle_recv_rq_inl`, `handle_recv_cqe_inl_from_rq`): this crate does
+//! not turn those off, so on hns the model above does not hold for small
+//! receives into a region registered at an IOVA or dropped before the
+//! poll.
+//!
 //! This is the one statement of the model; the crate docs, the README and
 //! the comments beside the code refer to it.
 

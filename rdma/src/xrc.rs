@@ -159,11 +159,17 @@ impl XrcRecvQp {
     pub fn new(xrcd: &XrcDomain) -> Result<XrcRecvQp> {
         let mut attr = recv_qp_init_attr(xrcd.as_raw());
         // SAFETY: a live context; `attr` is complete for its mask (the
-        // domain, which the QP keeps alive, and the type).
-        let raw = unsafe { sys::ibv_create_qp_ex(xrcd.context().as_raw(), &mut attr) };
-        let raw = NonNull::new(raw).ok_or_else(|| {
-            Error::last("ibv_create_qp_ex").unsupported_on(xrcd.context().name(), "XRC QPs")
-        })?;
+        // domain, which the QP keeps alive, and the type). On mlx5 it is
+        // made with scatter to CQE off (`crate::mlx5`), as every QP of the
+        // crate, though the kernel sets it for no XRC target.
+        let raw =
+            unsafe { crate::mlx5::create_qp_ex(xrcd.context(), &mut attr) }.map_err(|e| match e
+                .verb()
+            {
+                // A refusal of libmlx5 (`crate::mlx5`) says why itself.
+                "mlx5dv_create_qp" => e,
+                _ => e.unsupported_on(xrcd.context().name(), "XRC QPs"),
+            })?;
         Ok(XrcRecvQp {
             raw,
             _xrcd: xrcd.clone(),
@@ -171,7 +177,11 @@ impl XrcRecvQp {
     }
 
     /// Opens the XRC receive QP number `qp_num` of `xrcd`, made by another
-    /// process sharing the domain (`ibv_open_qp`).
+    /// process sharing the domain (`ibv_open_qp`). That process chose how
+    /// to create it; on mlx5 scatter to CQE is never on for an XRC target
+    /// whatever it chose (the kernel sets it for RC and UC QPs only), so no
+    /// message of it is copied to a receive's SGE at poll time (see
+    /// `crate::mlx5`).
     pub fn open(xrcd: &XrcDomain, qp_num: u32) -> Result<XrcRecvQp> {
         let mut attr = open_attr(xrcd.as_raw(), qp_num);
         // SAFETY: a live context; `attr` is complete for its mask.

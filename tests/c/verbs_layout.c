@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <infiniband/verbs.h>
 #include <infiniband/sa.h>
+#include <infiniband/mlx5dv.h>
 #ifdef RDMA_LAYOUT_UMAD_SMI
 #include <infiniband/umad.h>
 #endif
@@ -325,6 +326,31 @@ const struct verbs_layout_entry verbs_layout[] = {
 	S(ibv_wc_tm_info),
 	F(ibv_wc_tm_info, tag),
 	F(ibv_wc_tm_info, priv),
+	/* mlx5dv_create_qp's vendor attributes, written by hand in
+	 * rdma/src/mlx5.rs (libmlx5 is reached through dlopen). */
+	S(mlx5dv_qp_init_attr),
+	F(mlx5dv_qp_init_attr, comp_mask),
+	F(mlx5dv_qp_init_attr, create_flags),
+	F(mlx5dv_qp_init_attr, dc_init_attr),
+	F(mlx5dv_qp_init_attr, send_ops_flags),
+	S(mlx5dv_dc_init_attr),
+	F(mlx5dv_dc_init_attr, dc_type),
+	F(mlx5dv_dc_init_attr, dct_access_key),
 };
 
 const size_t verbs_layout_len = sizeof(verbs_layout) / sizeof(verbs_layout[0]);
+
+/* The values of the mlx5dv.h constants that rdma/src/mlx5.rs writes out. */
+struct verbs_value_entry {
+	const char *name;
+	unsigned long long value;
+};
+
+#define V(name) { #name, (unsigned long long)(name) }
+
+const struct verbs_value_entry mlx5dv_values[] = {
+	V(MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS),
+	V(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE),
+};
+
+const size_t mlx5dv_values_len = sizeof(mlx5dv_values) / sizeof(mlx5dv_values[0]);

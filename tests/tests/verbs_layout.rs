@@ -1,7 +1,9 @@
 //! The verbs structs that the rdma crate's XRC, thread- and parent-domain,
 //! device-memory, WQ, flow, ESP action, counter and import wrappers fill or
 //! read, and those of tag-matching SRQs, packet pacing and the CM's
-//! InfiniBand paths (`ibv_path_data`, of `<infiniband/sa.h>`),
+//! InfiniBand paths (`ibv_path_data`, of `<infiniband/sa.h>`), and
+//! `mlx5dv_qp_init_attr` with the two `<infiniband/mlx5dv.h>` constants
+//! that the mlx5 glue writes out by hand (`rdma/src/mlx5.rs`),
 //! checked against the C compiler's layout (`tests/c/verbs_layout.c`,
 //! built by the build script against the installed `<infiniband/verbs.h>`):
 //! each struct's size, each field's offset and size. No soft device runs
@@ -22,10 +24,18 @@ struct Entry {
     size: usize,
 }
 
+#[repr(C)]
+struct Value {
+    name: *const c_char,
+    value: u64,
+}
+
 #[link(name = "verbs_layout", kind = "static")]
 extern "C" {
     static verbs_layout: [Entry; 0];
     static verbs_layout_len: usize;
+    static mlx5dv_values: [Value; 0];
+    static mlx5dv_values_len: usize;
 }
 
 /// (struct, field) -> (offset, size); field "" is the struct's size.
@@ -309,6 +319,12 @@ fn rust_table() -> Table {
         ),
     );
     layout!(t, ibv_wc_tm_info: tag, priv_ as "priv");
+    // mlx5dv_create_qp's vendor attributes (rdma/src/mlx5.rs, by hand).
+    {
+        use rdma::mlx5dv_abi as sys;
+        layout!(t, mlx5dv_qp_init_attr: comp_mask, create_flags, dc_init_attr, send_ops_flags);
+        layout!(t, mlx5dv_dc_init_attr: dc_type, dct_access_key);
+    }
     t
 }
 
@@ -387,4 +403,38 @@ fn a_flow_spec_is_read_by_the_size_it_states() {
         c[&("ibv_flow_attr".into(), String::new())].1,
         size_of::<sys::ibv_flow_attr>()
     );
+}
+
+/// The mlx5dv.h constants that rdma/src/mlx5.rs writes out by hand (it
+/// reaches libmlx5 through dlopen, without bindings) have the C values.
+#[test]
+fn the_mlx5dv_constants_have_the_c_values() {
+    use rdma::mlx5dv_abi as dv;
+    // SAFETY: `mlx5dv_values` is an array of `mlx5dv_values_len` entries
+    // of string literals and values (c/verbs_layout.c).
+    let entries = unsafe { std::slice::from_raw_parts(mlx5dv_values.as_ptr(), mlx5dv_values_len) };
+    let c: BTreeMap<String, u64> = entries
+        .iter()
+        // SAFETY: NUL-terminated string literals.
+        .map(|e| {
+            (
+                unsafe { CStr::from_ptr(e.name) }.to_str().unwrap().into(),
+                e.value,
+            )
+        })
+        .collect();
+    let rust: BTreeMap<String, u64> = [
+        (
+            "MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS",
+            dv::MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS,
+        ),
+        (
+            "MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE",
+            u64::from(dv::MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(c, rust);
 }

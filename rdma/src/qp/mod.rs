@@ -288,14 +288,17 @@ impl<'a> QpBuilder<'a> {
                 attr.max_tso_header = self.max_tso_header;
             }
             // SAFETY: a live context; the CQs, SRQ and PD belong to it
-            // (`check_contexts`) and are kept alive by the QP.
-            let raw = unsafe { sys::ibv_create_qp_ex(self.pd.context().as_raw(), &mut attr) };
-            if let Some(raw) = NonNull::new(raw) {
-                // SAFETY: a QP created by ibv_create_qp_ex.
-                let ex = NonNull::new(unsafe { sys::ibv_qp_to_qp_ex(raw.as_ptr()) });
-                return Ok(self.wrap(raw, attr.cap, ex));
-            }
-            let e = Error::last("ibv_create_qp_ex");
+            // (`check_contexts`) and are kept alive by the QP. On mlx5 it
+            // is made with scatter to CQE off (`crate::mlx5`).
+            let e = match unsafe { crate::mlx5::create_qp_ex(self.pd.context(), &mut attr) } {
+                Ok(raw) => {
+                    // SAFETY: a QP created with send ops, by
+                    // ibv_create_qp_ex or mlx5dv_create_qp.
+                    let ex = NonNull::new(unsafe { sys::ibv_qp_to_qp_ex(raw.as_ptr()) });
+                    return Ok(self.wrap(raw, attr.cap, ex));
+                }
+                Err(e) => e,
+            };
             let unsupported = matches!(e.errno(), libc::EOPNOTSUPP | libc::ENOSYS);
             if !unsupported {
                 return Err(e);
@@ -322,9 +325,10 @@ impl<'a> QpBuilder<'a> {
         attr.qp_type = self.qp_type.raw();
         attr.sq_sig_all = self.sq_sig_all as i32;
         // SAFETY: a live PD; CQs and SRQ of its context (`check_contexts`),
-        // kept alive by the QP.
-        let raw = unsafe { sys::ibv_create_qp(self.pd.as_raw(), &mut attr) };
-        let raw = NonNull::new(raw).ok_or_else(|| Error::last("ibv_create_qp"))?;
+        // kept alive by the QP. On mlx5 it is made with scatter to CQE off
+        // (`crate::mlx5`).
+        let raw =
+            unsafe { crate::mlx5::create_qp(self.pd.context(), self.pd.as_raw(), &mut attr) }?;
         Ok(self.wrap(raw, attr.cap, None))
     }
 
