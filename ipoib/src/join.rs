@@ -40,19 +40,40 @@ pub trait Joins {
 /// group as an IPv6 multicast address through a socket of its own, so
 /// that the kernel's IPv6 input delivers the RoCE v2 packets sent to it to
 /// the device (the CM joins IPv4 groups for RoCE, not IPv6 ones).
+///
+/// On RoCE v2 the kernel's CM refuses IPv6 groups (`ENOTSUPP`,
+/// `cma_iboe_join_multicast`); there a RoCE join has nothing to ask of
+/// anyone (no SA): the group is the netdev's membership above, and its
+/// path and Q_Key are those the CM would give (the MGID from the bound
+/// GID, the UDP port space's Q_Key).
 pub struct CmJoins {
     // Field order: the id before its channel.
     id: CmId,
     ch: EventChannel,
     joined: Vec<SocketAddr>,
+    /// Groups joined by the netdev only (RoCE v2).
+    local: Vec<SocketAddr>,
     mld: Option<(UdpSocket, u32)>,
+    /// The bound GID's index and port, for the paths of local joins.
+    sgid_index: u8,
+    port: u8,
 }
 
+/// The Q_Key of the CM's UDP port space (`RDMA_UDP_QKEY`).
+pub const UDP_QKEY: u32 = 0x0123_4567;
+/// The errno of the kernel's `ENOTSUPP`.
+const ENOTSUPP: i32 = 524;
+
 impl CmJoins {
-    /// An id bound to `addr` (an address of the device's netdev);
-    /// `ifindex`: the netdev, whose IPv6 memberships are joined too (0:
-    /// none, on InfiniBand).
-    pub fn bind(addr: SocketAddr, ifindex: u32) -> Result<CmJoins, Error> {
+    /// An id bound to `addr` (an address of the device's netdev, GID
+    /// `sgid_index` of `port`); `ifindex`: the netdev, whose IPv6
+    /// memberships are joined too (0: none, on InfiniBand).
+    pub fn bind(
+        addr: SocketAddr,
+        ifindex: u32,
+        sgid_index: u8,
+        port: u8,
+    ) -> Result<CmJoins, Error> {
         let ch = EventChannel::new()?;
         let id = CmId::new(&ch, PortSpace::Udp)?;
         id.bind(addr)
@@ -66,7 +87,10 @@ impl CmJoins {
             id,
             ch,
             joined: Vec::new(),
+            local: Vec::new(),
             mld,
+            sgid_index,
+            port,
         })
     }
 
@@ -89,10 +113,19 @@ impl Joins for CmJoins {
             s.join_multicast_v6(&ip, *ifindex)
                 .map_err(|e| format!("joining {ip} on the netdev: {e}"))?;
         }
-        self.id
-            .join_multicast(addr)
-            .map_err(|e| format!("joining {ip}: {e}"))?;
-        self.joined.push(addr);
+        match self.id.join_multicast(addr) {
+            Ok(()) => self.joined.push(addr),
+            Err(e) if e.errno() == ENOTSUPP && self.mld.is_some() => {
+                self.local.push(addr);
+                return Ok(Group {
+                    mgid,
+                    path: Path::to_gid(mgid, self.sgid_index, self.port),
+                    qkey: UDP_QKEY,
+                    mlid: 0,
+                });
+            }
+            Err(e) => return Err(format!("joining {ip}: {e}").into()),
+        }
         loop {
             let ev = self
                 .ch
@@ -121,6 +154,11 @@ impl Joins for CmJoins {
             if let Err(e) = self.id.leave_multicast(addr) {
                 eprintln!("ipoib: leaving {addr}: {e}");
             }
+            if let (Some((s, ifindex)), SocketAddr::V6(a)) = (&self.mld, addr) {
+                let _ = s.leave_multicast_v6(a.ip(), *ifindex);
+            }
+        }
+        for addr in self.local.drain(..) {
             if let (Some((s, ifindex)), SocketAddr::V6(a)) = (&self.mld, addr) {
                 let _ = s.leave_multicast_v6(a.ip(), *ifindex);
             }

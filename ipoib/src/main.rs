@@ -75,8 +75,9 @@ fn parse_pkey(s: &str) -> Result<u16, String> {
         .ok_or_else(|| format!("{s:?} is no partition key (hexadecimal, not 0 or 0x8000)"))
 }
 
-/// The address to bind the CM id to, and the netdev's interface index.
-fn bind_address(a: &Args) -> Result<(SocketAddr, u32)> {
+/// The address to bind the CM id to, the netdev's interface index and
+/// the GID's index.
+fn bind_address(a: &Args) -> Result<(SocketAddr, u32, u8)> {
     let list = DeviceList::new()?;
     let ctx = list.open(&a.device)?;
     let port = ctx.query_port(a.port)?;
@@ -98,7 +99,7 @@ fn bind_address(a: &Args) -> Result<(SocketAddr, u32)> {
         });
         let e =
             e.ok_or_else(|| format!("{ip} is no RoCE v2 GID of {} port {}", a.device, a.port))?;
-        return Ok((SocketAddr::new(ip, 0), e.ndev_ifindex));
+        return Ok((SocketAddr::new(ip, 0), e.ndev_ifindex, e.index));
     }
     let v6: Vec<_> = table
         .iter()
@@ -124,12 +125,13 @@ fn bind_address(a: &Args) -> Result<(SocketAddr, u32)> {
     Ok((
         SocketAddr::V6(SocketAddrV6::new(ip, 0, 0, scope)),
         e.ndev_ifindex,
+        e.index,
     ))
 }
 
 async fn run(a: Args) -> Result<()> {
-    let (bind, ifindex) = bind_address(&a)?;
-    let mut joins = CmJoins::bind(bind, ifindex)?;
+    let (bind, ifindex, sgid_index) = bind_address(&a)?;
+    let mut joins = CmJoins::bind(bind, ifindex, sgid_index, a.port)?;
     let ctx = joins.context()?;
     if ctx.name() != a.device || joins.port() != a.port {
         return Err(format!(
