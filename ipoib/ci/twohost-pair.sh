@@ -8,9 +8,11 @@
 # less 4; IPv6 needs 1280), starts ipoib on rxe0, waits for its "up" line,
 # pings the other over IPv4 and IPv6 (5 each once the peer answers), checks
 # that the neighbour entries were learnt (the log line, and the table that
-# SIGUSR1 prints), waits for the other host to be done (b connects to a over
-# the netdev when its pings are over), then stops ipoib with SIGTERM and
-# checks it exited 0 and the interface is gone.
+# SIGUSR1 prints). Then b's ipoib restarts (SIGTERM, exit 0, started again:
+# a new QP) while a pings it; a's entries must change to b's new address and
+# its pings succeed again. The hosts order their steps by connecting to each
+# other over the netdev. Last, each stops ipoib with SIGTERM and checks that it
+# exited 0 and the interface is gone.
 set -uo pipefail
 role=${1:?role a or b}
 if [ "$role" = a ]; then me=1 peer=2; else me=2 peer=1; fi
@@ -23,19 +25,38 @@ fail() {
     [ -z "${pid:-}" ] || kill -TERM "$pid" 2>/dev/null
     exit 1
 }
+# listen PORT: wait (120 s at most) for the other host to connect; tell
+# HOST PORT: connect to it (retrying for 120 s). The hosts' steps in order.
+listen() {
+    python3 -c "import socket; s = socket.create_server(('', $1)); s.settimeout(120); s.accept()"
+}
+tell() {
+    local _
+    for _ in $(seq 1 120); do
+        python3 -c "import socket; socket.create_connection(('$1', $2), timeout=2)" 2>/dev/null && return 0
+        sleep 1
+    done
+    return 1
+}
+# up LOG: start ipoib writing to LOG and wait for its up line.
+up() {
+    "$BIN/ipoib" -d rxe0 --ip "10.77.0.$me/24" --ip6 "fd77::$me/64" --name "$ifname" >"$1" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 60); do
+        grep -q "^ipoib: $ifname up, lladdr " "$1" && return 0
+        kill -0 "$pid" 2>/dev/null || fail "ipoib exited before it was up"
+        sleep 0.5
+    done
+    fail "no up line in 30 s"
+}
+
 modprobe tun || fail "modprobe tun"
 [ -c /dev/net/tun ] || fail "no /dev/net/tun"
 ip link set "$RDMA_NETDEV" mtu 4500 || fail "netdev MTU"
 trap 'ip link set "$RDMA_NETDEV" mtu 1500' EXIT
 sleep 1
-"$BIN/ipoib" -d rxe0 --ip "10.77.0.$me/24" --ip6 "fd77::$me/64" --name "$ifname" >"$log" 2>&1 &
-pid=$!
-for _ in $(seq 1 60); do
-    grep -q "^ipoib: $ifname up, lladdr " "$log" && break
-    kill -0 "$pid" 2>/dev/null || fail "ipoib exited before it was up"
-    sleep 0.5
-done
-grep "^ipoib: $ifname up, lladdr " "$log" || fail "no up line in 30 s"
+up "$log"
+grep "^ipoib: $ifname up, lladdr " "$log"
 ip addr show "$ifname"
 
 # Until the peer answers (it starts a few seconds later), then 5 each way.
@@ -50,20 +71,35 @@ sleep 1
 grep -q "^ipoib: table 10.77.0.$peer lladdr " "$log" || fail "IPv4 neighbour not in the table"
 grep -q "^ipoib: table fd77::$peer lladdr " "$log" || fail "IPv6 neighbour not in the table"
 
-# Both hosts' pings are over before either stops.
+# Both hosts' pings are over; then b's program restarts (a new QP) while a
+# pings: a's entry must change to the new address (b announces itself when
+# it comes up) and the ping resume.
 if [ "$role" = a ]; then
-    python3 -c 'import socket; s = socket.create_server(("", 7790)); s.settimeout(120); s.accept()' ||
-        fail "host b did not report its pings done"
+    listen 7790 || fail "host b did not report its pings done"
+    ping -i 0.5 -c 40 -W 1 "10.77.0.$peer" >/tmp/ipoib-restart-ping.log 2>&1 &
+    bg=$!
+    listen 7791 || fail "host b did not report its restart"
+    ping -c 5 -W 2 "10.77.0.$peer" || fail "IPv4 ping after the peer's restart"
+    ping -6 -c 5 -W 2 "fd77::$peer" || fail "IPv6 ping after the peer's restart"
+    grep "^ipoib: neighbour 10.77.0.$peer lladdr .* (was " "$log" ||
+        fail "the IPv4 entry did not change to the restarted peer's address"
+    grep "^ipoib: neighbour fd77::$peer lladdr .* (was " "$log" ||
+        fail "the IPv6 entry did not change to the restarted peer's address"
+    wait "$bg"
+    echo "--- the ping across the restart:"
+    tail -3 /tmp/ipoib-restart-ping.log
+    tell "$RDMA_B_IPV4" 7792 || fail "host b never listened"
 else
-    ok=
-    for _ in $(seq 1 120); do
-        if python3 -c "import socket; socket.create_connection(('$RDMA_A_IPV4', 7790), timeout=2)" 2>/dev/null; then
-            ok=1
-            break
-        fi
-        sleep 1
-    done
-    [ -n "$ok" ] || fail "host a never listened"
+    tell "$RDMA_A_IPV4" 7790 || fail "host a never listened"
+    sleep 3
+    kill -TERM "$pid"
+    wait "$pid" || fail "ipoib exited $? after SIGTERM (restart)"
+    echo "--- ipoib output before the restart:"
+    cat "$log"
+    up "$log"
+    grep "^ipoib: $ifname up" "$log"
+    tell "$RDMA_A_IPV4" 7791 || fail "host a never listened (restart)"
+    listen 7792 || fail "host a did not report its pings after the restart"
 fi
 
 kill -TERM "$pid"

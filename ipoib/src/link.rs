@@ -5,7 +5,7 @@
 //! to the kernel; address handles cached by destination GID.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::time::Instant;
 
 use rdma::{AddressHandle, Gid, Path, WorkCompletion};
@@ -17,6 +17,10 @@ use rdma_ipoib::{mgid, neigh, LinkAddr};
 use crate::route::{self, Dest, Me};
 use crate::tun::Tun;
 use crate::ud::{Ud, GRH};
+
+/// Address handles kept, for unicast destinations and for groups each: past
+/// it the cache starts over (its handles are made again when used).
+const AH_CACHE: usize = 1024;
 
 /// What the link counted besides the classified drops.
 #[derive(Clone, Copy, Debug, Default)]
@@ -131,6 +135,9 @@ impl Link {
 
     fn send_group(&mut self, g: Gid, ether_type: u16, p: &[u8]) {
         if !self.groups.contains_key(&g) {
+            if self.groups.len() >= AH_CACHE {
+                self.groups.clear();
+            }
             let path = Path {
                 dgid: Some(g),
                 ..self.group_path
@@ -156,6 +163,9 @@ impl Link {
     fn send_unicast(&mut self, to: LinkAddr, ether_type: u16, p: &[u8]) {
         let g = to.gid();
         if !self.ahs.contains_key(&g) {
+            if self.ahs.len() >= AH_CACHE {
+                self.ahs.clear();
+            }
             let path = Path {
                 traffic_class: self.group_path.traffic_class,
                 sl: self.group_path.sl,
@@ -204,6 +214,25 @@ impl Link {
                     return;
                 };
                 self.send_group(g, encap::ETHERTYPE_IPV6, &ns);
+            }
+        }
+    }
+
+    /// Tells the link where this interface is, so that neighbours that
+    /// knew it at another address (a program restarted, with a new QP)
+    /// learn the new one: a gratuitous ARP request to the broadcast group
+    /// and an unsolicited neighbour advertisement (override set) to the
+    /// IPv6 all-nodes group.
+    pub fn announce(&mut self) {
+        let v4 = self.me.v4;
+        let garp = Arp::request(self.lladdr, v4, v4).to_bytes();
+        let g = mgid::ipv4_broadcast(self.me.pkey, mgid::LINK_LOCAL);
+        self.send_group(g, encap::ETHERTYPE_ARP, &garp);
+        if let Some(v6) = self.me.v6 {
+            let all = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+            let na = nd::advertisement(v6, self.lladdr, all, false);
+            if let Some(g) = mgid::ipv6(all, self.me.pkey, mgid::LINK_LOCAL) {
+                self.send_group(g, encap::ETHERTYPE_IPV6, &na);
             }
         }
     }
@@ -286,6 +315,8 @@ impl Link {
                 Ok(Some(m)) => self.on_nd(m, &from, now),
                 Err(_) => self.stats.nd_dropped += 1,
             },
+            // Our own address claimed by another: nothing to learn.
+            Ok(Frame::Arp(a)) if a.sender_ip == self.me.v4 => self.drops.arp += 1,
             Ok(Frame::Arp(a)) => {
                 let for_me = a.target_ip == self.me.v4;
                 self.learn(IpAddr::V4(a.sender_ip), a.sender, for_me, now);
@@ -305,7 +336,7 @@ impl Link {
                 target,
                 source: Some(l),
                 ..
-            } if !src.is_unspecified() => {
+            } if !src.is_unspecified() && Some(src) != my6 => {
                 if encap::check_sender(&l, from).is_err() {
                     self.stats.nd_dropped += 1;
                     return;

@@ -179,6 +179,7 @@ async fn run(a: Args) -> Result<()> {
         pkey: a.pkey,
     };
     let mut link = Link::new(ud, me, lladdr, bcast.path, a.port);
+    link.announce();
     println!("ipoib: {} up, lladdr {lladdr}", tun.name());
 
     let result = carry(&mut link, &tun, mtu as usize).await;
