@@ -20,6 +20,7 @@ mod link;
 mod route;
 mod tun;
 mod ud;
+mod wire;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::process::ExitCode;
@@ -35,6 +36,7 @@ use crate::link::Link;
 use crate::route::Me;
 use crate::tun::Tun;
 use crate::ud::{Ud, GRH};
+use crate::wire::UdWire;
 
 type Error = Box<dyn std::error::Error>;
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -178,7 +180,9 @@ async fn run(a: Args) -> Result<()> {
         v6: a.ip6.map(|v| v.0),
         pkey: a.pkey,
     };
-    let mut link = Link::new(ud, me, lladdr, bcast.path, a.port);
+    let max_payload = ud.max_payload();
+    let wire = UdWire::new(ud, bcast.path, a.port);
+    let mut link = Link::new(wire, me, lladdr, max_payload);
     link.announce();
     println!("ipoib: {} up, lladdr {lladdr}", tun.name());
 
@@ -188,7 +192,7 @@ async fn run(a: Args) -> Result<()> {
     drop(tun);
     joins.leave_all();
     for g in &groups {
-        let _ = link.ud.qp.detach_mcast(g.mgid, g.mlid);
+        let _ = link.wire.ud.qp.detach_mcast(g.mgid, g.mlid);
     }
     link.dump();
     drop(link);
@@ -196,7 +200,7 @@ async fn run(a: Args) -> Result<()> {
 }
 
 /// Carries packets until a signal to stop.
-async fn carry(link: &mut Link, tun: &Tun, mtu: usize) -> Result<()> {
+async fn carry(link: &mut Link<UdWire>, tun: &Tun, mtu: usize) -> Result<()> {
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut usr1 = signal(SignalKind::user_defined1())?;
@@ -212,7 +216,7 @@ async fn carry(link: &mut Link, tun: &Tun, mtu: usize) -> Result<()> {
     loop {
         if tun_ready {
             for _ in 0..64 {
-                if !link.ud.can_send() {
+                if !link.wire.ud.can_send() {
                     break;
                 }
                 match tun.try_read(&mut pkt)? {
@@ -224,22 +228,28 @@ async fn carry(link: &mut Link, tun: &Tun, mtu: usize) -> Result<()> {
                 }
             }
         }
-        let more = tun_ready && link.ud.can_send();
+        let more = tun_ready && link.wire.ud.can_send();
         tokio::select! {
             r = tun.readable(), if !tun_ready => {
                 r?;
                 tun_ready = true;
             }
             _ = std::future::ready(()), if more => {}
-            r = link.ud.rcq.wait(&mut rwc) => {
+            r = link.wire.ud.rcq.wait(&mut rwc) => {
                 let now = Instant::now();
                 for wc in r?.iter() {
-                    link.on_recv(wc, &mut grh, &mut rx, tun, now);
+                    match link.wire.on_recv(wc, &mut grh, &mut rx) {
+                        Some((n, from)) => {
+                            link.on_datagram(&rx[..n], from, now, &mut |p| tun.write(p).is_ok())
+                        }
+                        None => link.on_recv_error(),
+                    }
                 }
             }
-            r = link.ud.scq.wait(&mut swc) => {
+            r = link.wire.ud.scq.wait(&mut swc) => {
                 for wc in r?.iter() {
-                    link.on_sent(wc);
+                    let ok = link.wire.on_sent(wc);
+                    link.on_sent(ok);
                 }
             }
             _ = tick.tick() => link.tick(Instant::now()),
