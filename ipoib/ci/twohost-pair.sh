@@ -8,7 +8,8 @@
 # less 4; IPv6 needs 1280), starts ipoib on rxe0, waits for its "up" line,
 # pings the other over IPv4 and IPv6 (5 each once the peer answers), checks
 # that the neighbour entries were learnt (the log line, and the table that
-# SIGUSR1 prints). Then b's ipoib restarts (SIGTERM, exit 0, started again:
+# SIGUSR1 prints); a sends b 8 MiB over TCP through the interfaces and the
+# same over the netdev, each checked by hash, and prints both rates. Then b's ipoib restarts (SIGTERM, exit 0, started again:
 # a new QP) while a pings it; a's entries must change to b's new address and
 # its pings succeed again. The hosts order their steps by connecting to each
 # other over the netdev. Last, each stops ipoib with SIGTERM and checks that it
@@ -59,6 +60,12 @@ up "$log"
 grep "^ipoib: $ifname up, lladdr " "$log"
 ip addr show "$ifname"
 
+# b receives a TCP transfer through the interfaces and one over the netdev.
+if [ "$role" = b ]; then
+    python3 ipoib/ci/tcp-check.py serve "10.77.0.$me" 7800 &
+    python3 ipoib/ci/tcp-check.py serve "$RDMA_B_IPV4" 7801 &
+fi
+
 # Until the peer answers (it starts a few seconds later), then 5 each way.
 for _ in $(seq 1 60); do ping -c 1 -W 1 "10.77.0.$peer" >/dev/null && break; done
 ping -c 5 -W 2 "10.77.0.$peer" || fail "IPv4 ping"
@@ -70,6 +77,24 @@ kill -USR1 "$pid"
 sleep 1
 grep -q "^ipoib: table 10.77.0.$peer lladdr " "$log" || fail "IPv4 neighbour not in the table"
 grep -q "^ipoib: table fd77::$peer lladdr " "$log" || fail "IPv6 neighbour not in the table"
+
+# a sends $MIB MiB through ipoib, then over the netdev itself (with the
+# netdev's MTU of 4500 against ipoib's 4092): each checked by hash.
+MIB=8
+# packets: tx + rx of ipoib's last counters line; cpu: its user + system
+# clock ticks.
+packets() { grep '^ipoib: Stats' "$log" | tail -1 | sed -E 's/.*tx: ([0-9]+), rx: ([0-9]+),.*/\1 \2/' | awk '{print $1 + $2}'; }
+cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+if [ "$role" = a ]; then
+    p0=$(packets) c0=$(cpu)
+    python3 ipoib/ci/tcp-check.py send "10.77.0.$peer" 7800 "$MIB" || fail "TCP through ipoib"
+    kill -USR1 "$pid"
+    sleep 1
+    p1=$(packets) c1=$(cpu)
+    echo "ipoib: $((p1 - p0)) datagrams sent and received, $((c1 - c0)) CPU ticks of $(getconf CLK_TCK)/s:" \
+        "$(awk -v p=$((p1 - p0)) -v c=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.0f us", c / hz * 1e6 / p }') CPU per datagram"
+    python3 ipoib/ci/tcp-check.py send "$RDMA_B_IPV4" 7801 "$MIB" || fail "TCP over the netdev"
+fi
 
 # Both hosts' pings are over; then b's program restarts (a new QP) while a
 # pings: a's entry must change to the new address (b announces itself when
