@@ -69,11 +69,13 @@ struct Args {
     bind: Option<IpAddr>,
 }
 
+/// A P_Key in hexadecimal, with or without `0x`; the membership bit may
+/// be clear, the key itself (the low 15 bits) not 0.
 fn parse_pkey(s: &str) -> Result<u16, String> {
-    let h = s.trim_start_matches("0x");
+    let h = s.strip_prefix("0x").unwrap_or(s);
     u16::from_str_radix(h, 16)
         .ok()
-        .filter(|p| p & 0x7fff != 0)
+        .filter(|p| p & 0x7fff != 0 && !h.starts_with('+'))
         .ok_or_else(|| format!("{s:?} is no partition key (hexadecimal, not 0 or 0x8000)"))
 }
 
@@ -238,7 +240,7 @@ async fn carry(link: &mut Link<UdWire>, tun: &Tun, mtu: usize) -> Result<()> {
             r = link.wire.ud.rcq.wait(&mut rwc) => {
                 let now = Instant::now();
                 for wc in r?.iter() {
-                    match link.wire.on_recv(wc, &mut grh, &mut rx) {
+                    match link.wire.on_recv(wc, &mut grh, &mut rx)? {
                         Some((n, from)) => {
                             link.on_datagram(&rx[..n], from, now, &mut |p| tun.write(p).is_ok())
                         }
@@ -277,6 +279,66 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("ipoib: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_keys_are_hexadecimal_and_not_the_invalid_key() {
+        assert_eq!(parse_pkey("ffff"), Ok(0xffff));
+        assert_eq!(parse_pkey("0x8001"), Ok(0x8001));
+        assert_eq!(parse_pkey("7fff"), Ok(0x7fff));
+        for bad in [
+            "", "0", "0x8000", "8000", "0x0x1", "10000", "+1", "fffg", "0x",
+        ] {
+            assert!(parse_pkey(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_command_line_takes_addresses_with_prefixes() {
+        let a = Args::try_parse_from(["ipoib", "-d", "rxe0", "--ip", "10.77.0.1/24"]).unwrap();
+        assert_eq!(
+            (a.port, a.ip, a.ip6, a.pkey, a.name.as_str()),
+            (1, (Ipv4Addr::new(10, 77, 0, 1), 24), None, 0xffff, "ib%d")
+        );
+        let a = Args::try_parse_from([
+            "ipoib",
+            "-d",
+            "rxe0",
+            "-i",
+            "2",
+            "--ip",
+            "10.0.0.1/8",
+            "--ip6",
+            "fd77::1/64",
+            "--pkey",
+            "0x8001",
+            "--name",
+            "ib7",
+        ])
+        .unwrap();
+        assert_eq!((a.port, a.ip6.map(|v| v.1), a.pkey), (2, Some(64), 0x8001));
+        for bad in [
+            &["ipoib", "-d", "rxe0"][..],
+            &["ipoib", "--ip", "10.0.0.1/8"],
+            &["ipoib", "-d", "rxe0", "--ip", "10.0.0.1"],
+            &[
+                "ipoib",
+                "-d",
+                "rxe0",
+                "--ip",
+                "10.0.0.1/8",
+                "--ip6",
+                "fd77::1/200",
+            ],
+            &["ipoib", "-d", "rxe0", "--ip", "10.0.0.1/8", "-i", "256"],
+        ] {
+            assert!(Args::try_parse_from(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -193,3 +193,23 @@ impl Tun {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_names_fit_the_kernel_s_array() {
+        let r = ifreq("ipoib0").unwrap();
+        let name: Vec<u8> = r.ifr_name.iter().map(|&c| c as u8).collect();
+        assert_eq!(&name[..7], b"ipoib0\0");
+        assert!(ifreq("fifteen-bytes-x").is_ok());
+        for bad in ["sixteen-bytes-xx", "a\0b"] {
+            assert_eq!(
+                ifreq(bad).err().map(|e| e.kind()),
+                Some(io::ErrorKind::InvalidInput),
+                "{bad:?}"
+            );
+        }
+    }
+}

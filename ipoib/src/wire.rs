@@ -101,37 +101,41 @@ impl UdWire {
     }
 
     /// A receive completed: the datagram's length in `buf` and its sender
-    /// (from the completion and the GRH copied into `grh`); `None` for a
-    /// failed one. The slot is posted again.
+    /// (from the completion and the GRH copied into `grh`); `Ok(None)` for
+    /// a failed one. The slot is posted again. An error when the QP is in
+    /// the error state (its receives flushed): it carries nothing more.
     pub fn on_recv(
         &mut self,
         wc: &WorkCompletion,
         grh: &mut [u8; GRH],
         buf: &mut [u8],
-    ) -> Option<(usize, Source)> {
+    ) -> Result<Option<(usize, Source)>, String> {
         if !wc.is_success() {
-            if wc.status() != rdma::WcStatus::WorkRequestFlushed {
-                let _ = self.ud.post_recv(wc.wr_id());
+            if wc.status() == rdma::WcStatus::WorkRequestFlushed {
+                return Err(format!("the queue pair failed: {wc:?}"));
             }
-            return None;
+            let _ = self.ud.post_recv(wc.wr_id());
+            return Ok(None);
         }
-        let n = self
-            .ud
-            .received(wc, grh, buf)
-            .map_err(|e| eprintln!("ipoib: receive: {e}"))
-            .ok()?;
+        let n = match self.ud.received(wc, grh, buf) {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("ipoib: receive: {e}");
+                return Ok(None);
+            }
+        };
         let gid = if wc.has_grh() {
             route::grh_source(grh)
         } else {
             None
         };
-        Some((
+        Ok(Some((
             n,
             Source {
                 qpn: wc.src_qp(),
                 gid,
             },
-        ))
+        )))
     }
 }
 
