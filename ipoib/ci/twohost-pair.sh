@@ -99,8 +99,22 @@ fi
 # Both hosts' pings are over; then b's program restarts (a new QP) while a
 # pings: a's entry must change to the new address (b announces itself when
 # it comes up) and the ping resume.
+# Before that, b's ipoib-inject sends a's interface the datagrams it must drop
+# (ipoib/src/bin/ipoib-inject.rs): each counted once by its reason, and the
+# flood of 2,000 ARP requests from made-up addresses leaves the table within
+# its 1,024 entries; a's pings that follow show the interface still carries.
 if [ "$role" = a ]; then
     listen 7790 || fail "host b did not report its pings done"
+    kill -USR1 "$pid"
+    sleep 1
+    drops=$(grep '^ipoib: Stats' "$log" | tail -1)
+    echo "$drops"
+    for want in "short: 1" "ether_type: 1" "ip: 2" "arp: 1" "forged: 1"; do
+        grep -qE "[ {]${want}[, ]" <<<"${drops#*Drops}" || fail "bad input: want $want in ${drops#*Drops}"
+    done
+    size=$(grep '^ipoib: table size' "$log" | tail -1 | awk '{print $4}')
+    echo "ipoib: neighbour table of $size entries after the flood"
+    [ "$size" -le 1024 ] || fail "the neighbour table grew to $size entries"
     ping -i 0.5 -c 40 -W 1 "10.77.0.$peer" >/tmp/ipoib-restart-ping.log 2>&1 &
     bg=$!
     listen 7791 || fail "host b did not report its restart"
@@ -115,6 +129,9 @@ if [ "$role" = a ]; then
     tail -3 /tmp/ipoib-restart-ping.log
     tell "$RDMA_B_IPV4" 7792 || fail "host b never listened"
 else
+    lla=$(sed -nE "s/^ipoib: neighbour 10.77.0.$peer lladdr ([0-9a-f:]+)$/\1/p" "$log" | tail -1)
+    "$BIN/ipoib-inject" -d rxe0 -g "$RDMA_GID_IDX_V6" --to "$lla" --ip "10.77.0.$peer" ||
+        fail "ipoib-inject to $lla"
     tell "$RDMA_A_IPV4" 7790 || fail "host a never listened"
     sleep 3
     kill -TERM "$pid"

@@ -310,6 +310,11 @@ impl<W: Wire> Link<W> {
         for (ip, a) in self.neigh.resolved() {
             println!("ipoib: table {ip} lladdr {a}");
         }
+        println!(
+            "ipoib: table size {} ({} incomplete)",
+            self.neigh.len(),
+            self.neigh.incomplete()
+        );
         println!("ipoib: {:?} {:?}", self.stats, self.drops);
     }
 }
