@@ -13,7 +13,8 @@
 # a new QP) while a pings it; a's entries must change to b's new address and
 # its pings succeed again. The hosts order their steps by connecting to each
 # other over the netdev. Last, each stops ipoib with SIGTERM and checks that it
-# exited 0 and the interface is gone.
+# exited 0, the interface is gone and rxe0 has the kernel objects it had
+# before (no PD, CQ, QP, CM id or MR left).
 set -uo pipefail
 role=${1:?role a or b}
 if [ "$role" = a ]; then me=1 peer=2; else me=2 peer=1; fi
@@ -51,6 +52,11 @@ up() {
     fail "no up line in 30 s"
 }
 
+# The kernel objects of rxe0 (PDs, CQs, QPs, CM ids, MRs, contexts).
+objects() { rdma res show | grep -E '^[0-9]+: rxe0:'; }
+objects0=$(objects)
+echo "before: $objects0"
+
 modprobe tun || fail "modprobe tun"
 [ -c /dev/net/tun ] || fail "no /dev/net/tun"
 ip link set "$RDMA_NETDEV" mtu 4500 || fail "netdev MTU"
@@ -58,6 +64,8 @@ trap 'ip link set "$RDMA_NETDEV" mtu 1500' EXIT
 sleep 1
 up "$log"
 grep "^ipoib: $ifname up, lladdr " "$log"
+echo "running: $(objects)"
+[ "$(objects)" != "$objects0" ] || fail "ipoib's kernel objects are not seen"
 ip addr show "$ifname"
 
 # b receives a TCP transfer through the interfaces and one over the netdev.
@@ -150,6 +158,12 @@ rc=$?
 pid=
 [ "$rc" = 0 ] || fail "ipoib exited $rc after SIGTERM"
 if ip link show "$ifname" >/dev/null 2>&1; then fail "$ifname left behind"; fi
+for _ in $(seq 1 10); do
+    [ "$(objects)" = "$objects0" ] && break
+    sleep 0.5
+done
+echo "after: $(objects)"
+[ "$(objects)" = "$objects0" ] || fail "kernel objects left behind: $(objects), before: $objects0"
 echo "--- ipoib output:"
 cat "$log"
 echo "ipoib pair ($role): ok"
