@@ -43,3 +43,12 @@ pair siw/async_echo/2-clients '$BIN/async_echo server -a $RDMA_A_SIW_IPV4 --conn
 # group, resolve each other by IP through the CM and exchange unicast datagrams.
 pair datagram/discovery '$BIN/datagram -a $RDMA_A_IPV4 -g 239.255.7.3 -n 1 -C 5 --name alpha --timeout 60' \
     '$BIN/datagram -a $RDMA_B_IPV4 -g 239.255.7.3 -n 1 -C 5 --name beta --timeout 60'
+
+# IP over InfiniBand in user space (the package rdma-ipoib, datagram mode): a TUN
+# interface on each host over rxe0, pinged both ways over IPv4 and IPv6, the
+# neighbours learnt, both stopped cleanly (ipoib/ci/twohost-pair.sh).
+pair ipoib/datagram-ping 'bash ipoib/ci/twohost-pair.sh a' 'bash ipoib/ci/twohost-pair.sh b' 300
+if grep -q '^ipoib/' "$PAIRS"; then
+    step "build ipoib (cargo build -p rdma-ipoib)"
+    cargo_cmd build -p rdma-ipoib
+fi

@@ -149,6 +149,20 @@ impl<T> Table<T> {
         }
     }
 
+    /// The resolved entries, in address order.
+    pub fn resolved(&self) -> Vec<(IpAddr, LinkAddr)> {
+        let mut v: Vec<_> = self
+            .entries
+            .iter()
+            .filter_map(|(ip, e)| match e {
+                State::Resolved { addr, .. } => Some((*ip, *addr)),
+                State::Incomplete { .. } => None,
+            })
+            .collect();
+        v.sort_unstable_by_key(|(ip, _)| *ip);
+        v
+    }
+
     /// Where a packet for `ip` goes at `now`.
     pub fn lookup(&mut self, ip: IpAddr, now: Instant) -> Lookup {
         match self.entries.get_mut(&ip) {
@@ -325,6 +339,23 @@ mod tests {
 
     use super::*;
     use rdma::Gid;
+
+    #[test]
+    fn resolved_lists_answered_entries_only() {
+        let now = Instant::now();
+        let mut t: Table<u8> = Table::new(Limits::default());
+        let (a, b, c): (IpAddr, IpAddr, IpAddr) = (
+            Ipv4Addr::new(10, 0, 0, 3).into(),
+            Ipv4Addr::new(10, 0, 0, 1).into(),
+            Ipv4Addr::new(10, 0, 0, 2).into(),
+        );
+        assert_eq!(t.lookup(a, now), Lookup::Resolve { solicit: true });
+        assert_eq!(t.learn(b, addr(2), now, true), Learned::New(vec![]));
+        assert_eq!(t.learn(c, addr(1), now, true), Learned::New(vec![]));
+        assert_eq!(t.resolved(), vec![(b, addr(2)), (c, addr(1))]);
+        assert_eq!(t.learn(a, addr(3), now, false), Learned::New(vec![]));
+        assert_eq!(t.resolved().len(), 3);
+    }
 
     fn addr(qpn: u32) -> LinkAddr {
         LinkAddr::new(0, qpn, Gid([0xfe; 16]))
