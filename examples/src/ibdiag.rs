@@ -39,6 +39,35 @@ pub struct Common {
     pub timeout_ms: u64,
 }
 
+/// The addressing options of infiniband-diags (`-D`, `-G`, `-L`), the SM
+/// to ask for GUIDs (`-s`), `-e` and `-v`, for the tools that take a
+/// destination in any of its forms.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Addressing {
+    /// The destination is a directed route (0,1,3).
+    #[arg(short = 'D', long = "Direct")]
+    pub direct: bool,
+    /// The destination is a port GUID (resolved to its LID by the SA).
+    #[arg(short = 'G', long = "Guid")]
+    pub guid: bool,
+    /// The destination is a LID (the default).
+    #[arg(short = 'L', long = "Lid")]
+    pub lid: bool,
+    /// The LID of the SM port that resolves GUIDs (default: the local
+    /// port's SM).
+    #[arg(short = 's', long = "sm_port", value_name = "LID")]
+    pub sm_port: Option<String>,
+    /// Show send and receive errors.
+    #[arg(short = 'e', long = "errors")]
+    pub errors: bool,
+    /// More output (repeatable).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+/// The subnet prefix of a port whose umad attributes have none.
+pub const DEFAULT_SUBNET_PREFIX: u64 = 0xfe80_0000_0000_0000;
+
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Dest {
@@ -277,6 +306,52 @@ impl Diag {
         Ok(self.rpc(a, &m, &Address::gsi_lid(lid))?.mad)
     }
 
+    /// The destination that `s` names under `a`'s addressing, as
+    /// libibmad's `resolve_portid_str` finds it: a LID, a directed route,
+    /// or a port GUID whose LID the SA's PathRecord from this port gives.
+    pub fn resolve(&self, s: &str, a: &Addressing) -> Result<Dest> {
+        let bad = || format!("can't resolve destination port {s}");
+        if a.direct {
+            return Dest::parse(s, true);
+        }
+        if !a.guid {
+            return Dest::parse(s, false);
+        }
+        let guid = parse_int(s).filter(|&g| g != 0).ok_or_else(bad)?;
+        let sm = match &a.sm_port {
+            Some(l) => match Dest::parse(l, false)? {
+                Dest::Lid(l) => l,
+                Dest::Dr(_) => return Err(bad()),
+            },
+            None => self.info.sm_lid as u16,
+        };
+        self.path_to_guid(guid, sm).map(Dest::Lid).map_err(|_| bad())
+    }
+
+    /// The DLID of the SA's PathRecord from this port to the port of GUID
+    /// `guid` (in this port's subnet), asked of the SA at `sm`.
+    pub fn path_to_guid(&self, guid: u64, sm: u16) -> Result<u16> {
+        use rdma::mad::sa::{response, PathRecord, PathRecordMask, SaRequest};
+        let prefix = match self.info.gid_prefix {
+            0 => DEFAULT_SUBNET_PREFIX,
+            p => p,
+        };
+        let q = PathRecord {
+            sgid: rdma::Gid::from_parts(prefix, self.info.port_guid),
+            dgid: rdma::Gid::from_parts(prefix, guid),
+            ..PathRecord::default()
+        };
+        let a = self.sa_agent()?;
+        let m = SaRequest::get(a.next_tid())
+            .record(&q, PathRecordMask::SGID | PathRecordMask::DGID)
+            .map_err(|e| e.to_string())?;
+        let r = a
+            .request(&m, &Address::gsi_lid(sm), self.timeout, self.retries)
+            .map_err(|e| e.to_string())?;
+        let p = response::<PathRecord>(r.mad.as_bytes()).map_err(|e| e.to_string())?;
+        Ok(p.dlid)
+    }
+
     /// The address of the SA: the SM's LID as the local port knows it.
     pub fn sa_address(&self) -> Address {
         Address::gsi_lid(self.info.sm_lid as u16)
@@ -350,6 +425,15 @@ pub fn inet6(g: &[u8; 16]) -> String {
         i += 1;
     }
     s
+}
+
+/// A NodeDescription as `remap_node_name` (without a map) gives it: up to
+/// its first NUL, each byte that is not printable ASCII as a space.
+pub fn node_desc(nd: &rdma::mad::NodeDescription) -> String {
+    nd.0.iter()
+        .take_while(|&&b| b != 0)
+        .map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { ' ' })
+        .collect()
 }
 
 /// Prints an error the way infiniband-diags' `IBEXIT` does
