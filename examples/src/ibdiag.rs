@@ -75,6 +75,9 @@ pub enum Dest {
     Lid(u16),
     /// Directed route, as `-D` takes it (`[0, 1, 3]`).
     Dr(Vec<u8>),
+    /// LID routed to `lid`, then directed along `path` (`[0, 4]`: out of
+    /// port 4), the answer LID routed back to `slid` (DrSLID).
+    LidDr { lid: u16, slid: u16, path: Vec<u8> },
 }
 
 impl Dest {
@@ -98,9 +101,9 @@ impl Dest {
     pub fn describe(&self) -> String {
         match self {
             Dest::Lid(l) => format!("Lid {l}"),
-            Dest::Dr(p) => {
-                let hops: Vec<String> = p.iter().map(u8::to_string).collect();
-                format!("DR path slid 65535; dlid 65535; {}", hops.join(","))
+            Dest::Dr(p) => format!("DR path slid 65535; dlid 65535; {}", hops(p)),
+            Dest::LidDr { lid, slid, path } => {
+                format!("Lid {lid} DR path slid {slid}; dlid 65535; {}", hops(path))
             }
         }
     }
@@ -109,9 +112,15 @@ impl Dest {
     pub fn lid(&self) -> Option<u16> {
         match self {
             Dest::Lid(l) => Some(*l),
-            Dest::Dr(_) => None,
+            Dest::Dr(_) | Dest::LidDr { .. } => None,
         }
     }
+}
+
+/// The ports of a directed route, as `drpath2str` joins them (`0,1,3`).
+fn hops(path: &[u8]) -> String {
+    let v: Vec<String> = path.iter().map(u8::to_string).collect();
+    v.join(",")
 }
 
 /// Parses an integer as C's `strtoul(s, NULL, 0)` does for the inputs the
@@ -264,6 +273,15 @@ impl Diag {
                     .map_err(|e| e.to_string())?;
                 (a, m, smi_address(rdma::mad::PERMISSIVE_LID))
             }
+            Dest::LidDr { lid, slid, path } => {
+                let a = self.dr_agent()?;
+                let mut m = Mad::smp_directed(method, attr, modifier, a.next_tid(), 0, path)
+                    .map_err(|e| e.to_string())?;
+                let mut h = dr_along(path)?;
+                h.dr_slid = *slid;
+                m.set_dr_header(&h).map_err(|e| e.to_string())?;
+                (a, m, smi_address(*lid))
+            }
         };
         if let Some(d) = data {
             let out = mad.data_mut();
@@ -319,13 +337,12 @@ impl Diag {
         }
         let guid = parse_int(s).filter(|&g| g != 0).ok_or_else(bad)?;
         let sm = match &a.sm_port {
-            Some(l) => match Dest::parse(l, false)? {
-                Dest::Lid(l) => l,
-                Dest::Dr(_) => return Err(bad()),
-            },
+            Some(l) => Dest::parse(l, false)?.lid().ok_or_else(bad)?,
             None => self.info.sm_lid as u16,
         };
-        self.path_to_guid(guid, sm).map(Dest::Lid).map_err(|_| bad())
+        self.path_to_guid(guid, sm)
+            .map(Dest::Lid)
+            .map_err(|_| bad())
     }
 
     /// The DLID of the SA's PathRecord from this port to the port of GUID
@@ -432,7 +449,13 @@ pub fn inet6(g: &[u8; 16]) -> String {
 pub fn node_desc(nd: &rdma::mad::NodeDescription) -> String {
     nd.0.iter()
         .take_while(|&&b| b != 0)
-        .map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { ' ' })
+        .map(|&b| {
+            if (0x20..0x7f).contains(&b) {
+                b as char
+            } else {
+                ' '
+            }
+        })
         .collect()
 }
 
@@ -458,6 +481,13 @@ mod tests {
         let d = Dest::parse("0,1,3", true).unwrap();
         assert_eq!(d.describe(), "DR path slid 65535; dlid 65535; 0,1,3");
         assert_eq!(parse_int("010"), Some(8));
+        let mixed = Dest::LidDr {
+            lid: 3,
+            slid: 2,
+            path: vec![0, 4],
+        };
+        assert_eq!(mixed.describe(), "Lid 3 DR path slid 2; dlid 65535; 0,4");
+        assert_eq!(mixed.lid(), None);
     }
 
     #[test]

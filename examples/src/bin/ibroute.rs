@@ -121,7 +121,9 @@ impl LidCache {
             .as_ref()
             .ok()
             .and_then(|_| diag.smp_get::<PortInfo>(0, &dest).ok());
-        let ni = pi.as_ref().and_then(|_| diag.smp_get::<NodeInfo>(0, &dest).ok());
+        let ni = pi
+            .as_ref()
+            .and_then(|_| diag.smp_get::<NodeInfo>(0, &dest).ok());
         let (Ok(nd), Some(pi), Some(ni)) = (nd, pi, ni) else {
             return ": (unknown node and type)".into();
         };
@@ -334,4 +336,15 @@ fn main() -> ExitCode {
         ibdiag::exit_error("ibroute", &format!("dump tables: {e}"));
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Args::command().debug_assert();
+    }
 }

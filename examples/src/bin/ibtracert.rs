@@ -73,11 +73,7 @@ fn kind_name(k: u8) -> &'static str {
 }
 
 fn lid_range(p: &Port) -> String {
-    format!(
-        "{}-{}",
-        p.lid,
-        u32::from(p.lid) + (1u32 << p.lmc) - 1
-    )
+    format!("{}-{}", p.lid, u32::from(p.lid) + (1u32 << p.lmc) - 1)
 }
 
 struct Tracer<'a> {
@@ -330,4 +326,15 @@ fn main() -> ExitCode {
         ibdiag::exit_error("ibtracert", "Failed to get route information");
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Args::command().debug_assert();
+    }
 }

@@ -68,6 +68,8 @@ pub enum Over {
     /// name, `{lid}` its port's LID (a switch's port 0, a CA's port the SM
     /// brought up), `{guid}` that port's GUID.
     Nodes,
+    /// Every CA of the net file, as [`Over::Nodes`].
+    Hcas,
     /// Pairs of nodes: the first CA to every other node and every other
     /// node to the last CA, `{node}`, `{lid}`, `{guid}` of the first and
     /// `{node2}`, `{lid2}`, `{guid2}` of the second.
@@ -207,15 +209,18 @@ impl<'f> Ctx<'f> {
     /// attached there reads it (NodeInfo's PortGUID, PortInfo's LID).
     pub fn with_ports(mut self) -> Result<Self, Box<dyn std::error::Error>> {
         for n in &self.f.nodes {
-            let lid = node_lid(self.f, &n.name)?
-                .ok_or_else(|| format!("{}: no LID", n.name))?;
+            let lid = node_lid(self.f, &n.name)?.ok_or_else(|| format!("{}: no LID", n.name))?;
             let mut c = self.f.command("smpquery", Some(&n.name));
             c.args(["-D", "nodeinfo", "0"]);
             let out = output_within(c, LIMIT)?;
             let guid = String::from_utf8_lossy(&out.stdout)
                 .lines()
                 .find_map(|l| l.strip_prefix("PortGuid:"))
-                .map(|v| v.trim_start_matches('.').trim_start_matches("0x").to_string())
+                .map(|v| {
+                    v.trim_start_matches('.')
+                        .trim_start_matches("0x")
+                        .to_string()
+                })
                 .and_then(|v| u64::from_str_radix(&v, 16).ok())
                 .ok_or_else(|| format!("{}: no PortGuid", n.name))?;
             self.ports.push(NodePort {
@@ -329,9 +334,10 @@ fn expand(ctx: &Ctx, case: &Case) -> Result<Vec<Concrete>, String> {
             .iter()
             .map(|v| one("{path}", v))
             .collect(),
-        Over::Nodes => ctx
+        Over::Nodes | Over::Hcas => ctx
             .ports
             .iter()
+            .filter(|p| case.over == Over::Nodes || p.kind == NodeKind::Hca)
             .map(|p| port(p, "{node}", "{lid}", "{guid}"))
             .collect(),
         Over::Pairs => {
@@ -362,7 +368,7 @@ fn expand(ctx: &Ctx, case: &Case) -> Result<Vec<Concrete>, String> {
                 .collect()
         }
     };
-    if matches!(case.over, Over::Nodes | Over::Pairs) && ctx.ports.is_empty() {
+    if matches!(case.over, Over::Nodes | Over::Hcas | Over::Pairs) && ctx.ports.is_empty() {
         return Err(format!("{}: the nodes' ports were not read", case.name));
     }
     let hosts: Vec<(Option<String>, &str)> = match case.at {
