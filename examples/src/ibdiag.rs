@@ -39,6 +39,35 @@ pub struct Common {
     pub timeout_ms: u64,
 }
 
+/// The addressing options of infiniband-diags (`-D`, `-G`, `-L`), the SM
+/// to ask for GUIDs (`-s`), `-e` and `-v`, for the tools that take a
+/// destination in any of its forms.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Addressing {
+    /// The destination is a directed route (0,1,3).
+    #[arg(short = 'D', long = "Direct")]
+    pub direct: bool,
+    /// The destination is a port GUID (resolved to its LID by the SA).
+    #[arg(short = 'G', long = "Guid")]
+    pub guid: bool,
+    /// The destination is a LID (the default).
+    #[arg(short = 'L', long = "Lid")]
+    pub lid: bool,
+    /// The LID of the SM port that resolves GUIDs (default: the local
+    /// port's SM).
+    #[arg(short = 's', long = "sm_port", value_name = "LID")]
+    pub sm_port: Option<String>,
+    /// Show send and receive errors.
+    #[arg(short = 'e', long = "errors")]
+    pub errors: bool,
+    /// More output (repeatable).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+/// The subnet prefix of a port whose umad attributes have none.
+pub const DEFAULT_SUBNET_PREFIX: u64 = 0xfe80_0000_0000_0000;
+
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Dest {
@@ -46,6 +75,9 @@ pub enum Dest {
     Lid(u16),
     /// Directed route, as `-D` takes it (`[0, 1, 3]`).
     Dr(Vec<u8>),
+    /// LID routed to `lid`, then directed along `path` (`[0, 4]`: out of
+    /// port 4), the answer LID routed back to `slid` (DrSLID).
+    LidDr { lid: u16, slid: u16, path: Vec<u8> },
 }
 
 impl Dest {
@@ -69,9 +101,9 @@ impl Dest {
     pub fn describe(&self) -> String {
         match self {
             Dest::Lid(l) => format!("Lid {l}"),
-            Dest::Dr(p) => {
-                let hops: Vec<String> = p.iter().map(u8::to_string).collect();
-                format!("DR path slid 65535; dlid 65535; {}", hops.join(","))
+            Dest::Dr(p) => format!("DR path slid 65535; dlid 65535; {}", hops(p)),
+            Dest::LidDr { lid, slid, path } => {
+                format!("Lid {lid} DR path slid {slid}; dlid 65535; {}", hops(path))
             }
         }
     }
@@ -80,9 +112,15 @@ impl Dest {
     pub fn lid(&self) -> Option<u16> {
         match self {
             Dest::Lid(l) => Some(*l),
-            Dest::Dr(_) => None,
+            Dest::Dr(_) | Dest::LidDr { .. } => None,
         }
     }
+}
+
+/// The ports of a directed route, as `drpath2str` joins them (`0,1,3`).
+fn hops(path: &[u8]) -> String {
+    let v: Vec<String> = path.iter().map(u8::to_string).collect();
+    v.join(",")
 }
 
 /// Parses an integer as C's `strtoul(s, NULL, 0)` does for the inputs the
@@ -235,6 +273,15 @@ impl Diag {
                     .map_err(|e| e.to_string())?;
                 (a, m, smi_address(rdma::mad::PERMISSIVE_LID))
             }
+            Dest::LidDr { lid, slid, path } => {
+                let a = self.dr_agent()?;
+                let mut m = Mad::smp_directed(method, attr, modifier, a.next_tid(), 0, path)
+                    .map_err(|e| e.to_string())?;
+                let mut h = dr_along(path)?;
+                h.dr_slid = *slid;
+                m.set_dr_header(&h).map_err(|e| e.to_string())?;
+                (a, m, smi_address(*lid))
+            }
         };
         if let Some(d) = data {
             let out = mad.data_mut();
@@ -275,6 +322,51 @@ impl Diag {
         let n = data.len().min(out.len());
         out[..n].copy_from_slice(&data[..n]);
         Ok(self.rpc(a, &m, &Address::gsi_lid(lid))?.mad)
+    }
+
+    /// The destination that `s` names under `a`'s addressing, as
+    /// libibmad's `resolve_portid_str` finds it: a LID, a directed route,
+    /// or a port GUID whose LID the SA's PathRecord from this port gives.
+    pub fn resolve(&self, s: &str, a: &Addressing) -> Result<Dest> {
+        let bad = || format!("can't resolve destination port {s}");
+        if a.direct {
+            return Dest::parse(s, true);
+        }
+        if !a.guid {
+            return Dest::parse(s, false);
+        }
+        let guid = parse_int(s).filter(|&g| g != 0).ok_or_else(bad)?;
+        let sm = match &a.sm_port {
+            Some(l) => Dest::parse(l, false)?.lid().ok_or_else(bad)?,
+            None => self.info.sm_lid as u16,
+        };
+        self.path_to_guid(guid, sm)
+            .map(Dest::Lid)
+            .map_err(|_| bad())
+    }
+
+    /// The DLID of the SA's PathRecord from this port to the port of GUID
+    /// `guid` (in this port's subnet), asked of the SA at `sm`.
+    pub fn path_to_guid(&self, guid: u64, sm: u16) -> Result<u16> {
+        use rdma::mad::sa::{response, PathRecord, PathRecordMask, SaRequest};
+        let prefix = match self.info.gid_prefix {
+            0 => DEFAULT_SUBNET_PREFIX,
+            p => p,
+        };
+        let q = PathRecord {
+            sgid: rdma::Gid::from_parts(prefix, self.info.port_guid),
+            dgid: rdma::Gid::from_parts(prefix, guid),
+            ..PathRecord::default()
+        };
+        let a = self.sa_agent()?;
+        let m = SaRequest::get(a.next_tid())
+            .record(&q, PathRecordMask::SGID | PathRecordMask::DGID)
+            .map_err(|e| e.to_string())?;
+        let r = a
+            .request(&m, &Address::gsi_lid(sm), self.timeout, self.retries)
+            .map_err(|e| e.to_string())?;
+        let p = response::<PathRecord>(r.mad.as_bytes()).map_err(|e| e.to_string())?;
+        Ok(p.dlid)
     }
 
     /// The address of the SA: the SM's LID as the local port knows it.
@@ -352,6 +444,21 @@ pub fn inet6(g: &[u8; 16]) -> String {
     s
 }
 
+/// A NodeDescription as `remap_node_name` (without a map) gives it: up to
+/// its first NUL, each byte that is not printable ASCII as a space.
+pub fn node_desc(nd: &rdma::mad::NodeDescription) -> String {
+    nd.0.iter()
+        .take_while(|&&b| b != 0)
+        .map(|&b| {
+            if (0x20..0x7f).contains(&b) {
+                b as char
+            } else {
+                ' '
+            }
+        })
+        .collect()
+}
+
 /// Prints an error the way infiniband-diags' `IBEXIT` does
 /// (`TOOL: iberror: failed: WHAT`, on stdout with 255 as exit status,
 /// as v44 does) and exits.
@@ -374,6 +481,13 @@ mod tests {
         let d = Dest::parse("0,1,3", true).unwrap();
         assert_eq!(d.describe(), "DR path slid 65535; dlid 65535; 0,1,3");
         assert_eq!(parse_int("010"), Some(8));
+        let mixed = Dest::LidDr {
+            lid: 3,
+            slid: 2,
+            path: vec![0, 4],
+        };
+        assert_eq!(mixed.describe(), "Lid 3 DR path slid 2; dlid 65535; 0,4");
+        assert_eq!(mixed.lid(), None);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod ep_msg;
 pub mod ibdiag;
 pub mod net;
+pub mod netlist;
 pub mod perf;
 pub mod pingpong;
 pub mod ud;

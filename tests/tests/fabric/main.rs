@@ -11,6 +11,7 @@
 //! ibnetdiscover against the C tool's.
 
 mod compare;
+mod diags;
 mod mads;
 mod sa_client;
 mod sm;
@@ -30,6 +31,7 @@ fn main() -> std::process::ExitCode {
                 sm::TESTS,
                 sm_faults::TESTS,
                 tools::TESTS,
+                diags::TESTS,
                 compare::TESTS,
             ]
             .concat()

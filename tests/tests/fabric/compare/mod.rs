@@ -64,6 +64,25 @@ pub enum Over {
     Lids,
     /// The directed routes 0, 0,1 and 0,1,1.
     Paths,
+    /// Every node of the net file ([`Ctx::with_ports`]): `{node}` its
+    /// name, `{lid}` its port's LID (a switch's port 0, a CA's port the SM
+    /// brought up), `{guid}` that port's GUID.
+    Nodes,
+    /// Every CA of the net file, as [`Over::Nodes`].
+    Hcas,
+    /// Pairs of nodes: the first CA to every other node and every other
+    /// node to the last CA, `{node}`, `{lid}`, `{guid}` of the first and
+    /// `{node2}`, `{lid2}`, `{guid2}` of the second.
+    Pairs,
+}
+
+/// A node's port as the SM addressed it.
+#[derive(Clone, Debug)]
+pub struct NodePort {
+    pub name: String,
+    pub kind: NodeKind,
+    pub lid: u16,
+    pub guid: u64,
 }
 
 /// One comparison of the table (or one a value of [`Over`]).
@@ -149,6 +168,8 @@ pub struct Ctx<'f> {
     pub name: Option<String>,
     /// Where the outputs are kept.
     pub keep: PathBuf,
+    /// The port of each node, for [`Over::Nodes`] and [`Over::Pairs`].
+    pub ports: Vec<NodePort>,
 }
 
 impl<'f> Ctx<'f> {
@@ -180,7 +201,36 @@ impl<'f> Ctx<'f> {
             pong,
             name: None,
             keep,
+            ports: Vec::new(),
         })
+    }
+
+    /// The port of every node of the net file, as the C `smpquery -D`
+    /// attached there reads it (NodeInfo's PortGUID, PortInfo's LID).
+    pub fn with_ports(mut self) -> Result<Self, Box<dyn std::error::Error>> {
+        for n in &self.f.nodes {
+            let lid = node_lid(self.f, &n.name)?.ok_or_else(|| format!("{}: no LID", n.name))?;
+            let mut c = self.f.command("smpquery", Some(&n.name));
+            c.args(["-D", "nodeinfo", "0"]);
+            let out = output_within(c, LIMIT)?;
+            let guid = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .find_map(|l| l.strip_prefix("PortGuid:"))
+                .map(|v| {
+                    v.trim_start_matches('.')
+                        .trim_start_matches("0x")
+                        .to_string()
+                })
+                .and_then(|v| u64::from_str_radix(&v, 16).ok())
+                .ok_or_else(|| format!("{}: no PortGuid", n.name))?;
+            self.ports.push(NodePort {
+                name: n.name.clone(),
+                kind: n.kind,
+                lid,
+                guid,
+            });
+        }
+        Ok(self)
     }
 
     /// The NodeDescription that saquery finds first (for the queries by
@@ -269,11 +319,58 @@ struct Concrete {
 }
 
 fn expand(ctx: &Ctx, case: &Case) -> Result<Vec<Concrete>, String> {
-    let overs: Vec<(&str, &str)> = match case.over {
-        Over::One => vec![("", "")],
-        Over::Lids => vec![("{lid}", "1"), ("{lid}", "2"), ("{lid}", "3")],
-        Over::Paths => vec![("{path}", "0"), ("{path}", "0,1"), ("{path}", "0,1,1")],
+    let one = |key: &'static str, v: &str| vec![(key, v.to_string())];
+    let port = |p: &NodePort, n: &'static str, l: &'static str, g: &'static str| {
+        vec![
+            (n, p.name.clone()),
+            (l, p.lid.to_string()),
+            (g, format!("{:#x}", p.guid)),
+        ]
     };
+    let overs: Vec<Vec<(&str, String)>> = match case.over {
+        Over::One => vec![vec![]],
+        Over::Lids => ["1", "2", "3"].iter().map(|v| one("{lid}", v)).collect(),
+        Over::Paths => ["0", "0,1", "0,1,1"]
+            .iter()
+            .map(|v| one("{path}", v))
+            .collect(),
+        Over::Nodes | Over::Hcas => ctx
+            .ports
+            .iter()
+            .filter(|p| case.over == Over::Nodes || p.kind == NodeKind::Hca)
+            .map(|p| port(p, "{node}", "{lid}", "{guid}"))
+            .collect(),
+        Over::Pairs => {
+            let cas: Vec<&NodePort> = ctx
+                .ports
+                .iter()
+                .filter(|p| p.kind == NodeKind::Hca)
+                .collect();
+            let (Some(first), Some(last)) = (cas.first(), cas.last()) else {
+                return Err(format!("{}: no CA on this fabric", case.name));
+            };
+            let mut pairs = Vec::new();
+            for p in &ctx.ports {
+                if p.name != first.name {
+                    pairs.push((*first, p));
+                }
+                if p.name != last.name && p.name != first.name {
+                    pairs.push((p, *last));
+                }
+            }
+            pairs
+                .into_iter()
+                .map(|(a, b)| {
+                    let mut v = port(a, "{node}", "{lid}", "{guid}");
+                    v.extend(port(b, "{node2}", "{lid2}", "{guid2}"));
+                    v
+                })
+                .collect()
+        }
+    };
+    if matches!(case.over, Over::Nodes | Over::Hcas | Over::Pairs) && ctx.ports.is_empty() {
+        return Err(format!("{}: the nodes' ports were not read", case.name));
+    }
     let hosts: Vec<(Option<String>, &str)> = match case.at {
         At::First => vec![(None, "")],
         At::QuietCa => vec![(
@@ -292,12 +389,16 @@ fn expand(ctx: &Ctx, case: &Case) -> Result<Vec<Concrete>, String> {
     let missing = |what: &str| format!("{}: no {what} on this fabric", case.name);
     let mut v = Vec::new();
     for (host, port) in &hosts {
-        for &(key, value) in &overs {
-            let fill = |a: &&str| -> Result<String, String> {
-                let mut s = a.replace("{sm}", &ctx.f.sm_lid.to_string());
-                if !key.is_empty() {
+        for values in &overs {
+            let put = |mut s: String| {
+                for (key, value) in values {
                     s = s.replace(key, value);
                 }
+                s
+            };
+            let fill = |a: &&str| -> Result<String, String> {
+                let mut s = a.replace("{sm}", &ctx.f.sm_lid.to_string());
+                s = put(s);
                 s = s.replace("{port}", port);
                 if s.contains("{ca_lid}") {
                     let l = ctx.ca_lid.ok_or_else(|| missing("LID of a quiet CA"))?;
@@ -322,7 +423,7 @@ fn expand(ctx: &Ctx, case: &Case) -> Result<Vec<Concrete>, String> {
                 .iter()
                 .map(fill)
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut name = case.name.replace(key, value);
+            let mut name = put(case.name.to_string());
             if let Some(h) = host.as_deref().filter(|_| case.at == At::Hosts) {
                 name = format!("{name}@{h}");
             }

@@ -1,0 +1,316 @@
+//! The diagnostics operators run (`ibroute`, `ibtracert`, ...) against the
+//! C tools of infiniband-diags, line by line, on every node of the fabric
+//! (by LID, by GUID with `-G`, by directed route with `-D` where the tool
+//! takes one), with their errors: an unknown LID or GUID, a bad flag.
+//! The cases are rows of `compare`'s table; each tool is one test.
+
+use rdma_tests::fabric::{Fabric, FabricTest};
+use rdma_tests::{check, Outcome, TestResult};
+
+use crate::compare::{compare_group, At, Case, Ctx, Must, Outputs, Over};
+
+const fn c(name: &'static str, tool: &'static str, args: &'static [&'static str]) -> Case {
+    Case::new(name, tool, args)
+}
+
+/// A LID no port has (the CI fabrics have fewer than 100 ports).
+const NO_LID: &str = "999";
+/// A GUID no port has.
+const NO_GUID: &str = "0x1234";
+
+const IBROUTE: &[Case] = &[
+    c("ibroute-{node}", "ibroute", &["{lid}"]).over(Over::Nodes),
+    c("ibroute-G-{node}", "ibroute", &["-G", "{guid}"]).over(Over::Nodes),
+    c("ibroute-a-{node}", "ibroute", &["-a", "{lid}"]).over(Over::Nodes),
+    c("ibroute-n-{node}", "ibroute", &["-n", "{lid}"]).over(Over::Nodes),
+    c("ibroute-range-{node}", "ibroute", &["{lid}", "2", "0x4"]).over(Over::Nodes),
+    c("ibroute-dr-{path}", "ibroute", &["-D", "{path}"]).over(Over::Paths),
+    c("ibroute-M-{node}", "ibroute", &["-M", "{lid}"]).over(Over::Nodes),
+    c("ibroute-M-n-{node}", "ibroute", &["-M", "-n", "{lid}"]).over(Over::Nodes),
+    c(
+        "ibroute-M-v-dr-{path}",
+        "ibroute",
+        &["-M", "-v", "-D", "{path}"],
+    )
+    .over(Over::Paths),
+    c("ibroute-M-a-dr", "ibroute", &["-M", "-a", "-D", "0,1"]),
+    c("ibroute-no-lid", "ibroute", &["-t", "100", NO_LID]).must(Must::Exit(255)),
+    c("ibroute-no-guid", "ibroute", &["-G", NO_GUID]).must(Must::Exit(255)),
+    c("ibroute-bad-flag", "ibroute", &["-Z", "1"]).must(Must::Exit(2)),
+    c("ibroute-no-dest", "ibroute", &[]).must(Must::Exit(2)),
+];
+
+const IBTRACERT: &[Case] = &[
+    c(
+        "ibtracert-{node}-{node2}",
+        "ibtracert",
+        &["{lid}", "{lid2}"],
+    )
+    .over(Over::Pairs),
+    c(
+        "ibtracert-n-{node}-{node2}",
+        "ibtracert",
+        &["-n", "{lid}", "{lid2}"],
+    )
+    .over(Over::Pairs),
+    c(
+        "ibtracert-G-{node}-{node2}",
+        "ibtracert",
+        &["-G", "{guid}", "{guid2}"],
+    )
+    .over(Over::Pairs),
+    c(
+        "ibtracert-no-lid",
+        "ibtracert",
+        &["-t", "100", "{sm}", NO_LID],
+    )
+    .must(Must::Exit(255)),
+    c("ibtracert-no-guid", "ibtracert", &["-G", NO_GUID, NO_GUID]).must(Must::Exit(255)),
+    c("ibtracert-bad-flag", "ibtracert", &["-Z", "1", "2"]).must(Must::Exit(2)),
+    c("ibtracert-no-dr", "ibtracert", &["-D", "0", "0,1"]).must(Must::Exit(2)),
+    c("ibtracert-one-port", "ibtracert", &["1"]).must(Must::Exit(2)),
+];
+
+const IBADDR: &[Case] = &[
+    c("ibaddr", "ibaddr", &[]).at(At::Hosts),
+    c("ibaddr-{node}", "ibaddr", &["{lid}"]).over(Over::Nodes),
+    c("ibaddr-{node}-1", "ibaddr", &["{lid}", "1"]).over(Over::Nodes),
+    c("ibaddr-G-{node}", "ibaddr", &["-G", "{guid}"]).over(Over::Nodes),
+    c("ibaddr-l-{node}", "ibaddr", &["-l", "{lid}"]).over(Over::Nodes),
+    c("ibaddr-L-{node}", "ibaddr", &["-L", "{lid}"]).over(Over::Nodes),
+    c("ibaddr-g-{node}", "ibaddr", &["-g", "{lid}"]).over(Over::Nodes),
+    c("ibaddr-dr-{path}", "ibaddr", &["-D", "{path}"]).over(Over::Paths),
+    c("ibaddr-no-lid", "ibaddr", &["-t", "100", NO_LID]).must(Must::Exit(255)),
+    c("ibaddr-no-guid", "ibaddr", &["-G", NO_GUID]).must(Must::Exit(255)),
+    c("ibaddr-bad-flag", "ibaddr", &["-Z"]).must(Must::Exit(2)),
+];
+
+const IBPORTSTATE: &[Case] = &[
+    c("ibportstate-{node}-0", "ibportstate", &["{lid}", "0"]).over(Over::Nodes),
+    c("ibportstate-{node}-1", "ibportstate", &["{lid}", "1"]).over(Over::Hcas),
+    c(
+        "ibportstate-{node}-2",
+        "ibportstate",
+        &["{lid}", "2", "query"],
+    )
+    .over(Over::Hcas),
+    c(
+        "ibportstate-G-{node}-1",
+        "ibportstate",
+        &["-G", "{guid}", "1"],
+    )
+    .over(Over::Hcas),
+    // The peer of an active switch port addressed by LID is asked for
+    // along a route LID routed to the switch, then directed (DrSLID this
+    // port's LID): ibsim answers no such SMP, and both tools time out
+    // alike (LIDs 1 to 3 only: each waits out the retries). By directed
+    // route the peer is shown.
+    c("ibportstate-lid-{lid}-1", "ibportstate", &["{lid}", "1"]).over(Over::Lids),
+    c(
+        "ibportstate-dr-{path}-1",
+        "ibportstate",
+        &["-D", "{path}", "1"],
+    )
+    .over(Over::Paths),
+    c(
+        "ibportstate-dr-{path}-3",
+        "ibportstate",
+        &["-D", "{path}", "3"],
+    )
+    .over(Over::Paths),
+    c("ibportstate-{node}-99", "ibportstate", &["{lid}", "99"]).over(Over::Nodes),
+    // Sets that change nothing: the widths and speeds enabled set to
+    // those supported (255 and 15), on a CA where no SM and no client
+    // runs; the answer is shown after the Set.
+    c(
+        "ibportstate-width",
+        "ibportstate",
+        &["{ca_lid}", "1", "width", "255"],
+    ),
+    c(
+        "ibportstate-speed",
+        "ibportstate",
+        &["{ca_lid}", "1", "speed", "15"],
+    ),
+    c(
+        "ibportstate-no-lid",
+        "ibportstate",
+        &["-t", "100", NO_LID, "1"],
+    )
+    .must(Must::Exit(255)),
+    c("ibportstate-no-guid", "ibportstate", &["-G", NO_GUID, "1"]).must(Must::Exit(255)),
+    c("ibportstate-bad-op", "ibportstate", &["{sm}", "1", "foo"]).must(Must::Exit(255)),
+    c(
+        "ibportstate-bad-speed",
+        "ibportstate",
+        &["{sm}", "1", "speed", "99"],
+    )
+    .must(Must::Exit(255)),
+    c(
+        "ibportstate-two-ops",
+        "ibportstate",
+        &["{sm}", "1", "query", "arm"],
+    )
+    .must(Must::Exit(255)),
+    c("ibportstate-no-value", "ibportstate", &["{sm}", "1", "lid"]).must(Must::Exit(255)),
+    c("ibportstate-no-port", "ibportstate", &["{sm}"]).must(Must::Exit(2)),
+    c("ibportstate-bad-flag", "ibportstate", &["-Z", "1", "1"]).must(Must::Exit(2)),
+];
+
+/// ibhosts, ibswitches and ibnodes (ibnetdiscover's topology, listed).
+const LISTS: &[Case] = &[
+    c("ibhosts", "ibhosts", &[])
+        .at(At::Hosts)
+        .must(Must::Exit(0)),
+    // -C and -t passed on to ibnetdiscover (not -P: the first node is a
+    // switch on some fabrics, with port 0 only, and our ibnetdiscover
+    // words the failure to open a port otherwise than the C one).
+    c("ibhosts-C", "ibhosts", &["-C", "ibsim0", "-t", "500"]).must(Must::Exit(0)),
+    c("ibhosts-bad-flag", "ibhosts", &["-Z"]).must(Must::Exit(255)),
+    c("ibhosts-two-files", "ibhosts", &["a", "b"]).must(Must::Exit(255)),
+    c("ibhosts-no-value", "ibhosts", &["-C"]).must(Must::Exit(255)),
+    c("ibswitches", "ibswitches", &[])
+        .at(At::Hosts)
+        .must(Must::Exit(0)),
+    c("ibswitches-t", "ibswitches", &["-t", "500"]),
+    c("ibswitches-bad-flag", "ibswitches", &["-Z"]).must(Must::Exit(255)),
+    c("ibnodes", "ibnodes", &[])
+        .at(At::Hosts)
+        .must(Must::Exit(0)),
+    c("ibnodes-bad-flag", "ibnodes", &["-Z"]).must(Must::Exit(255)),
+    c("ibnodes-no-file", "ibnodes", &["/nonexistent"]).must(Must::Exit(1)),
+];
+
+/// The tests of this module.
+pub const TESTS: &[FabricTest] = &[
+    FabricTest {
+        name: "diags::ibroute",
+        run: ibroute,
+    },
+    FabricTest {
+        name: "diags::ibtracert",
+        run: ibtracert,
+    },
+    FabricTest {
+        name: "diags::ibaddr",
+        run: ibaddr,
+    },
+    FabricTest {
+        name: "diags::ibportstate",
+        run: ibportstate,
+    },
+    FabricTest {
+        name: "diags::ibhosts_ibswitches_ibnodes",
+        run: lists,
+    },
+];
+
+fn outputs(f: &Fabric, group: &[Case]) -> Result<Outputs, Box<dyn std::error::Error>> {
+    let ctx = Ctx::new(f)?.with_ports()?;
+    compare_group(&ctx, group)
+}
+
+/// How many outputs end with a line that `last` takes and exit status 0.
+fn ending(outs: &Outputs, last: impl Fn(&str) -> bool) -> usize {
+    outs.iter()
+        .filter(|(_, r)| {
+            let mut l = r.text.lines().rev();
+            l.next() == Some("exit status 0") && l.next().is_some_and(&last)
+        })
+        .count()
+}
+
+/// ibroute; the comparisons must have covered every switch's table, by
+/// LID and by GUID, with destinations resolved.
+fn ibroute(f: &Fabric) -> TestResult {
+    let outs = outputs(f, IBROUTE)?;
+    let tables = ending(&outs, |l| l.ends_with(" lids dumped "));
+    // -a, -n, by LID, by GUID and the range, on each switch.
+    check!(
+        tables >= 5 * f.switches(),
+        "{tables} unicast tables dumped by the C tool, {} switches",
+        f.switches()
+    );
+    let resolved = outs
+        .iter()
+        .any(|(_, r)| r.text.contains(": (Channel Adapter portguid 0x"));
+    check!(resolved, "no destination resolved to a CA in any table");
+    check!(
+        ending(&outs, |l| l.ends_with("mlids dumped ")) >= 2 * f.switches(),
+        "too few multicast tables dumped"
+    );
+    Ok(Outcome::Passed)
+}
+
+/// ibtracert; the C tool must have found the routes between CAs (a route
+/// through at least one switch to a CA's `To` line).
+fn ibtracert(f: &Fabric) -> TestResult {
+    let outs = outputs(f, IBTRACERT)?;
+    let routes = outs
+        .iter()
+        .filter(|(_, r)| {
+            r.text.lines().any(|l| l.starts_with("To ca "))
+                && r.text.lines().any(|l| l.contains("-> switch port {0x"))
+        })
+        .count();
+    check!(routes >= 3, "only {routes} routes from CA to CA traced");
+    Ok(Outcome::Passed)
+}
+
+/// ibaddr; every node's address by LID and by GUID must have been shown.
+fn ibaddr(f: &Fabric) -> TestResult {
+    let outs = outputs(f, IBADDR)?;
+    let shown = outs
+        .iter()
+        .filter(|(_, r)| r.text.starts_with("GID fe80::") && r.text.contains(" LID start 0x"))
+        .count();
+    check!(
+        shown >= 2 * f.nodes.len(),
+        "{shown} addresses shown by the C tool, {} nodes",
+        f.nodes.len()
+    );
+    Ok(Outcome::Passed)
+}
+
+/// ibportstate; the peers of active switch ports and the Sets must have
+/// been shown.
+fn ibportstate(f: &Fabric) -> TestResult {
+    let outs = outputs(f, IBPORTSTATE)?;
+    let peers = outs
+        .iter()
+        .filter(|(_, r)| r.text.contains("\nPeer PortInfo:\n# Port info: DR path "))
+        .count();
+    check!(peers >= 1, "no peer of a switch port shown");
+    let sets = outs
+        .iter()
+        .filter(|(_, r)| r.text.contains("\nAfter PortInfo set:\n"))
+        .count();
+    check!(sets == 2, "{sets} Sets shown by the C tool, 2 asked");
+    Ok(Outcome::Passed)
+}
+
+/// ibhosts, ibswitches, ibnodes; every node of the net file listed.
+fn lists(f: &Fabric) -> TestResult {
+    let outs = outputs(f, LISTS)?;
+    let (_, nodes) = outs
+        .iter()
+        .find(|(n, _)| n.starts_with("ibnodes@"))
+        .ok_or("no ibnodes comparison")?;
+    let cas = nodes
+        .text
+        .lines()
+        .filter(|l| l.starts_with("Ca\t: 0x"))
+        .count();
+    let sws = nodes
+        .text
+        .lines()
+        .filter(|l| l.starts_with("Switch\t: 0x"))
+        .count();
+    check!(
+        (cas, sws) == (f.hcas(), f.switches()),
+        "ibnodes listed {cas} CAs and {sws} switches; the net file has {} and {}",
+        f.hcas(),
+        f.switches()
+    );
+    Ok(Outcome::Passed)
+}
