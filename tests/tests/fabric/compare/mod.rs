@@ -318,6 +318,32 @@ struct Concrete {
     before: Vec<String>,
 }
 
+/// How many nodes, CAs or pairs a case runs over: 12, evenly spread over
+/// the fabric's list (the fat tree's 76 nodes would take minutes per tool
+/// and SM); `RDMA_FABRIC_COMPARE_ALL=1`: every one.
+fn compare_limit() -> usize {
+    match std::env::var("RDMA_FABRIC_COMPARE_ALL").as_deref() {
+        Ok("1") => usize::MAX,
+        _ => 12,
+    }
+}
+
+/// At most `max` of `v`, evenly spaced, the first and the last among them.
+fn sample<T>(v: Vec<T>, max: usize) -> Vec<T> {
+    let n = v.len();
+    if n <= max || max == 0 {
+        return v;
+    }
+    let keep: std::collections::BTreeSet<usize> = (0..max)
+        .map(|i| if max == 1 { 0 } else { i * (n - 1) / (max - 1) })
+        .collect();
+    v.into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep.contains(i))
+        .map(|(_, x)| x)
+        .collect()
+}
+
 fn expand(ctx: &Ctx, case: &Case) -> Result<Vec<Concrete>, String> {
     let one = |key: &'static str, v: &str| vec![(key, v.to_string())];
     let port = |p: &NodePort, n: &'static str, l: &'static str, g: &'static str| {
@@ -368,6 +394,7 @@ fn expand(ctx: &Ctx, case: &Case) -> Result<Vec<Concrete>, String> {
                 .collect()
         }
     };
+    let overs = sample(overs, compare_limit());
     if matches!(case.over, Over::Nodes | Over::Hcas | Over::Pairs) && ctx.ports.is_empty() {
         return Err(format!("{}: the nodes' ports were not read", case.name));
     }
