@@ -39,6 +39,9 @@ pub struct Sm {
     /// The routing engines to try, in order, and the roots of up/down.
     routing: Vec<RoutingEngine>,
     roots: Vec<u64>,
+    /// Set ClientReregister in the PortInfo of every CA port at the next
+    /// sweep (the first as master), so that hosts re-join and re-subscribe.
+    pub reregister: bool,
 }
 
 /// What one sweep found and did.
@@ -208,7 +211,21 @@ impl Sm {
             lids: Lids::new(),
             routing,
             roots,
+            reregister: false,
         }
+    }
+
+    /// The LIDs kept across sweeps (for the LIDs of an earlier run).
+    pub fn lids_mut(&mut self) -> &mut Lids {
+        &mut self.lids
+    }
+
+    /// Discovery alone, the subnet it found (an SM that is not master
+    /// looks for the other SMs in it).
+    pub async fn discover_subnet(&self) -> Result<Subnet, Error> {
+        let mut s = Subnet::default();
+        self.discover(&mut s, &mut Report::default()).await?;
+        Ok(s)
     }
 
     /// One sweep: discover, assign LIDs, route, program, activate.
@@ -217,6 +234,13 @@ impl Sm {
         let mut next = Subnet::default();
         self.discover(&mut next, &mut rep).await?;
         tracing::debug!("discovered {} nodes", next.topo.len());
+        let mut current: Vec<_> = next
+            .port_info
+            .iter()
+            .map(|(&(id, p), pi)| (id, p, pi.lid))
+            .collect();
+        current.sort_unstable();
+        self.lids.keep_current(&next.topo, current);
         rep.new_lids = self.lids.assign(&next.topo);
         next.lids = self.lids.clone();
         next.index_lids();
@@ -232,6 +256,7 @@ impl Sm {
         };
         next.sm_lid = next.lids.of(&next.topo, sm_node, sm_port).unwrap_or(0);
         self.program(&mut next, &mut rep).await;
+        self.reregister = false;
         tracing::debug!("programmed: {rep}");
         for (_, n) in next.topo.nodes() {
             match n.kind {
@@ -476,9 +501,11 @@ impl Sm {
     /// Active.
     async fn program(&mut self, s: &mut Subnet, rep: &mut Report) {
         let sm_lid = s.sm_lid;
-        // End ports: LID, SM LID, prefix.
+        // End ports: LID, SM LID, prefix (and ClientReregister on CA ports
+        // when asked).
         let mut jobs = Vec::new();
         for (id, n) in s.topo.nodes() {
+            let rereg = self.reregister && n.kind != NodeKind::Switch;
             for p in n.end_ports() {
                 let Some(lid) = s.lids.of(&s.topo, id, p) else {
                     continue;
@@ -486,7 +513,11 @@ impl Sm {
                 let Some(pi) = s.port_info.get(&(id, p)) else {
                     continue;
                 };
-                if pi.lid == lid && pi.master_sm_lid == sm_lid && pi.gid_prefix == SUBNET_PREFIX {
+                if !rereg
+                    && pi.lid == lid
+                    && pi.master_sm_lid == sm_lid
+                    && pi.gid_prefix == SUBNET_PREFIX
+                {
                     continue;
                 }
                 let mut w = *pi;
@@ -497,6 +528,7 @@ impl Sm {
                 w.port_state = PortState::NoChange;
                 w.port_physical_state = PhysPortState::NoChange;
                 w.subnet_timeout = 18;
+                w.client_reregister = rereg;
                 jobs.push((id, p, s.paths[&id].clone(), w));
             }
         }
@@ -505,6 +537,12 @@ impl Sm {
             match r {
                 Ok(pi) => {
                     rep.port_infos_set += 1;
+                    // Kept without the one-shot ClientReregister, which
+                    // later Sets (port states) copy.
+                    let pi = PortInfo {
+                        client_reregister: false,
+                        ..pi
+                    };
                     s.port_info.insert((id, p), pi);
                 }
                 Err(e) => {
