@@ -456,7 +456,10 @@ impl Machine {
             }
             let until = tokio::time::Instant::now() + self.config.sweep;
             match self.wait(until).await {
-                Wake::Stop => return Flow::Stop,
+                Wake::Stop => {
+                    self.relinquish().await;
+                    return Flow::Stop;
+                }
                 Wake::Timeout => {}
                 Wake::Trap => {
                     tracing::info!("a trap arrived: sweeping");
@@ -469,6 +472,27 @@ impl Machine {
                 }
                 Wake::Control(_, _) => {}
             }
+        }
+    }
+
+    /// A master that stops hands over to the best other active SM, if
+    /// any answers, so that the subnet keeps a master without waiting for
+    /// a standby's polls to fail.
+    async fn relinquish(&mut self) {
+        let own = self.info();
+        let ports = election::sm_ports(&state::lock_r(&self.sm.subnet()), own.guid);
+        let remotes = election::survey(&self.smi, ports, &own).await;
+        let lowest = SmInfo {
+            priority: 0,
+            guid: u64::MAX,
+            ..own
+        };
+        let Some(r) = election::handover_to(&lowest, &remotes) else {
+            return;
+        };
+        match election::sm_info(&self.smi, &r.path, Some(Control::Handover), &own).await {
+            Ok(_) => tracing::info!("stopping: handed over to {:#x}", r.info.guid),
+            Err(e) => tracing::warn!("stopping: HANDOVER to {:#x}: {e}", r.info.guid),
         }
     }
 
