@@ -2,7 +2,9 @@
 //! `rdma_sm`), on one port.
 //!
 //! Usage: `sm [-g GUID | -C CA -P PORT] [-s SECONDS] [-o] [-p PRIORITY]
-//! [-f LOGFILE] [-v]...`, OpenSM's flags where they mean the same. It runs
+//! [--sm_key KEY] [--sminfo_polling_timeout MS] [--polling_retry_number N]
+//! [-f LOGFILE] [-v]...`, OpenSM's flags (and option names) where they mean
+//! the same. It runs
 //! until SIGINT or SIGTERM (or, with `--once`, exits after the first sweep
 //! has brought the subnet up). The log goes to stdout, or to LOGFILE.
 

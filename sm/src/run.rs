@@ -269,6 +269,7 @@ impl Machine {
             Outcome::Master => {
                 self.set_state(SmInfo::MASTER, "no master and no better SM");
                 self.sm.reregister = true;
+                self.sm.forget_tables();
             }
             Outcome::Standby(r) => {
                 let why = format!(
@@ -328,6 +329,7 @@ impl Machine {
                     }
                     self.set_state(SmInfo::MASTER, &format!("HANDOVER from {:#x}", from.guid));
                     self.sm.reregister = true;
+                    self.sm.forget_tables();
                     self.master = None;
                     return Flow::Go;
                 }
@@ -468,6 +470,7 @@ impl Machine {
                 Wake::Control(Control::Handover, from) => {
                     tracing::info!("HANDOVER from {:#x} as master: sweeping", from.guid);
                     self.sm.reregister = true;
+                    self.sm.forget_tables();
                     heavy = true;
                 }
                 Wake::Control(_, _) => {}

@@ -215,6 +215,13 @@ impl Sm {
         }
     }
 
+    /// Forgets which LFT and MFT blocks were written: the next sweep writes
+    /// them all (a new master cannot know what another master left).
+    pub fn forget_tables(&mut self) {
+        self.written.clear();
+        self.mft_written.clear();
+    }
+
     /// The LIDs kept across sweeps (for the LIDs of an earlier run).
     pub fn lids_mut(&mut self) -> &mut Lids {
         &mut self.lids
