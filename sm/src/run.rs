@@ -135,6 +135,7 @@ pub async fn run(config: Config) -> Result<(), Error> {
         mcast,
         master: None,
         node_type: 1,
+        told: None,
     };
     loop {
         let flow = match m.state() {
@@ -180,7 +181,12 @@ struct Machine {
     master: Option<Remote>,
     /// Our node's type (NodeInfo), for trap 144.
     node_type: u8,
+    /// When we last sent the master trap 144.
+    told: Option<tokio::time::Instant>,
 }
+
+/// The least time between two traps 144 to a worse master.
+const REMIND_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|e| e.into_inner())
@@ -292,7 +298,8 @@ impl Machine {
 
     /// Trap 144 to the master at `lid` (so that it finds us and hands over
     /// if we are better), as OpenSM's standby sends.
-    async fn tell_master(&self, lid: u16) {
+    async fn tell_master(&mut self, lid: u16) {
+        self.told = Some(tokio::time::Instant::now());
         let node_type = self.node_type;
         let sent = match election::own_port_info(&self.smi, self.port_num).await {
             Ok(pi) if pi.lid != 0 && lid != 0 => {
@@ -356,8 +363,11 @@ impl Machine {
                     let own = self.info();
                     let alive = match election::sm_info(&self.smi, &m.path, None, &own).await {
                         Ok(i) if i.sm_state == SmInfo::MASTER => {
-                            if !election::is_higher(&i, &own) {
-                                // A worse master: remind it of us.
+                            // A worse master: remind it of us, at most once
+                            // per OpenSM's default poll (each trap costs it
+                            // a heavy sweep).
+                            let due = self.told.is_none_or(|t| t.elapsed() >= REMIND_EVERY);
+                            if !election::is_higher(&i, &own) && due {
                                 self.tell_master(m.lid).await;
                             }
                             true
