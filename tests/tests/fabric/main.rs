@@ -14,6 +14,7 @@ mod compare;
 mod mads;
 mod sa_client;
 mod sm;
+mod sm_election;
 mod tools;
 
 fn main() -> std::process::ExitCode {
@@ -27,6 +28,7 @@ fn main() -> std::process::ExitCode {
                 mads::TESTS,
                 sa_client::TESTS,
                 sm::TESTS,
+                sm_election::TESTS,
                 tools::TESTS,
                 compare::TESTS,
             ]
