@@ -25,11 +25,22 @@
 //! it found and changed, and `SUBNET UP` once the first is done. With
 //! `OSM_CACHE_DIR` set the LIDs are written there as OpenSM does
 //! (`guid2lid`: port GUID, LID, LID).
+//!
+//! The SM is one of possibly several (IBA 14.4): it starts DISCOVERING,
+//! finds the other SMs (ports whose CapabilityMask has IsSM) and becomes
+//! STANDBY when one is master or better (higher priority, then lower
+//! GUID), MASTER otherwise. A standby polls the master's SMInfo every
+//! [`Config::sminfo_polling`] and takes over after
+//! [`Config::polling_retries`] missed polls; a master hands over to a
+//! better standby. A new master keeps the LIDs the ports have (their
+//! PortInfo, then `guid2lid` of `OSM_CACHE_DIR`) and sets ClientReregister
+//! on every CA port in its first sweep.
 
 #![warn(missing_docs)]
 
 use std::time::Duration;
 
+mod election;
 mod groups;
 mod port_mask;
 mod rate;
@@ -61,8 +72,19 @@ pub struct Config {
     pub sweep: Duration,
     /// Stop once the first sweep has brought the subnet up.
     pub once: bool,
-    /// The SM priority in SMInfo (0-15; higher bits are dropped).
+    /// The SM priority in SMInfo (0-15; higher bits are dropped): of two
+    /// SMs the higher priority is master, on a tie the lower port GUID.
     pub priority: u8,
+    /// The SM_Key of SMInfo (OpenSM's `sm_key`, default 1): other SMs
+    /// whose SMInfo carries another non-zero key are ignored, and SMInfo
+    /// Sets carrying another are refused.
+    pub sm_key: u64,
+    /// How often a standby polls the master's SMInfo (OpenSM's
+    /// `sminfo_polling_timeout`, 10 s).
+    pub sminfo_polling: Duration,
+    /// Polls the master may miss in a row before a standby takes over
+    /// (OpenSM's `polling_retry_number`, 4).
+    pub polling_retries: u32,
     /// The unicast routing engines to try, in order (OpenSM's `-R`).
     pub routing: Vec<RoutingEngine>,
     /// The GUIDs of the roots of up/down routing (OpenSM's `-a` file);
@@ -83,6 +105,9 @@ impl Default for Config {
             sweep: Duration::from_secs(10),
             once: false,
             priority: 0,
+            sm_key: 1,
+            sminfo_polling: Duration::from_secs(10),
+            polling_retries: 4,
             routing: vec![RoutingEngine::MinHop],
             roots: Vec::new(),
             max_wire_smps: 4,

@@ -2,7 +2,9 @@
 //! `rdma_sm`), on one port.
 //!
 //! Usage: `sm [-g GUID | -C CA -P PORT] [-s SECONDS] [-o] [-p PRIORITY]
-//! [--maxsmps N] [-f LOGFILE] [-v]...`, OpenSM's flags where they mean the same. It runs
+//! [--maxsmps N] [--sm_key KEY] [--sminfo_polling_timeout MS] [--polling_retry_number N]
+//! [-f LOGFILE] [-v]...`, OpenSM's flags (and option names) where they mean
+//! the same. It runs
 //! until SIGINT or SIGTERM (or, with `--once`, exits after the first sweep
 //! has brought the subnet up). The log goes to stdout, or to LOGFILE.
 
@@ -39,6 +41,18 @@ struct Args {
     /// The SM priority in SMInfo (0-15).
     #[arg(short = 'p', long = "priority", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=15))]
     priority: u8,
+    /// The SM_Key of SMInfo (0x...), as OpenSM's sm_key: SMs with another
+    /// non-zero key are ignored and their SMInfo Sets refused.
+    #[arg(long = "sm_key", default_value = "0x1", value_parser = parse_guid)]
+    sm_key: u64,
+    /// Milliseconds between a standby's polls of the master's SMInfo, as
+    /// OpenSM's sminfo_polling_timeout.
+    #[arg(long = "sminfo_polling_timeout", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    sminfo_polling_timeout: u64,
+    /// Polls the master may miss in a row before a standby takes over, as
+    /// OpenSM's polling_retry_number.
+    #[arg(long = "polling_retry_number", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    polling_retry_number: u32,
     /// The unicast routing engines to try, in order, as OpenSM's -R: minhop
     /// (shortest paths), updn (up/down: no credit loops) and ftree (fat
     /// trees: up/down from the top level), comma-separated.
@@ -111,6 +125,9 @@ fn main() -> ExitCode {
         sweep: Duration::from_secs(args.sweep),
         once: args.once,
         priority: args.priority,
+        sm_key: args.sm_key,
+        sminfo_polling: Duration::from_millis(args.sminfo_polling_timeout),
+        polling_retries: args.polling_retry_number,
         routing: args.routing,
         roots,
         max_wire_smps: args.maxsmps,
@@ -173,6 +190,24 @@ mod tests {
             ]
         );
         assert_eq!(a.root_guid_file, Some(PathBuf::from("roots")));
+        assert_eq!(
+            (a.sm_key, a.sminfo_polling_timeout, a.polling_retry_number),
+            (1, 10_000, 4)
+        );
+        let a = Args::try_parse_from([
+            "sm",
+            "--sm_key",
+            "0xabc",
+            "--sminfo_polling_timeout",
+            "500",
+            "--polling_retry_number",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!(
+            (a.sm_key, a.sminfo_polling_timeout, a.polling_retry_number),
+            (0xabc, 500, 2)
+        );
         assert_eq!(parse_guid("2c90300a0b0c1"), Ok(0x2_c903_00a0_b0c1));
         for bad in [
             &["sm", "-g", "zz"][..],
@@ -183,6 +218,9 @@ mod tests {
             &["sm", "-R", "updn,,minhop"],
             &["sm", "--maxsmps", "-1"],
             &["sm", "--maxsmps", "many"],
+            &["sm", "--sminfo_polling_timeout", "0"],
+            &["sm", "--polling_retry_number", "0"],
+            &["sm", "--sm_key", "key"],
         ] {
             assert!(Args::try_parse_from(bad).is_err(), "{bad:?}");
         }

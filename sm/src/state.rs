@@ -70,6 +70,48 @@ pub fn guid2lid(s: &RwLock<Subnet>) -> String {
         .collect()
 }
 
+/// The entries of a `guid2lid` file as OpenSM writes it (`0x<port GUID>
+/// 0x<LID> 0x<LID>` a line; blank lines and `#` comments skipped): (port
+/// GUID, base LID). A malformed line is an error naming it, and the whole
+/// file is then not to be used (as OpenSM starts with an empty database);
+/// entries whose LID is not unicast or whose range is reversed, and a
+/// second entry of a GUID or a LID, are left out.
+pub fn parse_guid2lid(text: &str) -> Result<Vec<(u64, u16)>, String> {
+    let hex = |w: Option<&str>| -> Option<u64> {
+        let w = w?;
+        let d = w.strip_prefix("0x").or_else(|| w.strip_prefix("0X"))?;
+        u64::from_str_radix(d, 16).ok()
+    };
+    let mut out: Vec<(u64, u16)> = Vec::new();
+    let mut guids = std::collections::HashSet::new();
+    let mut lids = std::collections::HashSet::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut w = line.split_whitespace();
+        let (Some(guid), Some(min), Some(max), None) =
+            (hex(w.next()), hex(w.next()), hex(w.next()), w.next())
+        else {
+            return Err(format!(
+                "guid2lid line {}: {line:?} is not `GUID LID LID`",
+                n + 1
+            ));
+        };
+        let (Ok(min), Ok(max)) = (u16::try_from(min), u16::try_from(max)) else {
+            continue;
+        };
+        if min == 0 || max > crate::subnet::MAX_UNICAST_LID || min > max {
+            continue;
+        }
+        if guids.insert(guid) && lids.insert(min) {
+            out.push((guid, min));
+        }
+    }
+    Ok(out)
+}
+
 /// The subnet for writing, whatever a panicking holder left.
 pub fn lock_w(s: &RwLock<Subnet>) -> std::sync::RwLockWriteGuard<'_, Subnet> {
     s.write().unwrap_or_else(|e| e.into_inner())
@@ -78,4 +120,34 @@ pub fn lock_w(s: &RwLock<Subnet>) -> std::sync::RwLockWriteGuard<'_, Subnet> {
 /// The subnet for reading.
 pub fn lock_r(s: &RwLock<Subnet>) -> std::sync::RwLockReadGuard<'_, Subnet> {
     s.read().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guid2lid_is_read_as_opensm_writes_it_and_bad_entries_are_left_out() {
+        let text = "0x0002c90300000001 0x0001 0x0001\n\
+                    # a comment\n\
+                    \n\
+                    0x0002c90300000002 0x0005 0x0005\n\
+                    0x0002c90300000003 0x0000 0x0000\n\
+                    0x0002c90300000004 0xc000 0xc000\n\
+                    0x0002c90300000005 0x0009 0x0008\n\
+                    0x0002c90300000002 0x0006 0x0006\n\
+                    0x0002c90300000006 0x0005 0x0005\n\
+                    0x0002c90300000007 0x10000 0x10000\n";
+        assert_eq!(
+            parse_guid2lid(text),
+            Ok(vec![(0x0002_c903_0000_0001, 1), (0x0002_c903_0000_0002, 5)])
+        );
+        for bad in ["0x1 0x2", "1 0x2 0x2", "0x1 0x2 0x2 0x3", "0xzz 0x1 0x1"] {
+            let e = parse_guid2lid(bad).unwrap_err();
+            assert!(e.contains("line 1"), "{bad}: {e}");
+        }
+        // What the SM writes, it reads back.
+        let s = RwLock::new(Subnet::default());
+        assert_eq!(parse_guid2lid(&guid2lid(&s)), Ok(vec![]));
+    }
 }

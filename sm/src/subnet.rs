@@ -28,7 +28,7 @@
 //! # Ok::<(), rdma_sm::subnet::Error>(())
 //! ```
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 pub mod cdg;
 mod ftree;
@@ -382,27 +382,87 @@ fn unrouted_tables(switches: &[NodeId], lids: &Lids) -> HashMap<NodeId, Vec<u8>>
 
 /// LIDs of end ports by port GUID, assigned once and kept: a port that
 /// comes back gets its LID again. LMC 0; unicast LIDs 1-0xbfff.
+///
+/// A master that starts on a running fabric keeps the LIDs the ports
+/// already have ([`Lids::keep_current`], from their PortInfo), then the
+/// LIDs an earlier run wrote ([`Lids::remember`], OpenSM's `guid2lid`),
+/// and only then hands out new ones.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Lids {
     by_guid: HashMap<u64, u16>,
+    /// The LIDs of `by_guid`.
+    used: HashSet<u16>,
+    /// LIDs of an earlier run, by port GUID, given back when free.
+    remembered: HashMap<u64, u16>,
+    /// The LIDs of `remembered`: new ports take others first.
+    reserved: HashSet<u16>,
     next: u16,
 }
 
 /// The highest unicast LID.
 pub const MAX_UNICAST_LID: u16 = 0xbfff;
 
+/// Whether `lid` is a unicast LID (1-0xbfff).
+fn is_unicast(lid: u16) -> bool {
+    (1..=MAX_UNICAST_LID).contains(&lid)
+}
+
 impl Lids {
     /// No LIDs assigned yet.
     pub fn new() -> Lids {
         Lids {
-            by_guid: HashMap::new(),
             next: 1,
+            ..Lids::default()
         }
     }
 
-    /// Gives every end port of `topo` without a LID the next free one, in
-    /// node order (the sweep's, so the SM's own port first). Returns how
-    /// many were new; stops when the unicast LIDs run out.
+    fn insert(&mut self, guid: u64, lid: u16) {
+        self.by_guid.insert(guid, lid);
+        self.used.insert(lid);
+    }
+
+    /// Gives each end port of `current` (node, port, the LID its PortInfo
+    /// holds) that has no LID here the one it holds, when that is unicast
+    /// and no other port holds it here: the LIDs of a running fabric stay
+    /// as they are when a new master takes it over. In the order given
+    /// (the first of two ports holding one LID keeps it); entries that are
+    /// not end ports of `topo` are skipped. Returns how many were kept.
+    pub fn keep_current(
+        &mut self,
+        topo: &Topology,
+        current: impl IntoIterator<Item = (NodeId, u8, u16)>,
+    ) -> usize {
+        let mut kept = 0;
+        for (id, port, lid) in current {
+            if id.0 >= topo.len() || !topo.node(id).end_ports().any(|p| p == port) {
+                continue;
+            }
+            let g = topo.node(id).port_guid(port);
+            if !is_unicast(lid) || self.by_guid.contains_key(&g) || self.used.contains(&lid) {
+                continue;
+            }
+            self.insert(g, lid);
+            kept += 1;
+        }
+        kept
+    }
+
+    /// Remembers LIDs of an earlier run (port GUID, LID; OpenSM's
+    /// `guid2lid`): [`Lids::assign`] gives a port without a LID its
+    /// remembered one when that is free. Non-unicast LIDs are ignored.
+    pub fn remember(&mut self, entries: impl IntoIterator<Item = (u64, u16)>) {
+        for (g, l) in entries {
+            if is_unicast(l) {
+                self.remembered.insert(g, l);
+                self.reserved.insert(l);
+            }
+        }
+    }
+
+    /// Gives every end port of `topo` without a LID its remembered LID if
+    /// free, else the next free one, in node order (the sweep's, so the
+    /// SM's own port first). Returns how many were new; stops when the
+    /// unicast LIDs run out.
     pub fn assign(&mut self, topo: &Topology) -> usize {
         let mut new = 0;
         for (_, n) in topo.nodes() {
@@ -411,10 +471,14 @@ impl Lids {
                 if self.by_guid.contains_key(&g) {
                     continue;
                 }
-                let Some(lid) = self.take_next() else {
-                    return new;
+                let lid = match self.remembered.get(&g) {
+                    Some(&l) if !self.used.contains(&l) => l,
+                    _ => match self.take_next() {
+                        Some(l) => l,
+                        None => return new,
+                    },
                 };
-                self.by_guid.insert(g, lid);
+                self.insert(g, lid);
                 new += 1;
             }
         }
@@ -425,7 +489,7 @@ impl Lids {
         while self.next <= MAX_UNICAST_LID {
             let l = self.next;
             self.next += 1;
-            if !self.by_guid.values().any(|&v| v == l) {
+            if !self.used.contains(&l) && !self.reserved.contains(&l) {
                 return Some(l);
             }
         }
@@ -665,5 +729,44 @@ mod tests {
         assert_eq!(b.len(), 1);
         assert_eq!(b[0].1[usize::from(lone_lid)], UNROUTED);
         assert_eq!(b[0].1[63], UNROUTED);
+    }
+
+    #[test]
+    fn a_new_master_keeps_the_lids_ports_hold_then_remembered_ones() {
+        let (t, sw, hca) = ring(3);
+        let g = |id: NodeId, p: u8| t.node(id).port_guid(p);
+        let mut lids = Lids::new();
+        // Held: the first HCA 40, a switch 7; a second port claiming 40,
+        // and LIDs that are not unicast, are not kept; a port that is not
+        // an end port (a switch's port 1) is skipped.
+        let kept = lids.keep_current(
+            &t,
+            [
+                (hca[0], 1, 40),
+                (sw[1], 0, 7),
+                (hca[1], 1, 40),
+                (hca[2], 1, 0),
+                (sw[2], 0, 0xc000),
+                (sw[0], 1, 9),
+                (NodeId(99), 1, 11),
+            ],
+        );
+        assert_eq!(kept, 2);
+        // Remembered: hca[1] had 3 (free: given back); sw[0] had 7 (held
+        // by sw[1]: a new one); hca[2] had 0 (not unicast: a new one).
+        lids.remember([(g(hca[1], 1), 3), (g(sw[0], 0), 7), (g(hca[2], 1), 0)]);
+        assert_eq!(lids.assign(&t), 4);
+        assert_eq!(lids.of(&t, hca[0], 1), Some(40));
+        assert_eq!(lids.of(&t, sw[1], 0), Some(7));
+        assert_eq!(lids.of(&t, hca[1], 1), Some(3));
+        // New LIDs skip held and remembered ones.
+        let mut all: Vec<u16> = lids.iter().map(|(_, l)| l).collect();
+        all.sort_unstable();
+        assert_eq!(all, [1, 2, 3, 4, 7, 40]);
+        // Kept across sweeps: nothing new, and a port's current LID does
+        // not move a LID already given.
+        assert_eq!(lids.keep_current(&t, [(hca[0], 1, 41)]), 0);
+        assert_eq!(lids.assign(&t), 0);
+        assert_eq!(lids.of(&t, hca[0], 1), Some(40));
     }
 }

@@ -41,6 +41,9 @@ pub struct Sm {
     /// Why the next light sweep must be a heavy one: SMPs of the last
     /// heavy sweep (or of the multicast tables since) failed.
     resweep: Option<String>,
+    /// Set ClientReregister in the PortInfo of every CA port at the next
+    /// sweep (the first as master), so that hosts re-join and re-subscribe.
+    pub reregister: bool,
 }
 
 /// What one sweep found and did.
@@ -114,7 +117,29 @@ impl Sm {
             routing,
             roots,
             resweep: None,
+            reregister: false,
         }
+    }
+
+    /// Forgets which LFT and MFT blocks were written: the next sweep writes
+    /// them all (a new master cannot know what another master left).
+    pub fn forget_tables(&mut self) {
+        self.written.clear();
+        self.mft_written.clear();
+    }
+
+    /// The LIDs kept across sweeps (for the LIDs of an earlier run).
+    pub fn lids_mut(&mut self) -> &mut Lids {
+        &mut self.lids
+    }
+
+    /// Discovery alone, the subnet it found (an SM that is not master
+    /// looks for the other SMs in it).
+    pub async fn discover_subnet(&self) -> Result<Subnet, Error> {
+        let mut s = Subnet::default();
+        // Read only: PortStateChange is the master's to clear.
+        self.discover(&mut s, false).await?;
+        Ok(s)
     }
 
     /// One sweep: discover, assign LIDs, route, program, activate.
@@ -123,8 +148,15 @@ impl Sm {
         let mut next = Subnet::default();
         self.smi.take_counts();
         self.resweep = None;
-        let switch_infos = self.discover(&mut next).await?;
+        let switch_infos = self.discover(&mut next, true).await?;
         tracing::debug!("discovered {} nodes", next.topo.len());
+        let mut current: Vec<_> = next
+            .port_info
+            .iter()
+            .map(|(&(id, p), pi)| (id, p, pi.lid))
+            .collect();
+        current.sort_unstable();
+        self.lids.keep_current(&next.topo, current);
         rep.resets = self.forget_reset_switches(&next);
         rep.new_lids = self.lids.assign(&next.topo);
         next.lids = self.lids.clone();
@@ -148,6 +180,7 @@ impl Sm {
                 rep.failures
             ));
         }
+        self.reregister = false;
         tracing::debug!("programmed: {rep}");
         for (_, n) in next.topo.nodes() {
             match n.kind {
@@ -248,8 +281,14 @@ impl Sm {
     /// PortStateChange cleared (where set) before the switch's ports are
     /// read, so that a port that changes after its PortInfo was read sets
     /// it again for the next light sweep; then every port. The
-    /// switches' SwitchInfos, as read.
-    async fn discover(&self, s: &mut Subnet) -> Result<HashMap<NodeId, SwitchInfo>, Error> {
+    /// switches' SwitchInfos, as read. `clear_psc`: clear PortStateChange
+    /// (the master's sweep); a discovery that only looks (a standby's
+    /// search for other SMs) leaves it for the master.
+    async fn discover(
+        &self,
+        s: &mut Subnet,
+        clear_psc: bool,
+    ) -> Result<HashMap<NodeId, SwitchInfo>, Error> {
         let mut switch_infos = HashMap::new();
         let mut level = vec![Probe {
             path: vec![0],
@@ -340,7 +379,10 @@ impl Sm {
                     s.topo.node_mut(*id).description = d.text();
                 }
             }
-            switch_infos.extend(self.clear_port_state_changes(&switches, sis).await);
+            switch_infos.extend(
+                self.clear_port_state_changes(&switches, sis, clear_psc)
+                    .await,
+            );
             let pis = get_all::<PortInfo>(
                 &self.smi,
                 port_jobs
@@ -390,13 +432,14 @@ impl Sm {
         &self,
         switches: &[(NodeId, Vec<u8>)],
         infos: Vec<Result<SwitchInfo, Error>>,
+        clear_psc: bool,
     ) -> HashMap<NodeId, SwitchInfo> {
         let mut out = HashMap::new();
         let mut clear = Vec::new();
         for ((id, path), r) in switches.iter().zip(infos) {
             match r {
                 Ok(si) => {
-                    if si.port_state_change {
+                    if clear_psc && si.port_state_change {
                         clear.push((0, path.clone(), si));
                     }
                     out.insert(*id, si);
@@ -436,9 +479,11 @@ impl Sm {
         rep: &mut Report,
     ) {
         let sm_lid = s.sm_lid;
-        // End ports: LID, SM LID, prefix.
+        // End ports: LID, SM LID, prefix (and ClientReregister on CA ports
+        // when asked).
         let mut jobs = Vec::new();
         for (id, n) in s.topo.nodes() {
+            let rereg = self.reregister && n.kind != NodeKind::Switch;
             for p in n.end_ports() {
                 let Some(lid) = s.lids.of(&s.topo, id, p) else {
                     continue;
@@ -446,7 +491,11 @@ impl Sm {
                 let Some(pi) = s.port_info.get(&(id, p)) else {
                     continue;
                 };
-                if pi.lid == lid && pi.master_sm_lid == sm_lid && pi.gid_prefix == SUBNET_PREFIX {
+                if !rereg
+                    && pi.lid == lid
+                    && pi.master_sm_lid == sm_lid
+                    && pi.gid_prefix == SUBNET_PREFIX
+                {
                     continue;
                 }
                 let mut w = *pi;
@@ -457,6 +506,7 @@ impl Sm {
                 w.port_state = PortState::NoChange;
                 w.port_physical_state = PhysPortState::NoChange;
                 w.subnet_timeout = 18;
+                w.client_reregister = rereg;
                 jobs.push((id, p, s.paths[&id].clone(), w));
             }
         }
@@ -465,6 +515,12 @@ impl Sm {
             match r {
                 Ok(pi) => {
                     rep.port_infos_set += 1;
+                    // Kept without the one-shot ClientReregister, which
+                    // later Sets (port states) copy.
+                    let pi = PortInfo {
+                        client_reregister: false,
+                        ..pi
+                    };
                     s.port_info.insert((id, p), pi);
                 }
                 Err(e) => {

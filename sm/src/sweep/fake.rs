@@ -274,6 +274,7 @@ pub(super) fn sm(fabric: &Arc<Mutex<Fabric>>, limit: usize) -> Sm {
         routing: vec![RoutingEngine::MinHop],
         roots: Vec::new(),
         resweep: None,
+        reregister: false,
     }
 }
 

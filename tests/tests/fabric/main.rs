@@ -16,6 +16,7 @@ mod mads;
 mod sa_client;
 mod sm;
 mod sm_faults;
+mod sm_election;
 mod tools;
 
 fn main() -> std::process::ExitCode {
@@ -30,6 +31,7 @@ fn main() -> std::process::ExitCode {
                 sa_client::TESTS,
                 sm::TESTS,
                 sm_faults::TESTS,
+                sm_election::TESTS,
                 tools::TESTS,
                 diags::TESTS,
                 compare::TESTS,

@@ -1,0 +1,390 @@
+//! The election of a master among several SMs (IBA 14.4), with SMs the
+//! tests start on HCAs beside the fabric's own (ours or OpenSM, priority 0,
+//! on the first node):
+//!
+//! - two of ours: the higher priority is master, the other standby, and
+//!   `sminfo` shows each state (the fabric's SM hands over and is standby);
+//! - ours with OpenSM, in both orders of priority: the higher is master;
+//! - the master killed: the standby takes over, every LID as it was;
+//! - our master killed and restarted: every LID as it was.
+//!
+//! Our SMs run with a 1 s SMInfo poll and 2 retries; the failover times are
+//! printed, never asserted (the machine is shared): a bound is a count of
+//! the standby's polls, from its log. Each test ends with the SMs it started
+//! stopped (ours with SIGTERM, handing over to the fabric's SM; OpenSM with
+//! SIGKILL, as it ignores SIGTERM under umad2sim) and the fabric's SM
+//! master again.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdma_tests::fabric::{Fabric, FabricTest, NodeKind};
+use rdma_tests::{check, fail, Outcome, TestResult};
+
+use crate::sm::{tool, wait_for};
+
+pub const TESTS: &[FabricTest] = &[
+    FabricTest {
+        name: "sm_election::two_of_ours_one_master_one_standby",
+        run: two_of_ours_one_master_one_standby,
+    },
+    FabricTest {
+        name: "sm_election::ours_and_opensm_the_higher_priority_is_master",
+        run: ours_and_opensm_the_higher_priority_is_master,
+    },
+    FabricTest {
+        name: "sm_election::the_master_killed_the_standby_takes_over_with_the_same_lids",
+        run: the_master_killed_the_standby_takes_over_with_the_same_lids,
+    },
+    FabricTest {
+        name: "sm_election::our_master_killed_and_restarted_keeps_the_lids",
+        run: our_master_killed_and_restarted_keeps_the_lids,
+    },
+];
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// How long an election may take before the test fails (generous: the
+/// fabric's SM polls a dead master every 10 s, 4 times, before it takes
+/// back the subnet).
+const LIMIT: Duration = Duration::from_secs(90);
+/// Our SMs' SMInfo poll (ms) and retries.
+const POLL_MS: u64 = 1000;
+const RETRIES: u32 = 2;
+
+/// `sminfo` states.
+const STANDBY: u8 = 2;
+const MASTER: u8 = 3;
+
+/// An SM a test started: killed on drop.
+struct SmProc {
+    child: Child,
+    /// Its log and cache folder.
+    dir: PathBuf,
+    host: String,
+    opensm: bool,
+}
+
+impl SmProc {
+    /// SIGTERM (ours hands over first), waiting for the exit.
+    fn stop(mut self) -> Res<()> {
+        let sig = if self.opensm { "-KILL" } else { "-TERM" };
+        Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()?;
+        let end = Instant::now() + Duration::from_secs(20);
+        while self.child.try_wait()?.is_none() {
+            if Instant::now() > end {
+                let _ = self.child.kill();
+                fail!("the SM on {} did not stop within 20 s", self.host);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// SIGKILL: the SM dies without a word.
+    fn kill(mut self) -> Res<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+
+    fn log(&self) -> String {
+        let name = if self.opensm { "osm.log" } else { "sm.log" };
+        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
+    }
+
+    /// The LIDs it wrote (`guid2lid` of its OSM_CACHE_DIR).
+    fn lids(&self) -> Res<BTreeMap<u64, u16>> {
+        let text = std::fs::read_to_string(self.dir.join("guid2lid"))?;
+        Ok(rdma_tests::fabric::parse_guid2lid(&text)
+            .into_iter()
+            .collect())
+    }
+}
+
+impl Drop for SmProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A folder of its own for an SM of this test.
+fn sm_dir(f: &Fabric, tag: &str) -> Res<PathBuf> {
+    let dir = f.dir.join(format!("election-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Ours on `host` at `priority`, with the test's poll; its log and
+/// guid2lid in `dir`.
+fn start_ours(f: &Fabric, host: &str, priority: u8, dir: &std::path::Path) -> Res<SmProc> {
+    let mut c = f.command(rdma_tests::example("sm")?, Some(host));
+    c.args(["-p", &priority.to_string(), "-s", "2"])
+        .args(["--sminfo_polling_timeout", &POLL_MS.to_string()])
+        .args(["--polling_retry_number", &RETRIES.to_string(), "-f"])
+        .arg(dir.join("sm.log"))
+        .env("OSM_CACHE_DIR", dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    Ok(SmProc {
+        child: c.spawn()?,
+        dir: dir.to_path_buf(),
+        host: host.into(),
+        opensm: false,
+    })
+}
+
+/// OpenSM on `host` at `priority` (its own poll: 10 s, 4 retries; a
+/// standby of OpenSM sends the master trap 144 at each poll, and each costs
+/// a master a heavy sweep).
+fn start_opensm(f: &Fabric, host: &str, priority: u8, dir: &std::path::Path) -> Res<SmProc> {
+    let mut c = f.command("opensm", Some(host));
+    c.args(["-p", &priority.to_string(), "-d", "2", "-f"])
+        .arg(dir.join("osm.log"))
+        .env("OSM_CACHE_DIR", dir)
+        .env("OSM_TMP_DIR", dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    Ok(SmProc {
+        child: c.spawn()?,
+        dir: dir.to_path_buf(),
+        host: host.into(),
+        opensm: true,
+    })
+}
+
+/// Two HCAs other than the first node (where the fabric's SM runs).
+fn two_hcas(f: &Fabric) -> Option<(String, String)> {
+    let mut h = f
+        .nodes
+        .iter()
+        .skip(1)
+        .filter(|n| n.kind == NodeKind::Hca)
+        .map(|n| n.name.clone());
+    Some((h.next()?, h.next()?))
+}
+
+/// The LID of the port a process attached at `host` uses (`ibaddr`).
+fn lid_of(f: &Fabric, host: &str) -> Res<u16> {
+    let out = f.command("ibaddr", Some(host)).output()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let hex = text
+        .split("LID start ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|h| h.strip_prefix("0x"))
+        .ok_or_else(|| format!("ibaddr at {host}: {text:?}"))?;
+    Ok(u16::from_str_radix(hex, 16)?)
+}
+
+/// The state `sminfo LID` shows (0 when it gets no answer), and its line.
+fn state_at(f: &Fabric, lid: u16) -> Res<(u8, String)> {
+    let mut c = f.command("sminfo", None);
+    c.arg(lid.to_string());
+    let out = rdma_tests::fabric::output_within(c, Duration::from_secs(30))?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let state = text
+        .split(" state ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((state, text))
+}
+
+/// Waits until each (LID, state) of `want` holds.
+fn wait_states(f: &Fabric, want: &[(u16, u8)]) -> Res<String> {
+    let mut shown = String::new();
+    wait_for(LIMIT, || {
+        shown.clear();
+        let mut ok = true;
+        for &(lid, st) in want {
+            let (got, text) = state_at(f, lid)?;
+            ok &= got == st;
+            shown.push_str(&format!("LID {lid}: want state {st}: {text}\n"));
+        }
+        Ok((ok, shown.clone()))
+    })?;
+    Ok(shown)
+}
+
+/// Every port's LID as the fabric's SM assigned it.
+fn fabric_lids(f: &Fabric) -> Res<BTreeMap<u64, u16>> {
+    Ok(f.lids()?.into_iter().collect())
+}
+
+/// Each LID of `want` still answers NodeInfo with its port's GUID.
+fn lids_still_hold(f: &Fabric, want: &BTreeMap<u64, u16>) -> Res<()> {
+    for (&guid, &lid) in want {
+        let t = tool(f, &["smpquery", "nodeinfo", &lid.to_string()])?;
+        let port_guid = t
+            .lines()
+            .find_map(|l| l.strip_prefix("PortGuid:"))
+            .map(|v| v.trim_start_matches('.').trim().to_string());
+        check!(
+            port_guid == Some(format!("0x{guid:016x}")),
+            "LID {lid} is no longer port {guid:#018x}:\n{t}"
+        );
+    }
+    Ok(())
+}
+
+/// Waits for the LIDs an SM wrote, then checks they are `want`.
+fn same_lids(sm: &SmProc, want: &BTreeMap<u64, u16>) -> Res<()> {
+    let mut got = BTreeMap::new();
+    wait_for(LIMIT, || {
+        got = sm.lids().unwrap_or_default();
+        Ok((
+            got.len() >= want.len(),
+            format!("{} LIDs written", got.len()),
+        ))
+    })?;
+    check!(
+        &got == want,
+        "the LIDs moved under the SM on {}:\nbefore {want:x?}\nafter  {got:x?}",
+        sm.host
+    );
+    Ok(())
+}
+
+/// The fabric's SM master again at its LID.
+fn fabric_sm_back(f: &Fabric) -> Res<()> {
+    wait_states(f, &[(f.sm_lid, MASTER)])
+        .map(|_| ())
+        .map_err(|e| format!("the fabric's SM did not take the subnet back: {e}").into())
+}
+
+fn two_of_ours_one_master_one_standby(f: &Fabric) -> TestResult {
+    let Some((a, b)) = two_hcas(f) else {
+        return Ok(Outcome::Skipped(
+            "fewer than two HCAs beside the SM's node".into(),
+        ));
+    };
+    let (la, lb) = (lid_of(f, &a)?, lid_of(f, &b)?);
+    let high = start_ours(f, &a, 10, &sm_dir(f, "high")?)?;
+    let low = start_ours(f, &b, 5, &sm_dir(f, "low")?)?;
+    let shown = wait_states(f, &[(la, MASTER), (lb, STANDBY), (f.sm_lid, STANDBY)])
+        .map_err(|e| format!("{e}\nhigh:\n{}\nlow:\n{}", high.log(), low.log()))?;
+    println!("  {}", shown.replace('\n', "\n  "));
+    let (_, text) = state_at(f, lb)?;
+    check!(text.contains("SMINFO_STANDBY"), "sminfo {lb}: {text}");
+    low.stop()?;
+    high.stop()?;
+    fabric_sm_back(f)?;
+    Ok(Outcome::Passed)
+}
+
+fn ours_and_opensm_the_higher_priority_is_master(f: &Fabric) -> TestResult {
+    let Some((a, b)) = two_hcas(f) else {
+        return Ok(Outcome::Skipped(
+            "fewer than two HCAs beside the SM's node".into(),
+        ));
+    };
+    let (la, lb) = (lid_of(f, &a)?, lid_of(f, &b)?);
+    for opensm_higher in [true, false] {
+        let (po, pr) = if opensm_higher { (10, 5) } else { (5, 10) };
+        let osm = start_opensm(f, &a, po, &sm_dir(f, "opensm")?)?;
+        let ours = start_ours(f, &b, pr, &sm_dir(f, "ours")?)?;
+        let want = if opensm_higher {
+            [(la, MASTER), (lb, STANDBY)]
+        } else {
+            [(la, STANDBY), (lb, MASTER)]
+        };
+        wait_states(f, &want).map_err(|e| {
+            format!(
+                "OpenSM priority {po}, ours {pr}: {e}\nours:\n{}\nOpenSM:\n{}",
+                ours.log(),
+                osm.log()
+            )
+        })?;
+        // The master goes last: ours hands over to the fabric's SM as it
+        // stops, or takes over from OpenSM and then hands over.
+        if opensm_higher {
+            osm.stop()?;
+            wait_states(f, &[(lb, MASTER)])?;
+            ours.stop()?;
+        } else {
+            osm.stop()?;
+            ours.stop()?;
+        }
+        fabric_sm_back(f)?;
+    }
+    Ok(Outcome::Passed)
+}
+
+/// The standby's polls of the master that got no answer, from its log.
+fn missed_polls(log: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("missed") && l.contains("polls"))
+        .count()
+}
+
+fn the_master_killed_the_standby_takes_over_with_the_same_lids(f: &Fabric) -> TestResult {
+    let Some((a, b)) = two_hcas(f) else {
+        return Ok(Outcome::Skipped(
+            "fewer than two HCAs beside the SM's node".into(),
+        ));
+    };
+    let (la, lb) = (lid_of(f, &a)?, lid_of(f, &b)?);
+    let before = fabric_lids(f)?;
+    let high = start_ours(f, &a, 10, &sm_dir(f, "high")?)?;
+    let low = start_ours(f, &b, 5, &sm_dir(f, "low")?)?;
+    wait_states(f, &[(la, MASTER), (lb, STANDBY)])?;
+    let t0 = Instant::now();
+    high.kill()?;
+    wait_states(f, &[(lb, MASTER)]).map_err(|e| format!("{e}\nstandby:\n{}", low.log()))?;
+    println!(
+        "  failover: the standby was master {:.1} s after the master was killed (poll {POLL_MS} ms, {RETRIES} retries)",
+        t0.elapsed().as_secs_f64()
+    );
+    // It took over after its retries ran out, not later: a count, not a time.
+    let missed = missed_polls(&low.log());
+    check!(
+        missed as u32 <= RETRIES + 1,
+        "{missed} missed polls before taking over (retries {RETRIES}):\n{}",
+        low.log()
+    );
+    same_lids(&low, &before)?;
+    lids_still_hold(f, &before)?;
+    low.stop()?;
+    fabric_sm_back(f)?;
+    Ok(Outcome::Passed)
+}
+
+fn our_master_killed_and_restarted_keeps_the_lids(f: &Fabric) -> TestResult {
+    let Some((a, _)) = two_hcas(f) else {
+        return Ok(Outcome::Skipped(
+            "fewer than two HCAs beside the SM's node".into(),
+        ));
+    };
+    let la = lid_of(f, &a)?;
+    let before = fabric_lids(f)?;
+    let dir = sm_dir(f, "restart")?;
+    let first = start_ours(f, &a, 10, &dir)?;
+    wait_states(f, &[(la, MASTER), (f.sm_lid, STANDBY)])?;
+    same_lids(&first, &before)?;
+    first.kill()?;
+    // The restarted one finds the fabric's SM standby (it polls every 10 s,
+    // 4 times, before it would take over) and is master again.
+    let _ = std::fs::remove_file(dir.join("guid2lid"));
+    let t0 = Instant::now();
+    let again = start_ours(f, &a, 10, &dir)?;
+    wait_states(f, &[(la, MASTER)]).map_err(|e| format!("{e}\nrestarted:\n{}", again.log()))?;
+    println!(
+        "  restart: master again {:.1} s after the start",
+        t0.elapsed().as_secs_f64()
+    );
+    same_lids(&again, &before)?;
+    lids_still_hold(f, &before)?;
+    again.stop()?;
+    fabric_sm_back(f)?;
+    Ok(Outcome::Passed)
+}
