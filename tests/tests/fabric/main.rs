@@ -15,8 +15,8 @@ mod diags;
 mod mads;
 mod sa_client;
 mod sm;
-mod sm_faults;
 mod sm_election;
+mod sm_faults;
 mod tools;
 
 fn main() -> std::process::ExitCode {

@@ -200,6 +200,29 @@ fn state_at(f: &Fabric, lid: u16) -> Res<(u8, String)> {
     Ok((state, text))
 }
 
+/// ibsim drops the connection of a killed process only when it next
+/// delivers a packet to it, and a process that attaches to the same node
+/// before then waits for ever (umad2sim): an SMInfo query to the killed
+/// SM's LID `lid` makes ibsim find its client dead. Waits until ibsim's log
+/// says so.
+fn forget_dead_client(f: &Fabric, lid: u16) -> Res<()> {
+    let log = f.dir.join("ibsim.log");
+    let dead = || {
+        std::fs::read_to_string(&log)
+            .map(|t| t.matches("seems to be dead").count())
+            .unwrap_or(0)
+    };
+    let before = dead();
+    wait_for(LIMIT, || {
+        // It times out: nobody answers at `lid` any more.
+        let _ = tool(f, &["sminfo", &lid.to_string()]);
+        Ok((
+            dead() > before,
+            format!("ibsim still holds the client at LID {lid}"),
+        ))
+    })
+}
+
 /// Waits until each (LID, state) of `want` holds.
 fn wait_states(f: &Fabric, want: &[(u16, u8)]) -> Res<String> {
     let mut shown = String::new();
@@ -372,6 +395,7 @@ fn our_master_killed_and_restarted_keeps_the_lids(f: &Fabric) -> TestResult {
     wait_states(f, &[(la, MASTER), (f.sm_lid, STANDBY)])?;
     same_lids(&first, &before)?;
     first.kill()?;
+    forget_dead_client(f, la)?;
     // The restarted one finds the fabric's SM standby (it polls every 10 s,
     // 4 times, before it would take over) and is master again.
     let _ = std::fs::remove_file(dir.join("guid2lid"));
