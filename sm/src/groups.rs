@@ -38,6 +38,10 @@ pub struct Groups {
     /// answered and listed as InformInfoRecords; Reports are not sent
     /// (under ibsim only the SM's own process could receive them).
     pub subscriptions: Vec<(u16, InformInfo)>,
+    /// The members that another port joined for them (a proxy join), by
+    /// MGID and port GID: a proxy may change or end their membership, as
+    /// it may not that of a port that joined for itself.
+    pub proxies: BTreeSet<([u8; 16], [u8; 16])>,
 }
 
 impl Default for Groups {
@@ -67,6 +71,7 @@ impl Default for Groups {
         Groups {
             by_mgid,
             subscriptions: Vec::new(),
+            proxies: BTreeSet::new(),
         }
     }
 }
