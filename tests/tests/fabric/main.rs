@@ -13,6 +13,7 @@
 mod compare;
 mod mads;
 mod sa_client;
+mod sa_server;
 mod sm;
 mod tools;
 
@@ -26,6 +27,7 @@ fn main() -> std::process::ExitCode {
             [
                 mads::TESTS,
                 sa_client::TESTS,
+                sa_server::TESTS,
                 sm::TESTS,
                 tools::TESTS,
                 compare::TESTS,
