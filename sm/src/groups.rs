@@ -35,9 +35,13 @@ pub struct Groups {
     pub by_mgid: BTreeMap<[u8; 16], Group>,
     /// InformInfo subscriptions: the subscriber's LID and its InformInfo
     /// as the request gave it, one per (LID, trap number, generic). Kept,
-    /// answered and listed as InformInfoRecords; Reports are not sent
-    /// (under ibsim only the SM's own process could receive them).
+    /// answered, listed as InformInfoRecords, and sent the Reports that
+    /// match them (`sa::Reporter`).
     pub subscriptions: Vec<(u16, InformInfo)>,
+    /// The members that another port joined for them (a proxy join), by
+    /// MGID and port GID: a proxy may change or end their membership, as
+    /// it may not that of a port that joined for itself.
+    pub proxies: BTreeSet<([u8; 16], [u8; 16])>,
 }
 
 impl Default for Groups {
@@ -67,6 +71,7 @@ impl Default for Groups {
         Groups {
             by_mgid,
             subscriptions: Vec::new(),
+            proxies: BTreeSet::new(),
         }
     }
 }

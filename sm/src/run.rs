@@ -94,7 +94,11 @@ pub async fn run(config: Config) -> Result<(), Error> {
     tokio::spawn(smi::serve_smi(smi_lid.clone(), shared.clone()));
     let mcast = Arc::new(tokio::sync::Notify::new());
     // The SA answers on the port's reader, as each request is read.
-    let _sa = port.register_responder(&sa_reg, sa::responder(subnet.clone(), mcast.clone()))?;
+    let reports = sa::Reporter::start(&port, subnet.clone())?;
+    let _sa = port.register_responder(
+        &sa_reg,
+        sa::responder(subnet.clone(), mcast.clone(), reports),
+    )?;
     let mut sm = Sm::new(
         smi_dr.clone(),
         subnet,

@@ -12,7 +12,7 @@ use rdma::mad::sa::{
     SaRecord, SaStatusCode, Selector,
 };
 use rdma::mad::{
-    attr_id, ClassPortInfo, Mad, MadHeader, Method, NodeDescription, PortInfo, Status,
+    attr_id, ClassPortInfo, Mad, MadHeader, Method, NodeDescription, PortInfo, Status, Trap,
 };
 use rdma::umad::{AgentView, Received};
 use rdma::Gid;
@@ -22,16 +22,18 @@ use crate::rate::{rate_code, rate_tenths};
 use crate::state::{lock_r, lock_w, Subnet, SUBNET_PREFIX};
 
 /// The SA's handler ([`AsyncPort::register_responder`]): answers each
-/// request, on the port's reader, from the state of the last sweep, and
-/// wakes `mcast` after a join or leave changed the groups.
+/// request, on the port's reader, from the state of the last sweep, wakes
+/// `mcast` after a join or leave changed the groups, and hands the
+/// Reports of groups created and deleted to `reporter`.
 ///
 /// [`AsyncPort::register_responder`]: rdma::umad::AsyncPort::register_responder
 pub fn responder(
     subnet: Arc<RwLock<Subnet>>,
     mcast: Arc<tokio::sync::Notify>,
+    reporter: Reporter,
 ) -> impl Fn(&AgentView, Received) + Send + Sync + 'static {
     move |agent, req| {
-        let resp = answer(&req, &subnet);
+        let resp = answer(&req, &subnet, Some(&reporter));
         let h = req.mad.header();
         if h.attr_id == records::attr_id::MC_MEMBER_RECORD
             && matches!(h.method, Method::SET | Method::DELETE)
@@ -84,7 +86,7 @@ fn general_error(req: &Mad, status: Status) -> Mad {
 }
 
 /// The answer to one request, if it is one the SA answers.
-fn answer(req: &Received, subnet: &RwLock<Subnet>) -> Option<Mad> {
+fn answer(req: &Received, subnet: &RwLock<Subnet>, reporter: Option<&Reporter>) -> Option<Mad> {
     let m = &req.mad;
     let h = m.header();
     if h.method.is_response() {
@@ -195,11 +197,20 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>) -> Option<Mad> {
             let q = m.attribute::<McMemberRecord>().ok()?;
             let mk = McMemberRecordMask::from_bits_truncate(mask);
             let mut s = lock_w(subnet);
+            let before: Vec<[u8; 16]> = s.groups.by_mgid.keys().copied().collect();
             let r = if h.method == Method::SET {
-                join(&mut s, &q, mk)
+                join(&mut s, &q, mk, req.addr.lid)
             } else {
-                leave(&mut s, &q, mk)
+                leave(&mut s, &q, mk, req.addr.lid)
             };
+            if let (Ok(rec), Some(reporter)) = (&r, reporter) {
+                let had = before.contains(&rec.mgid.0);
+                match (had, s.groups.by_mgid.contains_key(&rec.mgid.0)) {
+                    (false, true) => reporter.notify(&s, Trap::McGroupCreated(rec.mgid)),
+                    (true, false) => reporter.notify(&s, Trap::McGroupDeleted(rec.mgid)),
+                    _ => {}
+                }
+            }
             match r {
                 Ok(rec) => record_response(m, &rec),
                 Err(code) => error(m, code),
@@ -387,6 +398,9 @@ fn inform_info_records(s: &Subnet) -> Vec<InformInfoRecord> {
 
 mod multicast;
 mod paths;
+mod reports;
+
+pub use reports::Reporter;
 
 use multicast::{join, leave, member_records};
 use paths::{end_port, end_port_by_gid, path_records};

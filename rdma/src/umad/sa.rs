@@ -260,28 +260,37 @@ impl SaClient {
     pub async fn next_report(&self) -> Option<Result<Notice>> {
         loop {
             let req = self.agent.next_request().await?;
-            let h = req.mad.header();
-            if h.mgmt_class != class::SUBN_ADM || h.method != Method::REPORT {
-                continue;
-            }
-            let notice = match req.mad.attribute::<Notice>() {
-                Ok(n) => n,
-                Err(e) => return Some(Err(Error::Sa(SaError::Codec(e)))),
+            let (notice, resp) = match report_response(&req.mad) {
+                None => continue,
+                Some(Ok(r)) => r,
+                Some(Err(e)) => return Some(Err(Error::Sa(SaError::Codec(e)))),
             };
-            let mut resp = req.mad.response();
-            resp.set_header(&crate::mad::MadHeader {
-                method: Method::REPORT_RESP,
-                ..resp.header()
-            });
-            if let Err(e) = resp.set_attribute(&notice) {
-                return Some(Err(Error::Sa(SaError::Codec(e))));
-            }
             if let Err(e) = self.agent.respond(&req, &resp) {
                 return Some(Err(e));
             }
             return Some(Ok(notice));
         }
     }
+}
+
+/// The Notice of `mad` if it is a SubnAdmReport, with its answer: a
+/// ReportResp of the same TID carrying the Notice. `None` for another MAD;
+/// an error for a Report whose attribute is not a Notice that decodes.
+fn report_response(mad: &Mad) -> Option<std::result::Result<(Notice, Mad), crate::mad::Error>> {
+    let h = mad.header();
+    if h.mgmt_class != class::SUBN_ADM || h.method != Method::REPORT {
+        return None;
+    }
+    Some((|| {
+        let notice = mad.attribute::<Notice>()?;
+        let mut resp = mad.response();
+        resp.set_header(&crate::mad::MadHeader {
+            method: Method::REPORT_RESP,
+            ..resp.header()
+        });
+        resp.set_attribute(&notice)?;
+        Ok((notice, resp))
+    })())
 }
 
 /// The SM's address as port `port_num` of `ca` tells it: its LID and SL,
@@ -299,4 +308,80 @@ fn sm_address(ca: &str, port_num: u32) -> Result<Address> {
         sl: (info.sm_sl & 0xf) as u8,
         ..Address::gsi_lid(lid)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mad::{attr_id, MadHeader, Trap};
+
+    fn report(attr: u16) -> Mad {
+        let mut m = Mad::new(&MadHeader {
+            base_version: 1,
+            mgmt_class: class::SUBN_ADM,
+            class_version: 2,
+            method: Method::REPORT,
+            tid: 0x1234_5678,
+            ..MadHeader::default()
+        });
+        let gid = Gid([0xff, 0x12, 0x40, 0x1b, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7]);
+        let n = Notice::generic(3, Notice::PRODUCER_SM, 1, &Trap::McGroupCreated(gid));
+        m.set_attribute(&n).unwrap();
+        m.set_header(&MadHeader {
+            attr_id: attr,
+            ..m.header()
+        });
+        m
+    }
+
+    #[test]
+    fn a_report_is_answered_with_its_notice_and_tid() {
+        let m = report(attr_id::NOTICE);
+        let (n, resp) = report_response(&m).unwrap().unwrap();
+        assert_eq!(n, m.attribute::<Notice>().unwrap());
+        assert!(matches!(n.trap(), Some(Trap::McGroupCreated(_))));
+        let h = resp.header();
+        assert_eq!(
+            (h.method, h.tid, h.attr_id),
+            (Method::REPORT_RESP, 0x1234_5678, attr_id::NOTICE)
+        );
+        assert_eq!(resp.attribute::<Notice>().unwrap(), n);
+    }
+
+    #[test]
+    fn hostile_reports_are_errors_and_other_mads_are_not_reports() {
+        // A Report of another attribute: an error, no answer.
+        assert!(report_response(&report(attr_id::NODE_INFO))
+            .unwrap()
+            .is_err());
+        // Not a Report: a Get, a ReportResp, another class.
+        for (class, method) in [
+            (class::SUBN_ADM, Method::GET),
+            (class::SUBN_ADM, Method::REPORT_RESP),
+            (class::PERF_MGT, Method::REPORT),
+        ] {
+            let mut m = report(attr_id::NOTICE);
+            m.set_header(&MadHeader {
+                mgmt_class: class,
+                method,
+                ..m.header()
+            });
+            assert!(report_response(&m).is_none(), "{class:#x} {method:?}");
+        }
+        // Random bytes in a Report's data and header fields: an answer or
+        // an error, never a panic.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..2000 {
+            let mut m = report(attr_id::NOTICE);
+            for b in m.as_bytes_mut()[24..].iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            if let Some(Ok((n, resp))) = report_response(&m) {
+                assert_eq!(resp.attribute::<Notice>().unwrap(), n);
+            }
+        }
+    }
 }

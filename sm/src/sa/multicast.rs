@@ -31,10 +31,41 @@ fn port_rate(s: &Subnet, gid: Gid) -> Option<u32> {
     Some(rate_tenths(rate_code(pi)))
 }
 
+/// Whether the port of LID `requester` may join or leave for the port of
+/// `port_gid` in the group `mgid`, as OpenSM decides (o15-0.2.1): a port
+/// for itself always; another port (a proxy) for a port not yet a member
+/// (a proxy join) or for a member that a proxy joined, when the two share
+/// the group's partition (every port is in the default partition, the
+/// only one this SM has); never for a member that joined for itself. A
+/// requester of a LID the sweep did not find is refused.
+fn may_act_for(
+    s: &Subnet,
+    requester: u16,
+    mgid: &[u8; 16],
+    port_gid: Gid,
+) -> Result<bool, SaStatusCode> {
+    let Some((_, _, guid)) = end_port(s, requester) else {
+        return Err(SaStatusCode::ReqInvalid);
+    };
+    let proxy = Gid::from_parts(SUBNET_PREFIX, guid) != port_gid;
+    let member = s
+        .groups
+        .by_mgid
+        .get(mgid)
+        .is_some_and(|g| g.members.contains_key(&port_gid.0));
+    if proxy && member && !s.groups.proxies.contains(&(*mgid, port_gid.0)) {
+        return Err(SaStatusCode::ReqInvalid);
+    }
+    Ok(proxy)
+}
+
+/// A join (SubnAdmSet) of `q`'s port to its group, asked by the port of
+/// LID `requester`; the group is created if it does not exist.
 pub(super) fn join(
     s: &mut Subnet,
     q: &McMemberRecord,
     m: McMemberRecordMask,
+    requester: u16,
 ) -> Result<McMemberRecord, SaStatusCode> {
     let need =
         McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE;
@@ -48,8 +79,12 @@ pub(super) fn join(
         return Err(SaStatusCode::ReqInvalidGid);
     };
     let zero = q.mgid.0 == [0; 16] || !m.contains(McMemberRecordMask::MGID);
+    let proxy = may_act_for(s, requester, &q.mgid.0, q.port_gid)?;
     if !zero {
         if let Some(g) = s.groups.by_mgid.get_mut(&q.mgid.0) {
+            if !g.members.contains_key(&q.port_gid.0) && proxy {
+                s.groups.proxies.insert((q.mgid.0, q.port_gid.0));
+            }
             if rate < rate_tenths(g.rec.rate) {
                 return Err(SaStatusCode::ReqInvalid);
             }
@@ -121,6 +156,9 @@ pub(super) fn join(
     };
     let mut members = BTreeMap::new();
     members.insert(q.port_gid.0, q.join_state);
+    if proxy {
+        s.groups.proxies.insert((mgid, q.port_gid.0));
+    }
     s.groups.by_mgid.insert(
         mgid,
         Group {
@@ -136,22 +174,32 @@ pub(super) fn join(
     })
 }
 
+/// A leave (SubnAdmDelete) of `q`'s port from its group, asked by the
+/// port of LID `requester`; the group goes with its last full member
+/// unless it is permanent.
 pub(super) fn leave(
     s: &mut Subnet,
     q: &McMemberRecord,
     m: McMemberRecordMask,
+    requester: u16,
 ) -> Result<McMemberRecord, SaStatusCode> {
     if !m.contains(
         McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE,
     ) {
         return Err(SaStatusCode::ReqInsufficientComponents);
     }
+    may_act_for(s, requester, &q.mgid.0, q.port_gid)?;
     let Some(g) = s.groups.by_mgid.get_mut(&q.mgid.0) else {
         return Err(SaStatusCode::ReqInvalid);
     };
     let Some(js) = g.members.get_mut(&q.port_gid.0) else {
         return Err(SaStatusCode::ReqInvalid);
     };
+    // The states left must be some of the member's, and only those
+    // (o15-0.1.14).
+    if !js.intersects(q.join_state) || !js.contains(q.join_state) {
+        return Err(SaStatusCode::ReqInvalid);
+    }
     *js -= q.join_state;
     let left = *js;
     let rec = McMemberRecord {
@@ -161,6 +209,7 @@ pub(super) fn leave(
     };
     if left.is_empty() {
         g.members.remove(&q.port_gid.0);
+        s.groups.proxies.remove(&(q.mgid.0, q.port_gid.0));
     }
     let full_left = g
         .members
@@ -168,6 +217,7 @@ pub(super) fn leave(
         .any(|j| j.contains(JoinState::FULL_MEMBER));
     if !full_left && !g.permanent {
         s.groups.by_mgid.remove(&q.mgid.0);
+        s.groups.proxies.retain(|(mgid, _)| *mgid != q.mgid.0);
     }
     Ok(rec)
 }

@@ -145,13 +145,15 @@ fn create(s: &mut Subnet, mgid: u16, port_gid: Gid) -> Result<McMemberRecord, Sa
         | McMemberRecordMask::TCLASS
         | McMemberRecordMask::RATE
         | McMemberRecordMask::JOIN_STATE;
-    join(s, &q, m)
+    let me = end_port_by_gid(s, port_gid).unwrap_or(0);
+    join(s, &q, m, me)
 }
 
 fn leave_all(s: &mut Subnet, rec: &McMemberRecord) {
     let m =
         McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE;
-    leave(s, rec, m).unwrap();
+    let me = end_port_by_gid(s, rec.port_gid).unwrap();
+    leave(s, rec, m, me).unwrap();
 }
 
 #[test]
@@ -329,4 +331,165 @@ fn port_info_options_and_capability_masks() {
     );
     // Without the CapabilityMask bit, bit 31 changes nothing.
     assert_eq!(lids(&q, PortInfoRecordMask::PORT_NUM, true), [1, 2, 3]);
+}
+
+/// The MGID of the group `create(_, n, _)` makes.
+fn mgid(n: u16) -> Gid {
+    let mut g = [0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    g[14..].copy_from_slice(&n.to_be_bytes());
+    Gid(g)
+}
+
+#[test]
+fn another_port_can_neither_change_nor_end_a_membership_its_port_made() {
+    let (mut s, ports) = subnet_of_cas(3);
+    let lid = |s: &Subnet, g| end_port_by_gid(s, g).unwrap();
+    let (a, b) = (lid(&s, ports[0]), lid(&s, ports[1]));
+    create(&mut s, 1, ports[1]).unwrap();
+    let m =
+        McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE;
+    let of_b = |js| McMemberRecord {
+        mgid: mgid(1),
+        port_gid: ports[1],
+        join_state: js,
+        ..McMemberRecord::default()
+    };
+    // A leave and a join of another state, by A for B: refused.
+    assert_eq!(
+        leave(&mut s, &of_b(JoinState::FULL_MEMBER), m, a),
+        Err(SaStatusCode::ReqInvalid)
+    );
+    assert_eq!(
+        join(&mut s, &of_b(JoinState::SEND_ONLY_NON_MEMBER), m, a),
+        Err(SaStatusCode::ReqInvalid)
+    );
+    // An unknown requester: refused.
+    assert_eq!(
+        leave(&mut s, &of_b(JoinState::FULL_MEMBER), m, 0xbeef),
+        Err(SaStatusCode::ReqInvalid)
+    );
+    let g = &s.groups.by_mgid[&mgid(1).0];
+    assert_eq!(g.members.get(&ports[1].0), Some(&JoinState::FULL_MEMBER));
+    // B itself may; a leave of a state B does not hold is refused.
+    assert_eq!(
+        leave(&mut s, &of_b(JoinState::NON_MEMBER), m, b),
+        Err(SaStatusCode::ReqInvalid)
+    );
+    leave(&mut s, &of_b(JoinState::FULL_MEMBER), m, b).unwrap();
+    assert!(!s.groups.by_mgid.contains_key(&mgid(1).0));
+}
+
+#[test]
+fn a_proxy_join_may_be_ended_by_the_proxy_and_by_the_port() {
+    let (mut s, ports) = subnet_of_cas(3);
+    let lid = |s: &Subnet, g| end_port_by_gid(s, g).unwrap();
+    let (a, c) = (lid(&s, ports[0]), lid(&s, ports[2]));
+    create(&mut s, 2, ports[1]).unwrap();
+    let m =
+        McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID | McMemberRecordMask::JOIN_STATE;
+    let of_c = McMemberRecord {
+        mgid: mgid(2),
+        port_gid: ports[2],
+        join_state: JoinState::FULL_MEMBER,
+        ..McMemberRecord::default()
+    };
+    // A joins C (not a member yet): a proxy join, then A leaves for C.
+    join(&mut s, &of_c, m, a).unwrap();
+    assert!(s.groups.proxies.contains(&(mgid(2).0, ports[2].0)));
+    leave(&mut s, &of_c, m, a).unwrap();
+    assert!(s.groups.proxies.is_empty());
+    // Joined by proxy again, C itself leaves.
+    join(&mut s, &of_c, m, a).unwrap();
+    leave(&mut s, &of_c, m, c).unwrap();
+    assert!(!s.groups.by_mgid[&mgid(2).0]
+        .members
+        .contains_key(&ports[2].0));
+}
+
+#[test]
+fn reports_go_to_the_subscriptions_that_match() {
+    use rdma::mad::{Attribute, Notice, Trap};
+    let (mut s, ports) = subnet_of_cas(2);
+    let a = end_port_by_gid(&s, ports[0]).unwrap();
+    s.sm_lid = a;
+    let all = InformInfo {
+        lid_range_begin: 0xffff,
+        is_generic: true,
+        subscribe: true,
+        trap_type: 0xffff,
+        trap_number: 0xffff,
+        producer_type: 0xff_ffff,
+        ..InformInfo::default()
+    };
+    let only = |n| InformInfo {
+        trap_number: n,
+        ..all
+    };
+    s.groups.subscriptions = vec![
+        (10, all),
+        (11, only(66)),
+        (12, only(67)),
+        (
+            13,
+            InformInfo {
+                is_generic: false,
+                ..all
+            },
+        ),
+        (
+            14,
+            InformInfo {
+                trap_type: 4,
+                ..only(66)
+            },
+        ),
+        (
+            15,
+            InformInfo {
+                gid: ports[1],
+                ..all
+            },
+        ),
+        (
+            16,
+            InformInfo {
+                gid: ports[0],
+                ..all
+            },
+        ),
+        (
+            17,
+            InformInfo {
+                lid_range_begin: a + 1,
+                lid_range_end: a + 9,
+                ..all
+            },
+        ),
+        (
+            18,
+            InformInfo {
+                lid_range_begin: a,
+                lid_range_end: a,
+                qpn: 7,
+                ..all
+            },
+        ),
+        (
+            19,
+            InformInfo {
+                producer_type: 1,
+                ..all
+            },
+        ),
+    ];
+    let r = reports::reports(&s, Trap::McGroupCreated(mgid(5)));
+    let to: Vec<(u16, u32)> = r.iter().map(|(a, _)| (a.lid, a.qpn)).collect();
+    assert_eq!(to, [(10, 1), (11, 1), (16, 1), (18, 7)]);
+    let n = Notice::decode(&r[0].1[..64]).unwrap();
+    assert_eq!(n.trap(), Some(Trap::McGroupCreated(mgid(5))));
+    assert_eq!(
+        (n.issuer_lid, n.notice_type, n.producer_type_or_vendor_id),
+        (a, 3, 4)
+    );
+    assert_eq!(Notice::issuer_gid(&r[0].1).unwrap(), ports[0]);
 }
