@@ -65,11 +65,16 @@ struct SmProc {
     dir: PathBuf,
     host: String,
     opensm: bool,
+    /// The fabric, and the LID of the SM's port: once the process is gone,
+    /// ibsim is made to drop its connection (see `forget_dead_client`).
+    f: Fabric,
+    lid: u16,
 }
 
 impl SmProc {
     /// SIGTERM (ours hands over first), waiting for the exit.
     fn stop(mut self) -> Res<()> {
+        let before = dead_clients(&self.f);
         let sig = if self.opensm { "-KILL" } else { "-TERM" };
         Command::new("kill")
             .args([sig, &self.child.id().to_string()])
@@ -82,14 +87,15 @@ impl SmProc {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        Ok(())
+        forget_dead_client(&self.f, self.lid, before)
     }
 
     /// SIGKILL: the SM dies without a word.
     fn kill(mut self) -> Res<()> {
+        let before = dead_clients(&self.f);
         self.child.kill()?;
         self.child.wait()?;
-        Ok(())
+        forget_dead_client(&self.f, self.lid, before)
     }
 
     fn log(&self) -> String {
@@ -134,6 +140,8 @@ fn start_ours(f: &Fabric, host: &str, priority: u8, dir: &std::path::Path) -> Re
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     Ok(SmProc {
+        lid: lid_of(f, host)?,
+        f: f.clone(),
         child: c.spawn()?,
         dir: dir.to_path_buf(),
         host: host.into(),
@@ -154,6 +162,8 @@ fn start_opensm(f: &Fabric, host: &str, priority: u8, dir: &std::path::Path) -> 
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     Ok(SmProc {
+        lid: lid_of(f, host)?,
+        f: f.clone(),
         child: c.spawn()?,
         dir: dir.to_path_buf(),
         host: host.into(),
@@ -200,24 +210,28 @@ fn state_at(f: &Fabric, lid: u16) -> Res<(u8, String)> {
     Ok((state, text))
 }
 
-/// ibsim drops the connection of a killed process only when it next
+/// The connections ibsim has dropped so far ("seems to be dead" in its log).
+fn dead_clients(f: &Fabric) -> usize {
+    std::fs::read_to_string(f.dir.join("ibsim.log"))
+        .map(|t| t.matches("seems to be dead").count())
+        .unwrap_or(0)
+}
+
+/// ibsim drops the connection of a process that is gone only when it next
 /// delivers a packet to it, and a process that attaches to the same node
-/// before then waits for ever (umad2sim): an SMInfo query to the killed
-/// SM's LID `lid` makes ibsim find its client dead. Waits until ibsim's log
-/// says so.
-fn forget_dead_client(f: &Fabric, lid: u16) -> Res<()> {
-    let log = f.dir.join("ibsim.log");
-    let dead = || {
-        std::fs::read_to_string(&log)
-            .map(|t| t.matches("seems to be dead").count())
-            .unwrap_or(0)
-    };
-    let before = dead();
+/// as its SM before then waits for ever (umad2sim): SMInfo queries to the
+/// gone SM's LID `lid` make ibsim find its client dead. Waits until ibsim's
+/// log has more dropped connections than `before` (read before the process
+/// was stopped).
+fn forget_dead_client(f: &Fabric, lid: u16, before: usize) -> Res<()> {
     wait_for(LIMIT, || {
+        if dead_clients(f) > before {
+            return Ok((true, String::new()));
+        }
         // It times out: nobody answers at `lid` any more.
         let _ = tool(f, &["sminfo", &lid.to_string()]);
         Ok((
-            dead() > before,
+            dead_clients(f) > before,
             format!("ibsim still holds the client at LID {lid}"),
         ))
     })
@@ -395,7 +409,6 @@ fn our_master_killed_and_restarted_keeps_the_lids(f: &Fabric) -> TestResult {
     wait_states(f, &[(la, MASTER), (f.sm_lid, STANDBY)])?;
     same_lids(&first, &before)?;
     first.kill()?;
-    forget_dead_client(f, la)?;
     // The restarted one finds the fabric's SM standby (it polls every 10 s,
     // 4 times, before it would take over) and is master again.
     let _ = std::fs::remove_file(dir.join("guid2lid"));
