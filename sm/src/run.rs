@@ -42,8 +42,8 @@ fn sm_port(config: &Config) -> Result<(String, u32), Error> {
 /// Runs the SM and SA on `config`'s port until SIGINT or SIGTERM (or, with
 /// [`Config::once`], until the first sweep has brought the subnet up).
 ///
-/// The SM starts DISCOVERING, then is MASTER or STANDBY as the other SMs
-/// of the subnet decide (see [`crate::election`]); a standby takes over
+/// The SM starts DISCOVERING, then is MASTER or STANDBY by priority and
+/// GUID against the other SMs of the subnet (IBA 14.4); a standby takes over
 /// when the master stops answering or hands over.
 pub async fn run(config: Config) -> Result<(), Error> {
     let (ca, port_num) = sm_port(&config)?;
