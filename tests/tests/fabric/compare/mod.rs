@@ -320,12 +320,20 @@ struct Concrete {
 
 /// How many nodes, CAs or pairs a case runs over: 12, evenly spread over
 /// the fabric's list (the fat tree's 76 nodes would take minutes per tool
-/// and SM); `RDMA_FABRIC_COMPARE_ALL=1`: every one.
+/// and SM; a case over nodes takes every switch, see [`nodes_compared`]);
+/// `RDMA_FABRIC_COMPARE_ALL=1`: every one.
 fn compare_limit() -> usize {
     match std::env::var("RDMA_FABRIC_COMPARE_ALL").as_deref() {
         Ok("1") => usize::MAX,
         _ => 12,
     }
+}
+
+/// How many nodes a case over every node compares on `f`: every switch, and
+/// CAs up to [`compare_limit`] (at least 4).
+pub fn nodes_compared(f: &Fabric) -> usize {
+    let cas = compare_limit().saturating_sub(f.switches()).max(4);
+    f.switches() + f.hcas().min(cas)
 }
 
 /// At most `max` of `v`, evenly spaced, the first and the last among them.
@@ -394,7 +402,24 @@ fn expand(ctx: &Ctx, case: &Case) -> Result<Vec<Concrete>, String> {
                 .collect()
         }
     };
-    let overs = sample(overs, compare_limit());
+    // Every switch (tables, routes), and CAs to fill the limit (at least
+    // 4); CAs and pairs: the limit.
+    let overs = match case.over {
+        Over::Nodes => {
+            let (sw, ca): (Vec<_>, Vec<_>) = overs.into_iter().partition(|v| {
+                v.iter().any(|(k, n)| {
+                    *k == "{node}"
+                        && ctx
+                            .ports
+                            .iter()
+                            .any(|p| &p.name == n && p.kind == NodeKind::Switch)
+                })
+            });
+            let cas = compare_limit().saturating_sub(sw.len()).max(4);
+            sw.into_iter().chain(sample(ca, cas)).collect()
+        }
+        _ => sample(overs, compare_limit()),
+    };
     if matches!(case.over, Over::Nodes | Over::Hcas | Over::Pairs) && ctx.ports.is_empty() {
         return Err(format!("{}: the nodes' ports were not read", case.name));
     }
