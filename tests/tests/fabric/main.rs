@@ -18,6 +18,7 @@ mod sa_server;
 mod sm;
 mod sm_election;
 mod sm_faults;
+mod sm_groups;
 mod tools;
 
 fn main() -> std::process::ExitCode {
@@ -33,6 +34,7 @@ fn main() -> std::process::ExitCode {
                 sa_server::TESTS,
                 sm::TESTS,
                 sm_faults::TESTS,
+                sm_groups::TESTS,
                 sm_election::TESTS,
                 tools::TESTS,
                 diags::TESTS,

@@ -182,15 +182,25 @@ fn start_opensm(f: &Fabric, host: &str, priority: u8, dir: &std::path::Path) -> 
     })
 }
 
-/// Two HCAs other than the first node (where the fabric's SM runs).
-fn two_hcas(f: &Fabric) -> Option<(String, String)> {
+/// Two HCAs other than the first node (where the fabric's SM runs), for a
+/// test's SMs; or the test's outcome where it does not run: gated (see
+/// [`gated`]), or a fabric with fewer than two such HCAs.
+fn two_hcas(f: &Fabric) -> Result<(String, String), TestResult> {
+    if let Some(r) = gated() {
+        return Err(r);
+    }
     let mut h = f
         .nodes
         .iter()
         .skip(1)
         .filter(|n| n.kind == NodeKind::Hca)
         .map(|n| n.name.clone());
-    Some((h.next()?, h.next()?))
+    match (h.next(), h.next()) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(Ok(Outcome::Skipped(
+            "fewer than two HCAs beside the SM's node".into(),
+        ))),
+    }
 }
 
 /// The LID of the port a process attached at `host` uses (`ibaddr`).
@@ -311,13 +321,9 @@ fn fabric_sm_back(f: &Fabric) -> Res<()> {
 }
 
 fn two_of_ours_one_master_one_standby(f: &Fabric) -> TestResult {
-    if let Some(r) = gated() {
-        return r;
-    }
-    let Some((a, b)) = two_hcas(f) else {
-        return Ok(Outcome::Skipped(
-            "fewer than two HCAs beside the SM's node".into(),
-        ));
+    let (a, b) = match two_hcas(f) {
+        Ok(hcas) => hcas,
+        Err(outcome) => return outcome,
     };
     let (la, lb) = (lid_of(f, &a)?, lid_of(f, &b)?);
     let high = start_ours(f, &a, 10, &sm_dir(f, "high")?)?;
@@ -334,13 +340,9 @@ fn two_of_ours_one_master_one_standby(f: &Fabric) -> TestResult {
 }
 
 fn ours_and_opensm_the_higher_priority_is_master(f: &Fabric) -> TestResult {
-    if let Some(r) = gated() {
-        return r;
-    }
-    let Some((a, b)) = two_hcas(f) else {
-        return Ok(Outcome::Skipped(
-            "fewer than two HCAs beside the SM's node".into(),
-        ));
+    let (a, b) = match two_hcas(f) {
+        Ok(hcas) => hcas,
+        Err(outcome) => return outcome,
     };
     let (la, lb) = (lid_of(f, &a)?, lid_of(f, &b)?);
     for opensm_higher in [true, false] {
@@ -382,13 +384,9 @@ fn missed_polls(log: &str) -> usize {
 }
 
 fn the_master_killed_the_standby_takes_over_with_the_same_lids(f: &Fabric) -> TestResult {
-    if let Some(r) = gated() {
-        return r;
-    }
-    let Some((a, b)) = two_hcas(f) else {
-        return Ok(Outcome::Skipped(
-            "fewer than two HCAs beside the SM's node".into(),
-        ));
+    let (a, b) = match two_hcas(f) {
+        Ok(hcas) => hcas,
+        Err(outcome) => return outcome,
     };
     let (la, lb) = (lid_of(f, &a)?, lid_of(f, &b)?);
     let before = fabric_lids(f)?;
@@ -417,13 +415,9 @@ fn the_master_killed_the_standby_takes_over_with_the_same_lids(f: &Fabric) -> Te
 }
 
 fn our_master_killed_and_restarted_keeps_the_lids(f: &Fabric) -> TestResult {
-    if let Some(r) = gated() {
-        return r;
-    }
-    let Some((a, _)) = two_hcas(f) else {
-        return Ok(Outcome::Skipped(
-            "fewer than two HCAs beside the SM's node".into(),
-        ));
+    let (a, _) = match two_hcas(f) {
+        Ok(hcas) => hcas,
+        Err(outcome) => return outcome,
     };
     let la = lid_of(f, &a)?;
     let before = fabric_lids(f)?;
