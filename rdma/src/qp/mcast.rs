@@ -19,8 +19,12 @@ impl QueuePair {
     /// `lid` (`ibv_attach_mcast`): the QP then receives the datagrams sent
     /// to the group (destination QPN `0xFFFFFF`, the group's GID in the
     /// GRH). On RoCE the LID is unused (give 0), and the datagrams reach
-    /// this host's stack only where its netdev is a member of the IP group
-    /// (the CM joins it; see [`CmId::join_multicast`](crate::cm::CmId::join_multicast)).
+    /// this host's stack only where its netdev is a member of the IP group.
+    /// [`CmId::join_multicast`](crate::cm::CmId::join_multicast) makes it
+    /// one for IPv4 groups; for IPv6 groups on RoCE v2 the kernel refuses
+    /// the CM's join (`ENOTSUPP`), and the program joins the netdev to the
+    /// group itself (a socket's IPv6 group membership on the netdev's
+    /// interface index, as `rdma-ipoib` does).
     ///
     /// The QP stays attached until [`detach_mcast`](Self::detach_mcast) or
     /// until it is dropped, which detaches it first. Attaching to a group it
