@@ -70,6 +70,15 @@ class Net:
         self.links[a].append((pa, b, pb, speed))
         self.links[b].append((pb, a, pa, speed))
 
+    def hcas(self, switch, first_port, prefix, n, speeds=None):
+        """`n` HCAs named `hca-PREFIX-I` on ports `first_port`.. of `switch`,
+        each link of speed `speeds[I % len(speeds)]` if given."""
+        for h in range(n):
+            name = f"hca-{prefix}-{h}"
+            self.add("Hca", 1, name)
+            speed = speeds[h % len(speeds)] if speeds else None
+            self.link(switch, first_port + h, name, 1, speed)
+
     def render(self, title, first):
         """The net file, `first` as the first record (the SM port)."""
         switches = sum(1 for k, _ in self.kind.values() if k == "Switch")
@@ -94,10 +103,7 @@ def fattree(spines, leaves, hcas_per_leaf):
     for leaf in range(leaves):
         net.add("Switch", hcas_per_leaf + spines, f"leaf-{leaf}")
     for leaf in range(leaves):
-        for h in range(hcas_per_leaf):
-            name = f"hca-{leaf}-{h}"
-            net.add("Hca", 1, name)
-            net.link(f"leaf-{leaf}", h + 1, name, 1)
+        net.hcas(f"leaf-{leaf}", 1, leaf, hcas_per_leaf)
         for s in range(spines):
             net.link(f"leaf-{leaf}", hcas_per_leaf + s + 1, f"spine-{s}", leaf + 1)
     title = (
@@ -121,10 +127,7 @@ def fattree3(cores, pods, aggs, edges, hcas_per_edge):
             net.add("Switch", hcas_per_edge + aggs, f"edge-{p}-{e}")
     for p in range(pods):
         for e in range(edges):
-            for h in range(hcas_per_edge):
-                name = f"hca-{p}-{e}-{h}"
-                net.add("Hca", 1, name)
-                net.link(f"edge-{p}-{e}", h + 1, name, 1)
+            net.hcas(f"edge-{p}-{e}", 1, f"{p}-{e}", hcas_per_edge)
             for a in range(aggs):
                 net.link(f"edge-{p}-{e}", hcas_per_edge + a + 1, f"agg-{p}-{a}", e + 1)
         for a in range(aggs):
@@ -149,10 +152,7 @@ def ring(switches, hcas_per_switch):
         net.add("Switch", hcas_per_switch + 2, f"ring-{s}")
     for s in range(switches):
         net.link(f"ring-{s}", 1, f"ring-{(s + 1) % switches}", 2)
-        for h in range(hcas_per_switch):
-            name = f"hca-{s}-{h}"
-            net.add("Hca", 1, name)
-            net.link(f"ring-{s}", h + 3, name, 1, RING_SPEEDS[h % len(RING_SPEEDS)])
+        net.hcas(f"ring-{s}", 3, s, hcas_per_switch, RING_SPEEDS)
     title = f"ring: {switches} switches in a loop, {hcas_per_switch} HCAs on each"
     return net.render(title, "ring-0")
 
