@@ -10,7 +10,7 @@
 # that the neighbour entries were learnt (the log line, and the table that
 # SIGUSR1 prints). a measures iperf3 TCP each way through the interfaces and
 # over the netdev (a table: both rates, their ratio, the program's datagrams
-# per second and CPU per datagram) and sends b 100 MiB over TCP through the
+# per second and CPU per datagram) and sends b 16 MiB over TCP through the
 # interfaces, checked by hash. Then b's ipoib restarts (SIGTERM, exit 0,
 # started again: a new QP) while a pings it; a's entries must change to
 # b's new address and its pings succeed again. The hosts order their steps by connecting to each
@@ -101,7 +101,7 @@ grep -q "^ipoib: table fd77::$peer lladdr " "$log" || fail "IPv6 neighbour not i
 # by at least the bytes iperf3 received and that many MTU-sized datagrams.
 # Then a sends b $MIB MiB through ipoib, checked by hash. a tells b when it
 # is done, so that b's server stops and its bad datagrams come after.
-MIB=100
+MIB=16
 # stats: ipoib's counters line, printed afresh.
 stats() {
     kill -USR1 "$pid"
@@ -110,8 +110,10 @@ stats() {
 }
 # field NAME LINE: a counter of a stats line.
 field() { sed -E "s/.*[{ ]$1: ([0-9]+)[,} ].*/\1/" <<<"$2"; }
-# cpu: ipoib's user + system clock ticks.
+# cpu: ipoib's user + system clock ticks; sys: the system ones (the
+# kernel's rxe sends in the program's system calls).
 cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+sys() { awk '{print $15}' "/proc/$pid/stat"; }
 hz=$(getconf CLK_TCK)
 # iperf NAME ARGS: iperf3 -c ARGS for 10 s; "BYTES BITS_PER_SECOND" received.
 iperf() {
@@ -128,16 +130,16 @@ print(r["bytes"], int(r["bits_per_second"]))' "$j" || fail "iperf3 $name: $(tail
 # through NAME DIR ARGS: iperf over ipoib, DIR (tx or rx) the direction of
 # the data at a; sets bps and prints the program's rates.
 through() {
-    local name=$1 dir=$2 s0 s1 c0 c1 t0 t1 bytes dp db
+    local name=$1 dir=$2 s0 s1 c0 c1 k0 k1 t0 t1 bytes dp db
     shift 2
-    s0=$(stats) c0=$(cpu) t0=$(date +%s.%N)
+    s0=$(stats) c0=$(cpu) k0=$(sys) t0=$(date +%s.%N)
     read -r bytes bps < <(iperf "$name" "$@")
-    t1=$(date +%s.%N) c1=$(cpu) s1=$(stats)
+    t1=$(date +%s.%N) c1=$(cpu) k1=$(sys) s1=$(stats)
     [ "${bytes:-0}" -gt 0 ] || fail "iperf3 $name moved no bytes"
     dp=$(($(field "$dir" "$s1") - $(field "$dir" "$s0")))
     db=$(($(field "${dir}_bytes" "$s1") - $(field "${dir}_bytes" "$s0")))
     local pk=$(($(field tx "$s1") + $(field rx "$s1") - $(field tx "$s0") - $(field rx "$s0")))
-    echo "ipoib perf: $name: iperf3 received $bytes bytes; ipoib $dir $dp datagrams, $db bytes; $pk datagrams both ways, $((c1 - c0)) CPU ticks of 1/$hz s"
+    echo "ipoib perf: $name: iperf3 received $bytes bytes; ipoib $dir $dp datagrams, $db bytes; $pk datagrams both ways, $((c1 - c0)) CPU ticks of 1/$hz s ($((k1 - k0)) in the kernel)"
     [ "$db" -ge "$bytes" ] || fail "$name: ipoib's $dir bytes moved by $db, less than iperf3's $bytes"
     [ "$dp" -ge $((bytes / 4092)) ] || fail "$name: ipoib's $dir datagrams moved by $dp, fewer than $((bytes / 4092))"
     rate=$(awk -v p="$pk" -v c=$((c1 - c0)) -v t0="$t0" -v t1="$t1" -v hz="$hz" \
@@ -169,6 +171,10 @@ if [ "$role" = a ]; then
     p=$(($(field tx "$s1") + $(field rx "$s1") - $(field tx "$s0") - $(field rx "$s0")))
     echo "ipoib: $p datagrams sent and received, $((c1 - c0)) CPU ticks of 1/$hz s:" \
         "$(awk -v p="$p" -v c=$((c1 - c0)) -v hz="$hz" 'BEGIN { printf "%.1f us", c / hz * 1e6 / p }') CPU per datagram"
+    # The IPv6 entry, unused by the transfers, has aged out meanwhile: ping
+    # again, so that both entries are there when b restarts.
+    ping -c 3 -W 2 "10.77.0.$peer" >/dev/null || fail "IPv4 ping after the transfers"
+    ping -6 -c 3 -W 2 "fd77::$peer" >/dev/null || fail "IPv6 ping after the transfers"
     tell "$RDMA_B_IPV4" 7789 || fail "host b never listened (transfers done)"
 else
     listen 7789 600 || fail "host a did not report its transfers done"
