@@ -13,8 +13,9 @@
 # per second and CPU per datagram) and sends b 16 MiB over TCP through the
 # interfaces, checked by hash. Then b's ipoib restarts (SIGTERM, exit 0,
 # started again: a new QP) while a pings it; a's entries must change to
-# b's new address and its pings succeed again. The hosts order their steps by connecting to each
-# other over the netdev. Last, each stops ipoib with SIGTERM and checks that it
+# b's new address and its pings succeed again. The hosts order their steps
+# by connecting to each other over the netdev. Each prints the times of its
+# steps (`ipoib pair (ROLE): STEP at N s`). Last, each stops ipoib with SIGTERM and checks that it
 # exited 0, the interface is gone and rxe0 has the kernel objects it had
 # before (no PD, CQ, QP, CM id or MR left).
 set -uo pipefail
@@ -43,6 +44,8 @@ tell() {
     done
     return 1
 }
+# mark WHAT: the time since the script started, for the pair's length.
+mark() { echo "ipoib pair ($role): $* at ${SECONDS} s"; }
 # up LOG: start ipoib writing to LOG and wait for its up line.
 up() {
     "$BIN/ipoib" -d rxe0 --ip "10.77.0.$me/24" --ip6 "fd77::$me/64" --name "$ifname" >"$1" 2>&1 &
@@ -91,6 +94,7 @@ kill -USR1 "$pid"
 sleep 1
 grep -q "^ipoib: table 10.77.0.$peer lladdr " "$log" || fail "IPv4 neighbour not in the table"
 grep -q "^ipoib: table fd77::$peer lladdr " "$log" || fail "IPv6 neighbour not in the table"
+mark "pings done"
 
 # Throughput: iperf3 (TCP, 10 s each way: a to b, and b to a with -R) through
 # the interfaces and over the netdev itself (its MTU 4500 against ipoib's
@@ -165,6 +169,7 @@ if [ "$role" = a ]; then
     }
     row a-to-b "$ab_ipoib" "$ab_virtio" "$ab_rate"
     row b-to-a "$ba_ipoib" "$ba_virtio" "$ba_rate"
+    mark "iperf3 done"
     s0=$(stats) c0=$(cpu)
     python3 ipoib/ci/tcp-check.py send "10.77.0.$peer" 7800 "$MIB" || fail "$MIB MiB over TCP through ipoib"
     s1=$(stats) c1=$(cpu)
@@ -175,6 +180,7 @@ if [ "$role" = a ]; then
     # again, so that both entries are there when b restarts.
     ping -c 3 -W 2 "10.77.0.$peer" >/dev/null || fail "IPv4 ping after the transfers"
     ping -6 -c 3 -W 2 "fd77::$peer" >/dev/null || fail "IPv6 ping after the transfers"
+    mark "transfers done"
     tell "$RDMA_B_IPV4" 7789 || fail "host b never listened (transfers done)"
 else
     listen 7789 600 || fail "host a did not report its transfers done"
@@ -203,6 +209,7 @@ if [ "$role" = a ]; then
     ping -i 0.5 -c 40 -W 1 "10.77.0.$peer" >/tmp/ipoib-restart-ping.log 2>&1 &
     bg=$!
     listen 7791 || fail "host b did not report its restart"
+    mark "b restarted"
     ping -c 5 -W 2 "10.77.0.$peer" || fail "IPv4 ping after the peer's restart"
     ping -6 -c 5 -W 2 "fd77::$peer" || fail "IPv6 ping after the peer's restart"
     grep "^ipoib: neighbour 10.77.0.$peer lladdr .* (was " "$log" ||
@@ -217,6 +224,7 @@ else
     lla=$(sed -nE "s/^ipoib: neighbour 10.77.0.$peer lladdr ([0-9a-f:]+)$/\1/p" "$log" | tail -1)
     "$BIN/ipoib-inject" -d rxe0 -g "$RDMA_GID_IDX_V6" --to "$lla" --ip "10.77.0.$peer" ||
         fail "ipoib-inject to $lla"
+    mark "injected"
     tell "$RDMA_A_IPV4" 7790 || fail "host a never listened"
     sleep 3
     kill -TERM "$pid"
@@ -225,6 +233,7 @@ else
     cat "$log"
     up "$log"
     grep "^ipoib: $ifname up" "$log"
+    mark "restarted"
     tell "$RDMA_A_IPV4" 7791 || fail "host a never listened (restart)"
     listen 7792 || fail "host a did not report its pings after the restart"
 fi
@@ -243,4 +252,5 @@ echo "after: $(objects)"
 [ "$(objects)" = "$objects0" ] || fail "kernel objects left behind: $(objects), before: $objects0"
 echo "--- ipoib output:"
 cat "$log"
+mark "stopped"
 echo "ipoib pair ($role): ok"
