@@ -50,7 +50,10 @@ async fn records(sa: &SaClient, mgid: Gid, port: Gid) -> Res<(Vec<McMemberRecord
         ..McMemberRecord::default()
     };
     let groups = sa.get_table(&q, McMemberRecordMask::MGID).await?;
-    let q = McMemberRecord { port_gid: port, ..q };
+    let q = McMemberRecord {
+        port_gid: port,
+        ..q
+    };
     let mine = sa
         .get_table(&q, McMemberRecordMask::MGID | McMemberRecordMask::PORT_GID)
         .await?;
@@ -103,7 +106,9 @@ fn join_the_broadcast_group_and_leave(f: &Fabric) -> TestResult {
         sa::leave(&sa, &j).await?;
         let (groups_after, after) = records(&sa, broadcast(), me).await?;
         if (before, during, after) != (0, 1, 0) {
-            fail!("memberships: {before} before the join, {during} after it, {after} after the leave");
+            fail!(
+                "memberships: {before} before the join, {during} after it, {after} after the leave"
+            );
         }
         // The SM's group outlives its members.
         if groups_after.len() != 1 {
@@ -119,7 +124,10 @@ fn join_the_broadcast_group_and_leave(f: &Fabric) -> TestResult {
 /// has them; after the leave of its only member the SA has no such
 /// group.
 fn an_ipv6_group_is_created_like_the_broadcast_group(f: &Fabric) -> TestResult {
-    if let Some(r) = at_hcas(f, "ipoib::an_ipv6_group_is_created_like_the_broadcast_group") {
+    if let Some(r) = at_hcas(
+        f,
+        "ipoib::an_ipv6_group_is_created_like_the_broadcast_group",
+    ) {
         return r;
     }
     runtime()?.block_on(async {
@@ -220,7 +228,10 @@ fn paths_to_the_other_cas(_: &Fabric) -> TestResult {
             }
         }
         let nobody = Gid::from_parts(me.subnet_prefix(), 0x0bad_0bad_0bad_0bad);
-        if nodes.iter().any(|n| n.node_info.port_guid == nobody.interface_id()) {
+        if nodes
+            .iter()
+            .any(|n| n.node_info.port_guid == nobody.interface_id())
+        {
             fail!("a port has the GUID of the test's absent GID");
         }
         match sa::path(&sa, me, nobody, PKEY).await {
@@ -230,4 +241,3 @@ fn paths_to_the_other_cas(_: &Fabric) -> TestResult {
         Ok(Outcome::Passed)
     })
 }
-
