@@ -19,7 +19,7 @@ PKGS=(
     # bindgen and the C toolchain for the -sys crates and for siw.ko
     libclang-dev clang gcc libc6-dev make pkg-config xz-utils
     # guest networking and modules
-    iproute2 kmod iputils-ping
+    iproute2 kmod iputils-ping iperf3
     # python3 finds the test binary in cargo's JSON output
     python3 ca-certificates
     # ci/memcheck.sh: the device tests under memcheck, in the guest (the host's root fs)

@@ -3,7 +3,8 @@
 
     tcp-check.py serve ADDR PORT        accept one connection, read to EOF,
                                         answer "BYTES SHA256"
-    tcp-check.py send ADDR PORT MB      send MB MiB of seeded random bytes,
+    tcp-check.py send ADDR PORT MB      send MB MiB of seeded random bytes
+                                        (made and hashed 1 MiB at a time),
                                         check the answer, print the rate
 """
 import hashlib
@@ -15,7 +16,7 @@ import time
 
 def serve(addr, port):
     s = socket.create_server((addr, port))
-    s.settimeout(180)
+    s.settimeout(600)
     c, _ = s.accept()
     c.settimeout(180)
     h = hashlib.sha256()
@@ -31,8 +32,8 @@ def serve(addr, port):
 
 
 def send(addr, port, mb):
-    data = random.Random(7).randbytes(mb << 20)
-    want = f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+    rng = random.Random(7)
+    h = hashlib.sha256()
     for _ in range(60):
         try:
             c = socket.create_connection((addr, port), timeout=5)
@@ -43,8 +44,12 @@ def send(addr, port, mb):
         sys.exit(f"tcp-check: cannot connect to {addr}:{port}")
     c.settimeout(180)
     t0 = time.monotonic()
-    c.sendall(data)
+    for _ in range(mb):
+        chunk = rng.randbytes(1 << 20)
+        h.update(chunk)
+        c.sendall(chunk)
     c.shutdown(socket.SHUT_WR)
+    want = f"{mb << 20} {h.hexdigest()}"
     got = c.makefile().readline().strip()
     dt = time.monotonic() - t0
     if got != want:

@@ -8,11 +8,14 @@
 # less 4; IPv6 needs 1280), starts ipoib on rxe0, waits for its "up" line,
 # pings the other over IPv4 and IPv6 (5 each once the peer answers), checks
 # that the neighbour entries were learnt (the log line, and the table that
-# SIGUSR1 prints); a sends b 8 MiB over TCP through the interfaces and the
-# same over the netdev, each checked by hash, and prints both rates. Then b's ipoib restarts (SIGTERM, exit 0, started again:
-# a new QP) while a pings it; a's entries must change to b's new address and
-# its pings succeed again. The hosts order their steps by connecting to each
-# other over the netdev. Last, each stops ipoib with SIGTERM and checks that it
+# SIGUSR1 prints). a measures iperf3 TCP each way through the interfaces and
+# over the netdev (a table: both rates, their ratio, the program's datagrams
+# per second and CPU per datagram) and sends b 16 MiB over TCP through the
+# interfaces, checked by hash. Then b's ipoib restarts (SIGTERM, exit 0,
+# started again: a new QP) while a pings it; a's entries must change to
+# b's new address and its pings succeed again. The hosts order their steps
+# by connecting to each other over the netdev. Each prints the times of its
+# steps (`ipoib pair (ROLE): STEP at N s`). Last, each stops ipoib with SIGTERM and checks that it
 # exited 0, the interface is gone and rxe0 has the kernel objects it had
 # before (no PD, CQ, QP, CM id or MR left).
 set -uo pipefail
@@ -27,10 +30,11 @@ fail() {
     [ -z "${pid:-}" ] || kill -TERM "$pid" 2>/dev/null
     exit 1
 }
-# listen PORT: wait (120 s at most) for the other host to connect; tell
-# HOST PORT: connect to it (retrying for 120 s). The hosts' steps in order.
+# listen PORT [SECONDS]: wait (120 s unless told) for the other host to
+# connect; tell HOST PORT: connect to it (retrying for 120 s). The hosts'
+# steps in order.
 listen() {
-    python3 -c "import socket; s = socket.create_server(('', $1)); s.settimeout(120); s.accept()"
+    python3 -c "import socket; s = socket.create_server(('', $1)); s.settimeout(${2:-120}); s.accept()"
 }
 tell() {
     local _
@@ -40,6 +44,8 @@ tell() {
     done
     return 1
 }
+# mark WHAT: the time since the script started, for the pair's length.
+mark() { echo "ipoib pair ($role): $* at ${SECONDS} s"; }
 # up LOG: start ipoib writing to LOG and wait for its up line.
 up() {
     "$BIN/ipoib" -d rxe0 --ip "10.77.0.$me/24" --ip6 "fd77::$me/64" --name "$ifname" >"$1" 2>&1 &
@@ -68,10 +74,13 @@ echo "running: $(objects)"
 [ "$(objects)" != "$objects0" ] || fail "ipoib's kernel objects are not seen"
 ip addr show "$ifname"
 
-# b receives a TCP transfer through the interfaces and one over the netdev.
+# b serves iperf3 (one test at a time, on every address) and receives the
+# transfer checked by hash.
+command -v iperf3 >/dev/null || fail "no iperf3 (ci/setup.sh installs it)"
 if [ "$role" = b ]; then
     python3 ipoib/ci/tcp-check.py serve "10.77.0.$me" 7800 &
-    python3 ipoib/ci/tcp-check.py serve "$RDMA_B_IPV4" 7801 &
+    iperf3 -s -p 5201 >/tmp/iperf3-server.log 2>&1 &
+    iperf_pid=$!
 fi
 
 # Until the peer answers (it starts a few seconds later), then 5 each way.
@@ -85,23 +94,97 @@ kill -USR1 "$pid"
 sleep 1
 grep -q "^ipoib: table 10.77.0.$peer lladdr " "$log" || fail "IPv4 neighbour not in the table"
 grep -q "^ipoib: table fd77::$peer lladdr " "$log" || fail "IPv6 neighbour not in the table"
+mark "pings done"
 
-# a sends $MIB MiB through ipoib, then over the netdev itself (with the
-# netdev's MTU of 4500 against ipoib's 4092): each checked by hash.
-MIB=8
-# packets: tx + rx of ipoib's last counters line; cpu: its user + system
-# clock ticks.
-packets() { grep '^ipoib: Stats' "$log" | tail -1 | sed -E 's/.*tx: ([0-9]+), rx: ([0-9]+),.*/\1 \2/' | awk '{print $1 + $2}'; }
-cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
-if [ "$role" = a ]; then
-    p0=$(packets) c0=$(cpu)
-    python3 ipoib/ci/tcp-check.py send "10.77.0.$peer" 7800 "$MIB" || fail "TCP through ipoib"
+# Throughput: iperf3 (TCP, 10 s each way: a to b, and b to a with -R) through
+# the interfaces and over the netdev itself (its MTU 4500 against ipoib's
+# 4092), a table of both and their ratio, and for ipoib the program's
+# datagrams per second and CPU per datagram (its user + system time from
+# /proc/PID/stat over the transfer, its counters from SIGUSR1). Only counts
+# are asserted: each transfer moved bytes, and the program's counters moved
+# by at least the bytes iperf3 received and that many MTU-sized datagrams.
+# Then a sends b $MIB MiB through ipoib, checked by hash. a tells b when it
+# is done, so that b's server stops and its bad datagrams come after.
+MIB=16
+# stats: ipoib's counters line, printed afresh.
+stats() {
     kill -USR1 "$pid"
     sleep 1
-    p1=$(packets) c1=$(cpu)
-    echo "ipoib: $((p1 - p0)) datagrams sent and received, $((c1 - c0)) CPU ticks of $(getconf CLK_TCK)/s:" \
-        "$(awk -v p=$((p1 - p0)) -v c=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.0f us", c / hz * 1e6 / p }') CPU per datagram"
-    python3 ipoib/ci/tcp-check.py send "$RDMA_B_IPV4" 7801 "$MIB" || fail "TCP over the netdev"
+    grep '^ipoib: Stats' "$log" | tail -1
+}
+# field NAME LINE: a counter of a stats line.
+field() { sed -E "s/.*[{ ]$1: ([0-9]+)[,} ].*/\1/" <<<"$2"; }
+# cpu: ipoib's user + system clock ticks; sys: the system ones (the
+# kernel's rxe sends in the program's system calls).
+cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+sys() { awk '{print $15}' "/proc/$pid/stat"; }
+hz=$(getconf CLK_TCK)
+# iperf NAME ARGS: iperf3 -c ARGS for 10 s; "BYTES BITS_PER_SECOND" received.
+iperf() {
+    local name=$1 j=/tmp/iperf-$1.json
+    shift
+    for _ in 1 2 3; do
+        iperf3 -c "$@" -p 5201 -t 10 -J >"$j" 2>&1 && break
+        sleep 2
+    done
+    python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))["end"]["sum_received"]
+print(r["bytes"], int(r["bits_per_second"]))' "$j" || fail "iperf3 $name: $(tail -5 "$j")"
+}
+# through NAME DIR ARGS: iperf over ipoib, DIR (tx or rx) the direction of
+# the data at a; sets bps and prints the program's rates.
+through() {
+    local name=$1 dir=$2 s0 s1 c0 c1 k0 k1 t0 t1 bytes dp db
+    shift 2
+    s0=$(stats) c0=$(cpu) k0=$(sys) t0=$(date +%s.%N)
+    read -r bytes bps < <(iperf "$name" "$@")
+    t1=$(date +%s.%N) c1=$(cpu) k1=$(sys) s1=$(stats)
+    [ "${bytes:-0}" -gt 0 ] || fail "iperf3 $name moved no bytes"
+    dp=$(($(field "$dir" "$s1") - $(field "$dir" "$s0")))
+    db=$(($(field "${dir}_bytes" "$s1") - $(field "${dir}_bytes" "$s0")))
+    local pk=$(($(field tx "$s1") + $(field rx "$s1") - $(field tx "$s0") - $(field rx "$s0")))
+    echo "ipoib perf: $name: iperf3 received $bytes bytes; ipoib $dir $dp datagrams, $db bytes; $pk datagrams both ways, $((c1 - c0)) CPU ticks of 1/$hz s ($((k1 - k0)) in the kernel)"
+    [ "$db" -ge "$bytes" ] || fail "$name: ipoib's $dir bytes moved by $db, less than iperf3's $bytes"
+    [ "$dp" -ge $((bytes / 4092)) ] || fail "$name: ipoib's $dir datagrams moved by $dp, fewer than $((bytes / 4092))"
+    rate=$(awk -v p="$pk" -v c=$((c1 - c0)) -v t0="$t0" -v t1="$t1" -v hz="$hz" \
+        'BEGIN { printf "%.0f %.1f", p / (t1 - t0), c / hz * 1e6 / p }')
+}
+if [ "$role" = a ]; then
+    through ipoib-a-to-b tx "10.77.0.$peer"
+    ab_ipoib=$bps ab_rate=$rate
+    through ipoib-b-to-a rx "10.77.0.$peer" -R
+    ba_ipoib=$bps ba_rate=$rate
+    read -r bytes ab_virtio < <(iperf virtio-a-to-b "$RDMA_B_IPV4")
+    [ "${bytes:-0}" -gt 0 ] || fail "iperf3 over the netdev (a to b) moved no bytes"
+    read -r bytes ba_virtio < <(iperf virtio-b-to-a "$RDMA_B_IPV4" -R)
+    [ "${bytes:-0}" -gt 0 ] || fail "iperf3 over the netdev (b to a) moved no bytes"
+    echo "ipoib perf: iperf3 TCP, 10 s each way (Mbit/s; ipoib's datagrams/s both ways, CPU us per datagram)"
+    printf 'ipoib perf: %-7s %10s %10s %7s %10s %8s\n' way ipoib virtio ratio pps us/pkt
+    # row WAY IPOIB_BPS VIRTIO_BPS "PPS US"
+    row() {
+        local pps us
+        read -r pps us <<<"$4"
+        awk -v w="$1" -v i="$2" -v v="$3" -v pps="$pps" -v us="$us" \
+            'BEGIN { printf "ipoib perf: %-7s %10.1f %10.1f %7.3f %10s %8s\n", w, i / 1e6, v / 1e6, i / v, pps, us }'
+    }
+    row a-to-b "$ab_ipoib" "$ab_virtio" "$ab_rate"
+    row b-to-a "$ba_ipoib" "$ba_virtio" "$ba_rate"
+    mark "iperf3 done"
+    s0=$(stats) c0=$(cpu)
+    python3 ipoib/ci/tcp-check.py send "10.77.0.$peer" 7800 "$MIB" || fail "$MIB MiB over TCP through ipoib"
+    s1=$(stats) c1=$(cpu)
+    p=$(($(field tx "$s1") + $(field rx "$s1") - $(field tx "$s0") - $(field rx "$s0")))
+    echo "ipoib: $p datagrams sent and received, $((c1 - c0)) CPU ticks of 1/$hz s:" \
+        "$(awk -v p="$p" -v c=$((c1 - c0)) -v hz="$hz" 'BEGIN { printf "%.1f us", c / hz * 1e6 / p }') CPU per datagram"
+    # The IPv6 entry, unused by the transfers, has aged out meanwhile: ping
+    # again, so that both entries are there when b restarts.
+    ping -c 3 -W 2 "10.77.0.$peer" >/dev/null || fail "IPv4 ping after the transfers"
+    ping -6 -c 3 -W 2 "fd77::$peer" >/dev/null || fail "IPv6 ping after the transfers"
+    mark "transfers done"
+    tell "$RDMA_B_IPV4" 7789 || fail "host b never listened (transfers done)"
+else
+    listen 7789 600 || fail "host a did not report its transfers done"
+    kill "$iperf_pid"
 fi
 
 # Both hosts' pings are over; then b's program restarts (a new QP) while a
@@ -126,6 +209,7 @@ if [ "$role" = a ]; then
     ping -i 0.5 -c 40 -W 1 "10.77.0.$peer" >/tmp/ipoib-restart-ping.log 2>&1 &
     bg=$!
     listen 7791 || fail "host b did not report its restart"
+    mark "b restarted"
     ping -c 5 -W 2 "10.77.0.$peer" || fail "IPv4 ping after the peer's restart"
     ping -6 -c 5 -W 2 "fd77::$peer" || fail "IPv6 ping after the peer's restart"
     grep "^ipoib: neighbour 10.77.0.$peer lladdr .* (was " "$log" ||
@@ -140,6 +224,7 @@ else
     lla=$(sed -nE "s/^ipoib: neighbour 10.77.0.$peer lladdr ([0-9a-f:]+)$/\1/p" "$log" | tail -1)
     "$BIN/ipoib-inject" -d rxe0 -g "$RDMA_GID_IDX_V6" --to "$lla" --ip "10.77.0.$peer" ||
         fail "ipoib-inject to $lla"
+    mark "injected"
     tell "$RDMA_A_IPV4" 7790 || fail "host a never listened"
     sleep 3
     kill -TERM "$pid"
@@ -148,6 +233,7 @@ else
     cat "$log"
     up "$log"
     grep "^ipoib: $ifname up" "$log"
+    mark "restarted"
     tell "$RDMA_A_IPV4" 7791 || fail "host a never listened (restart)"
     listen 7792 || fail "host a did not report its pings after the restart"
 fi
@@ -166,4 +252,5 @@ echo "after: $(objects)"
 [ "$(objects)" = "$objects0" ] || fail "kernel objects left behind: $(objects), before: $objects0"
 echo "--- ipoib output:"
 cat "$log"
+mark "stopped"
 echo "ipoib pair ($role): ok"

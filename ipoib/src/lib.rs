@@ -9,10 +9,12 @@
 //!   a received datagram (with the drops it counts);
 //! - [`arp`]: ARP with hardware type 32 and 20-byte addresses;
 //! - [`nd`]: IPv6 neighbour discovery with the IPoIB link-layer option;
-//! - [`neigh`]: the bounded neighbour table that resolution fills.
+//! - [`neigh`]: the bounded neighbour table that resolution fills;
+//! - [`sa`]: on InfiniBand, the MCMemberRecord joins and leaves and the
+//!   PathRecords, through the subnet administrator.
 //!
-//! Everything here is pure: no device, no clock (callers pass the time), so
-//! that every rule is tested on any host.
+//! Everything here but [`sa`]'s queries is pure: no device, no clock
+//! (callers pass the time), so that every rule is tested on any host.
 
 #![warn(missing_docs)]
 
@@ -21,6 +23,7 @@ pub mod encap;
 pub mod mgid;
 pub mod nd;
 pub mod neigh;
+pub mod sa;
 
 mod lladdr;
 

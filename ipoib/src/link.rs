@@ -20,8 +20,12 @@ use crate::wire::{Sent, Wire};
 /// What the link counted besides the classified drops.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stats {
+    /// Datagrams posted, and received.
     pub tx: u64,
     pub rx: u64,
+    /// Their bytes, the 4-byte encapsulation header included.
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
     /// Packets from the kernel that were no IP packets, or IPv6 without an
     /// IPv6 address.
     pub unroutable: u64,
@@ -124,17 +128,20 @@ impl<W: Wire> Link<W> {
 
     fn send_group(&mut self, g: Gid, ether_type: u16, p: &[u8]) {
         let r = self.wire.to_group(g, ether_type, p);
-        self.count_send(r);
+        self.count_send(r, p.len());
     }
 
     fn send_unicast(&mut self, to: LinkAddr, ether_type: u16, p: &[u8]) {
         let r = self.wire.to_peer(to, ether_type, p);
-        self.count_send(r);
+        self.count_send(r, p.len());
     }
 
-    fn count_send(&mut self, r: Sent) {
+    fn count_send(&mut self, r: Sent, len: usize) {
         match r {
-            Sent::Posted => self.stats.tx += 1,
+            Sent::Posted => {
+                self.stats.tx += 1;
+                self.stats.tx_bytes += (encap::HEADER_LEN + len) as u64;
+            }
             Sent::Dropped => self.stats.tx_dropped += 1,
             Sent::Failed => self.stats.tx_errors += 1,
         }
@@ -231,6 +238,7 @@ impl<W: Wire> Link<W> {
         deliver: &mut impl FnMut(&[u8]) -> bool,
     ) {
         self.stats.rx += 1;
+        self.stats.rx_bytes += d.len() as u64;
         match encap::classify(d, &from, &self.lladdr) {
             Err(d) => self.drops.count(&d),
             Ok(Frame::Ipv4(p)) => self.deliver(deliver, p),

@@ -17,6 +17,8 @@
 
 mod join;
 mod link;
+#[cfg(test)]
+mod noalloc;
 mod route;
 mod tun;
 mod ud;

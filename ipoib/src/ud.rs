@@ -26,7 +26,10 @@ pub struct Ud {
     rmr: MemoryRegion,
     /// The port's MTU: the largest datagram, header included.
     mtu: usize,
+    /// The free send slots, and whether each slot is in flight (so that a
+    /// completion frees its slot once, in constant time).
     free: Vec<u32>,
+    busy: Vec<bool>,
     qkey: u32,
 }
 
@@ -59,6 +62,7 @@ impl Ud {
             rmr,
             mtu,
             free: (0..SENDS).rev().collect(),
+            busy: vec![false; SENDS as usize],
             qkey: 0,
         })
     }
@@ -115,15 +119,22 @@ impl Ud {
             .signaled()]);
         if r.is_err() {
             self.free.push(slot);
+        } else {
+            self.busy[slot as usize] = true;
         }
         r.map(|()| true)
     }
 
     /// A send completed: its slot is free again.
     pub fn sent(&mut self, wc: &WorkCompletion) {
-        let slot = wc.wr_id() as u32;
-        if slot < SENDS && !self.free.contains(&slot) {
-            self.free.push(slot);
+        let slot = wc.wr_id();
+        if let Some(b) = usize::try_from(slot)
+            .ok()
+            .and_then(|i| self.busy.get_mut(i))
+        {
+            if std::mem::take(b) {
+                self.free.push(slot as u32);
+            }
         }
     }
 

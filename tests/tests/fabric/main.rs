@@ -12,6 +12,7 @@
 
 mod compare;
 mod diags;
+mod ipoib;
 mod mads;
 mod sa_client;
 mod sa_server;
@@ -38,6 +39,7 @@ fn main() -> std::process::ExitCode {
                 sm_election::TESTS,
                 tools::TESTS,
                 diags::TESTS,
+                ipoib::TESTS,
                 compare::TESTS,
             ]
             .concat()
