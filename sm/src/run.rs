@@ -49,9 +49,6 @@ pub async fn run(config: Config) -> Result<(), Error> {
     let (ca, port_num) = sm_port(&config)?;
     tracing::info!("running on {ca} port {port_num}");
     let port = AsyncPort::new(Port::open(&ca, port_num)?)?;
-    // Another SM holding the port's IsSM is an error, not a wait.
-    let _is_sm = IsSm::try_acquire(&ca, port_num)
-        .map_err(|e| format!("another SM holds {ca}/{port_num}: {e}"))?;
     let info = port.port().info()?;
     // The SMI: directed-route sweeps (a client), and SMInfo queries from
     // others, LID-routed or directed (a server).
@@ -99,6 +96,13 @@ pub async fn run(config: Config) -> Result<(), Error> {
         &sa_reg,
         sa::responder(subnet.clone(), mcast.clone(), reports),
     )?;
+    // The SM role of the port (IsSM in its CapabilityMask) once every
+    // agent of the SMI and the SA is there: other SMs send SMInfo to a port
+    // that has it, and umad2sim ends a process that receives a MAD of a
+    // class it has no agent for. Another SM holding it is an error, not a
+    // wait.
+    let _is_sm = IsSm::try_acquire(&ca, port_num)
+        .map_err(|e| format!("another SM holds {ca}/{port_num}: {e}"))?;
     let mut sm = Sm::new(
         smi_dr.clone(),
         subnet,

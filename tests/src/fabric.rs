@@ -14,6 +14,9 @@ use std::time::Instant;
 
 use crate::{Failure, TestResult};
 
+mod clients;
+pub use clients::{console, parse_attached, SimClient};
+
 /// The kind of a node of the net file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeKind {
@@ -219,8 +222,9 @@ pub struct FabricTest {
 /// outside the simulator, where every test is skipped).
 ///
 /// The first command-line argument, if any, filters the tests by name (see
-/// [`crate::selects`]). Exits with failure if any test failed or the
-/// fabric that `ci/fabric.sh` describes is not there.
+/// [`crate::selects`]). After each test, ibsim disconnects the clients whose
+/// process is gone ([`Fabric::forget_dead_clients`]). Exits with failure if
+/// any test failed or the fabric that `ci/fabric.sh` describes is not there.
 pub fn run(tests: &[FabricTest]) -> ExitCode {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let selected: Vec<&FabricTest> = tests
@@ -275,6 +279,23 @@ pub fn run(tests: &[FabricTest]) -> ExitCode {
                     println!("  OpenSM during the test: {line}");
                 }
             }
+        }
+        // A process the test killed (or that crashed) keeps its slot in
+        // ibsim, and its node's SM role if it held it: freed before the
+        // next test.
+        match fabric.forget_dead_clients() {
+            Ok(gone) => {
+                for c in gone {
+                    println!(
+                        "  ibsim: disconnected client {} (pid {} at {:?}{}), whose process is gone",
+                        c.id,
+                        c.pid,
+                        c.node,
+                        if c.is_sm { ", its SM" } else { "" }
+                    );
+                }
+            }
+            Err(e) => println!("  ibsim: its clients not checked: {e}"),
         }
     }
     crate::report_failures(&format!("fabric {}", fabric.name), &failures);

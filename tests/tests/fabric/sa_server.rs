@@ -9,10 +9,14 @@
 //! `RDMA_SA_SERVER_ROLE` naming its step; the parent orders them and
 //! passes what one step learnt (a port GID) to the next.
 //!
-//! A subscriber runs with `SIM_SET_ISSM=1`: ibsim hands an unsolicited
-//! GSI MAD (a Report) arriving at a node only to the node's SM client, and
-//! this makes the subscriber that client (on a real fabric the kernel hands
-//! it to the agent registered for SubnAdmReport, which `SaClient` is).
+//! A subscriber claims its node's SM role (the issm device, [`IsSm`]):
+//! ibsim hands an unsolicited GSI MAD (a Report) arriving at a node only to
+//! the node's SM client (on a real fabric the kernel hands it to the agent
+//! registered for SubnAdmReport, which `SaClient` is). A port with the
+//! role has IsSM in its CapabilityMask, so the subnet's SM sends it SMInfo
+//! Gets (the election, IBA 14.4), and umad2sim ends a process that receives
+//! a MAD of a class without an agent: the subscriber first registers the
+//! SMI classes and answers SMInfo as an SM that is not active.
 
 use std::error::Error as StdError;
 use std::io::{BufRead, BufReader};
@@ -21,8 +25,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use rdma::mad::sa::{InformInfo, JoinState, McMemberRecord, McMemberRecordMask, SaStatusCode};
-use rdma::mad::Trap;
-use rdma::umad::SaClient;
+use rdma::mad::{attr_id, class, Method, SmInfo, Trap};
+use rdma::umad::{AsyncPort, AsyncResponder, IsSm, Registration, SaClient};
 use rdma::Gid;
 
 use rdma_tests::fabric::{output_within, Fabric, FabricTest, Node, NodeKind};
@@ -136,14 +140,6 @@ fn whoami() -> TestResult {
 /// subscriber's LID as timed out, and the subscriber's process ends
 /// without having read one). `None` under ours.
 fn reports_not_received() -> Option<Outcome> {
-    if std::env::var("RDMA_FABRIC_REPORTS").as_deref() != Ok("1") {
-        return Some(Outcome::Skipped(
-            "RDMA_FABRIC_REPORTS=1 runs it: its subscriber attaches as its node's SM \
-             (SIM_SET_ISSM), and in the whole suite ibsim refused that connection where an \
-             earlier test's SM had held the node (not explained yet)"
-                .into(),
-        ));
-    }
     let sm = std::env::var("RDMA_FABRIC_SM").unwrap_or_else(|_| "opensm".into());
     (sm != "ours").then(|| {
         Outcome::Skipped(format!(
@@ -336,12 +332,51 @@ fn a_join_or_leave_for_another_port_is_refused(f: &Fabric) -> TestResult {
     Ok(Outcome::Passed)
 }
 
+/// Makes this process its node's SM client, as a subscriber must be under
+/// ibsim (see the module): agents of both SMI classes that answer SMInfo
+/// Get with an SM not active (the SM's election leaves it out) and drop
+/// any other SMP, registered before the issm device is claimed. The role
+/// is held while the returned values live.
+fn node_sm(port: &AsyncPort) -> Res<(AsyncResponder, AsyncResponder, IsSm)> {
+    let guid = port.port().info()?.port_guid;
+    let serve = |cls| {
+        port.register_responder(
+            &Registration::new(cls, 1)
+                .method(Method::GET)
+                .method(Method::SET),
+            move |agent, req| {
+                let h = req.mad.header();
+                if h.attr_id != attr_id::SM_INFO || h.method != Method::GET {
+                    return;
+                }
+                let mut resp = req.mad.response();
+                let info = SmInfo {
+                    guid,
+                    sm_state: SmInfo::NOT_ACTIVE,
+                    ..SmInfo::default()
+                };
+                if resp.set_attribute(&info).is_ok() {
+                    let _ = agent.respond(&req, &resp);
+                }
+            },
+        )
+    };
+    let dr = serve(class::SUBN_DIRECTED_ROUTE)?;
+    let lid = serve(class::SUBN_LID_ROUTED)?;
+    let ca = port.port().ca_name().to_string();
+    let n = port.port().port_num();
+    let is_sm = IsSm::try_acquire(&ca, n).map_err(|e| format!("the SM role of {ca}/{n}: {e}"))?;
+    Ok((dr, lid, is_sm))
+}
+
 /// A child that subscribes and prints [`SUBSCRIBED`], running in the
 /// background; its stdout lines come through the channel.
 struct Subscriber {
     child: std::process::Child,
     lines: mpsc::Receiver<String>,
     seen: String,
+    /// Its output ended (it exited, or crashed).
+    ended: bool,
 }
 
 impl Subscriber {
@@ -349,7 +384,6 @@ impl Subscriber {
         let mut c = Command::new(std::env::current_exe()?);
         c.arg(name)
             .env("SIM_HOST", &host.name)
-            .env("SIM_SET_ISSM", "1")
             .env(ROLE, role)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -371,6 +405,7 @@ impl Subscriber {
             child,
             lines,
             seen: String::new(),
+            ended: false,
         })
     }
 
@@ -387,17 +422,21 @@ impl Subscriber {
                         return true;
                     }
                 }
-                Err(_) => return false,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    self.ended = true;
+                    return false;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => return false,
             }
         }
     }
 
     /// Its end: passed (the summary printed, exit 0) within `limit`, or
-    /// killed and failed.
+    /// failed with its exit status (killed if it still ran).
     fn finish(mut self, f: &Fabric, limit: Duration) -> Res<()> {
         let summary = format!("fabric {}: 1 passed, 0 failed, 0 skipped", f.name);
         let printed = self.wait_line(&summary, limit);
-        let status = if printed {
+        let status = if printed || self.ended {
             let end = Instant::now() + Duration::from_secs(10);
             loop {
                 if let Some(s) = self.child.try_wait()? {
@@ -477,6 +516,11 @@ fn reports_of_a_group_created_and_deleted(f: &Fabric) -> TestResult {
         }
         return runtime()?.block_on(async {
             let port = async_port()?;
+            let _sm = if r == "subscribe" {
+                Some(node_sm(&port)?)
+            } else {
+                None
+            };
             let sa = SaClient::new(&port)?;
             let (me, _) = local_gid_and_lid(&port)?;
             let mgid = env_gid(MGID)?;
@@ -514,8 +558,6 @@ fn reports_of_a_group_created_and_deleted(f: &Fabric) -> TestResult {
     let mgid = hex(test_mgid(2));
     let mut sub = Subscriber::start(name, h[0], "subscribe", &[(MGID, mgid.clone())])?;
     if !sub.wait_line(SUBSCRIBED, Duration::from_secs(30)) {
-        // Its end, on its own: a subscriber killed stays ibsim's SM
-        // client of its node.
         sub.finish(f, REPORT_WAIT * 2 + Duration::from_secs(10))?;
         fail!("the subscriber passed without subscribing");
     }
@@ -542,6 +584,7 @@ fn reports_of_a_port_gone_and_back(f: &Fabric) -> TestResult {
         let victim_port = std::env::var(VICTIM_PORT).map_err(|_| "no victim port")?;
         return runtime()?.block_on(async {
             let port = async_port()?;
+            let _sm = node_sm(&port)?;
             let sa = SaClient::new(&port)?;
             for t in [64, 65] {
                 sa.subscribe(&inform(t, true)).await?;
@@ -578,13 +621,17 @@ fn reports_of_a_port_gone_and_back(f: &Fabric) -> TestResult {
         (PEER, printed(&out, GID_KEY)?.to_string()),
         (VICTIM_PORT, printed(&out, PORT_KEY)?.to_string()),
     ];
+    let link = format!("\"{}\"[{}]", victim.name, envs[2].1);
     let mut sub = Subscriber::start(name, h[0], "watch", &envs)?;
-    if !sub.wait_line(SUBSCRIBED, Duration::from_secs(30)) {
-        // Its end, on its own: a subscriber killed stays ibsim's SM
-        // client of its node.
-        sub.finish(f, REPORT_WAIT * 2 + Duration::from_secs(10))?;
+    let subscribed = sub.wait_line(SUBSCRIBED, Duration::from_secs(30));
+    let ended = sub.finish(f, REPORT_WAIT * 2 + Duration::from_secs(10));
+    if ended.is_err() {
+        // The subscriber may have ended between its Unlink and ReLink.
+        let _ = crate::sm::console(&format!("ReLink {link}"));
+    }
+    ended?;
+    if !subscribed {
         fail!("the subscriber passed without subscribing");
     }
-    sub.finish(f, REPORT_WAIT * 2 + Duration::from_secs(10))?;
     Ok(Outcome::Passed)
 }

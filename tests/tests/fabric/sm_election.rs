@@ -54,18 +54,6 @@ const LIMIT: Duration = Duration::from_secs(90);
 const POLL_MS: u64 = 1000;
 const RETRIES: u32 = 2;
 
-/// The election tests run when `RDMA_FABRIC_ELECTION=1`: an SM of ours
-/// started on an HCA where an SM of an earlier test ran sometimes never gets
-/// past opening its port under umad2sim (its log stops at `running on`),
-/// so that the test after it times out; not explained yet.
-fn gated() -> Option<TestResult> {
-    (std::env::var("RDMA_FABRIC_ELECTION").as_deref() != Ok("1")).then(|| {
-        Ok(Outcome::Skipped(
-            "RDMA_FABRIC_ELECTION=1 runs it: under umad2sim an SM of ours started where an earlier test's SM ran sometimes never opens its port (not explained yet)".into(),
-        ))
-    })
-}
-
 /// `sminfo` states.
 const STANDBY: u8 = 2;
 const MASTER: u8 = 3;
@@ -77,14 +65,15 @@ struct SmProc {
     dir: PathBuf,
     host: String,
     opensm: bool,
-    /// The fabric, and the LID of the SM's port: once the process is gone,
-    /// ibsim is made to drop its connection (see `forget_dead_client`).
+    /// The fabric: once the process is gone, ibsim is made to drop its
+    /// connection ([`Fabric::forget_dead_clients`]), which would otherwise
+    /// keep the node's SM role from the next SM started there.
     f: Fabric,
-    lid: u16,
 }
 
 impl SmProc {
-    /// SIGTERM (ours hands over first), waiting for the exit.
+    /// SIGTERM (ours hands over first; OpenSM ignores it under umad2sim:
+    /// SIGKILL), waiting for the exit.
     fn stop(mut self) -> Res<()> {
         let sig = if self.opensm { "-KILL" } else { "-TERM" };
         Command::new("kill")
@@ -98,15 +87,16 @@ impl SmProc {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+        self.f.forget_dead_clients()?;
         Ok(())
     }
 
     /// SIGKILL: the SM dies without a word.
     fn kill(mut self) -> Res<()> {
-        let before = dead_clients(&self.f);
         self.child.kill()?;
         self.child.wait()?;
-        forget_dead_client(&self.f, self.lid, before)
+        self.f.forget_dead_clients()?;
+        Ok(())
     }
 
     fn log(&self) -> String {
@@ -125,8 +115,11 @@ impl SmProc {
 
 impl Drop for SmProc {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = self.f.forget_dead_clients();
+        }
     }
 }
 
@@ -151,7 +144,6 @@ fn start_ours(f: &Fabric, host: &str, priority: u8, dir: &std::path::Path) -> Re
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     Ok(SmProc {
-        lid: lid_of(f, host)?,
         f: f.clone(),
         child: c.spawn()?,
         dir: dir.to_path_buf(),
@@ -173,7 +165,6 @@ fn start_opensm(f: &Fabric, host: &str, priority: u8, dir: &std::path::Path) -> 
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     Ok(SmProc {
-        lid: lid_of(f, host)?,
         f: f.clone(),
         child: c.spawn()?,
         dir: dir.to_path_buf(),
@@ -183,12 +174,9 @@ fn start_opensm(f: &Fabric, host: &str, priority: u8, dir: &std::path::Path) -> 
 }
 
 /// Two HCAs other than the first node (where the fabric's SM runs), for a
-/// test's SMs; or the test's outcome where it does not run: gated (see
-/// [`gated`]), or a fabric with fewer than two such HCAs.
+/// test's SMs; or the test's outcome where it does not run: a fabric with
+/// fewer than two such HCAs.
 fn two_hcas(f: &Fabric) -> Result<(String, String), TestResult> {
-    if let Some(r) = gated() {
-        return Err(r);
-    }
     let mut h = f
         .nodes
         .iter()
@@ -229,33 +217,6 @@ fn state_at(f: &Fabric, lid: u16) -> Res<(u8, String)> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     Ok((state, text))
-}
-
-/// The connections ibsim has dropped so far ("seems to be dead" in its log).
-fn dead_clients(f: &Fabric) -> usize {
-    std::fs::read_to_string(f.dir.join("ibsim.log"))
-        .map(|t| t.matches("seems to be dead").count())
-        .unwrap_or(0)
-}
-
-/// ibsim drops the connection of a process that is gone only when it next
-/// delivers a packet to it, and a process that attaches to the same node
-/// as its SM before then waits for ever (umad2sim): SMInfo queries to the
-/// gone SM's LID `lid` make ibsim find its client dead. Waits until ibsim's
-/// log has more dropped connections than `before` (read before the process
-/// was stopped).
-fn forget_dead_client(f: &Fabric, lid: u16, before: usize) -> Res<()> {
-    wait_for(LIMIT, || {
-        if dead_clients(f) > before {
-            return Ok((true, String::new()));
-        }
-        // It times out: nobody answers at `lid` any more.
-        let _ = tool(f, &["sminfo", &lid.to_string()]);
-        Ok((
-            dead_clients(f) > before,
-            format!("ibsim still holds the client at LID {lid}"),
-        ))
-    })
 }
 
 /// Waits until each (LID, state) of `want` holds.
