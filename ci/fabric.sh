@@ -11,7 +11,13 @@
 #
 # The suite also runs our SM's own tests (sm::) once more with up/down routing
 # (RDMA_FABRIC_ROUTING=updn), on ring and fattree: NAME-ours-updn; and with
-# RDMA_FABRIC_ROUTING=ftree,updn,minhop on fattree: fattree-ours-ftree.
+# RDMA_FABRIC_ROUTING=ftree,updn,minhop on fattree: fattree-ours-ftree. The fault
+# tests (sm_faults::: resets, lost NodeInfo, 5% packet loss; they wait for the SM's
+# sweeps, about a minute per topology) run under each SM on the topologies of
+# RDMA_FABRIC_FAULT_NETS only, and the diagnostics against the C tools (diags::)
+# under OpenSM everywhere and under ours on RDMA_FABRIC_OURS_DIAGS_NETS only (each:
+# default fattree, else the first of RDMA_FABRIC_NETS; `all`: everywhere); on the
+# other topologies they are reported skipped.
 # --sm none starts no SM (the command brings one). --sm ours runs the project's subnet manager (the package rdma-sm in sm/, target/debug/sm, or
 # RDMA_FABRIC_SM_BIN) instead of OpenSM; it is up when it has printed SUBNET UP and
 # sminfo reports it master. The suite runs every topology under each SM of
@@ -52,7 +58,9 @@
 # Knobs: RDMA_FABRIC_TIMEOUT (s, CMD's limit; default 300), RDMA_FABRIC_UP_TIMEOUT (s
 # for the SM to be master and the subnet up; default 60), RDMA_FABRIC_LOCK_TIMEOUT (s to
 # wait for another fabric run; default 300), RDMA_FABRIC_NETS (the suite's topologies,
-# default "2sw2path4hca fattree ring"), RDMA_FABRIC_TEST_BIN (the suite's test binary
+# default "2sw2path4hca fattree ring"), RDMA_FABRIC_FAULT_NETS (the suite's topologies
+# of the sm_faults:: tests, default fattree), RDMA_FABRIC_OURS_DIAGS_NETS (those of the
+# diags:: tests under our SM, default fattree), RDMA_FABRIC_TEST_BIN (the suite's test binary
 # instead of building it), RDMA_FABRIC_FILTER (first argument of the test binary;
 # '!compare::' leaves out the comparisons with the C tools, and with them the round
 # trip), RDMA_FABRIC_ROUTING (the routing engines of either SM, its -R; default minhop),
@@ -382,6 +390,22 @@ roundtrip() {
     test_run "$name-roundtrip" "$net" RDMA_FABRIC_ROUNDTRIP=1
 }
 
+# suite_nets KNOB VALUE NETS...: VALUE (topologies of NETS, or `all`), checked; when
+# empty, fattree if NETS has it, else the first of NETS.
+suite_nets() {
+    local knob=$1 value=$2 n
+    shift 2
+    if [ -z "$value" ]; then
+        value=$1
+        for n in "$@"; do [ "$n" != fattree ] || value=fattree; done
+    fi
+    for n in $value; do
+        [ "$n" = all ] || [[ " $* " == *" $n "* ]] ||
+            die "$knob names $n, not a topology of the suite ($*)"
+    done
+    echo "$value"
+}
+
 suite() {
     local bin nets name tp=0 tf=0 ts=0 co=0 cf=0 fail=() summaries=() t0
     t0=$(now)
@@ -390,6 +414,13 @@ suite() {
     [ -x "$bin" ] || die "fabric test binary $bin is missing or not executable"
     echo "fabric test binary: $bin"
     read -ra nets <<<"${RDMA_FABRIC_NETS:-${CI_NETS[*]}}"
+    # The fault tests (sm_faults::, a minute of the SM's sweeps per topology and
+    # SM) on one topology of the suite's under each SM, and the diagnostics
+    # (diags::) under ours on one: fattree, else the first.
+    export RDMA_FABRIC_FAULT_NETS RDMA_FABRIC_OURS_DIAGS_NETS
+    RDMA_FABRIC_FAULT_NETS=$(suite_nets RDMA_FABRIC_FAULT_NETS "${RDMA_FABRIC_FAULT_NETS:-}" "${nets[@]}")
+    RDMA_FABRIC_OURS_DIAGS_NETS=$(suite_nets RDMA_FABRIC_OURS_DIAGS_NETS "${RDMA_FABRIC_OURS_DIAGS_NETS:-}" "${nets[@]}")
+    echo "sm_faults:: on: $RDMA_FABRIC_FAULT_NETS (RDMA_FABRIC_FAULT_NETS); diags:: under ours on: $RDMA_FABRIC_OURS_DIAGS_NETS (RDMA_FABRIC_OURS_DIAGS_NETS)"
     local args=()
     [ -z "${RDMA_FABRIC_FILTER:-}" ] || args=("$RDMA_FABRIC_FILTER")
     local sms sm_choice topo

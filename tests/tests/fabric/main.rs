@@ -23,7 +23,7 @@ mod sm_groups;
 mod tools;
 
 fn main() -> std::process::ExitCode {
-    let all: Vec<rdma_tests::fabric::FabricTest> =
+    let mut all: Vec<rdma_tests::fabric::FabricTest> =
         if std::env::var_os("RDMA_FABRIC_ROUNDTRIP").is_some() {
             compare::roundtrip::TESTS.to_vec()
         } else if std::env::var_os("RDMA_FABRIC_SPEED").is_some() {
@@ -44,5 +44,41 @@ fn main() -> std::process::ExitCode {
             ]
             .concat()
         };
+    gate_diags(&mut all);
     rdma_tests::fabric::run(&all)
+}
+
+/// Whether `fabric` (a run's name: the topology, then `-ours-sm` and the
+/// like) is on one of the topologies of `nets` (space-separated, or `all`).
+pub(crate) fn on_topology(nets: &str, fabric: &str) -> bool {
+    nets.split_whitespace().any(|n| {
+        n == "all"
+            || fabric
+                .strip_prefix(n)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+    })
+}
+
+/// Under our SM, on a topology not of `RDMA_FABRIC_OURS_DIAGS_NETS` (when
+/// set: `ci/fabric.sh --suite` sets `fattree`), the `diags::` tests report
+/// skipped. They hold each diagnostic against its C tool on the same
+/// answers of the switches and ports, whichever SM set them; under OpenSM
+/// they run on every topology.
+fn gate_diags(all: &mut [rdma_tests::fabric::FabricTest]) {
+    let ours = std::env::var("RDMA_FABRIC_SM").as_deref() == Ok("ours");
+    let here = std::env::var("RDMA_FABRIC_NAME").unwrap_or_default();
+    if let Ok(nets) = std::env::var("RDMA_FABRIC_OURS_DIAGS_NETS") {
+        if ours && !on_topology(&nets, &here) {
+            for t in all.iter_mut().filter(|t| t.name.starts_with("diags::")) {
+                t.run = diags_elsewhere;
+            }
+        }
+    }
+}
+
+fn diags_elsewhere(_: &rdma_tests::fabric::Fabric) -> rdma_tests::TestResult {
+    let nets = std::env::var("RDMA_FABRIC_OURS_DIAGS_NETS").unwrap_or_default();
+    Ok(rdma_tests::Outcome::Skipped(format!(
+        "under our SM the diagnostics run on {nets} (RDMA_FABRIC_OURS_DIAGS_NETS), under OpenSM everywhere"
+    )))
 }
