@@ -13,7 +13,8 @@
 # (RDMA_FABRIC_ROUTING=updn), on ring and fattree: NAME-ours-updn; and with
 # RDMA_FABRIC_ROUTING=ftree,updn,minhop on fattree: fattree-ours-ftree. The fault
 # tests (sm_faults::: resets, lost NodeInfo, 5% packet loss; they wait for the SM's
-# sweeps, about a minute per topology) run under each SM on the topologies of
+# sweeps, about a minute per topology) and the election tests (sm_election::: SMs
+# started, killed and restarted) run under each SM on the topologies of
 # RDMA_FABRIC_FAULT_NETS only, and the diagnostics against the C tools (diags::)
 # under OpenSM everywhere and under ours on RDMA_FABRIC_OURS_DIAGS_NETS only (each:
 # default fattree, else the first of RDMA_FABRIC_NETS; `all`: everywhere); on the
@@ -59,7 +60,7 @@
 # for the SM to be master and the subnet up; default 60), RDMA_FABRIC_LOCK_TIMEOUT (s to
 # wait for another fabric run; default 300), RDMA_FABRIC_NETS (the suite's topologies,
 # default "2sw2path4hca fattree ring"), RDMA_FABRIC_FAULT_NETS (the suite's topologies
-# of the sm_faults:: tests, default fattree), RDMA_FABRIC_OURS_DIAGS_NETS (those of the
+# of the sm_faults:: and sm_election:: tests, default fattree), RDMA_FABRIC_OURS_DIAGS_NETS (those of the
 # diags:: tests under our SM, default fattree), RDMA_FABRIC_TEST_BIN (the suite's test binary
 # instead of building it), RDMA_FABRIC_FILTER (first argument of the test binary;
 # '!compare::' leaves out the comparisons with the C tools, and with them the round
@@ -420,7 +421,7 @@ suite() {
     export RDMA_FABRIC_FAULT_NETS RDMA_FABRIC_OURS_DIAGS_NETS
     RDMA_FABRIC_FAULT_NETS=$(suite_nets RDMA_FABRIC_FAULT_NETS "${RDMA_FABRIC_FAULT_NETS:-}" "${nets[@]}")
     RDMA_FABRIC_OURS_DIAGS_NETS=$(suite_nets RDMA_FABRIC_OURS_DIAGS_NETS "${RDMA_FABRIC_OURS_DIAGS_NETS:-}" "${nets[@]}")
-    echo "sm_faults:: on: $RDMA_FABRIC_FAULT_NETS (RDMA_FABRIC_FAULT_NETS); diags:: under ours on: $RDMA_FABRIC_OURS_DIAGS_NETS (RDMA_FABRIC_OURS_DIAGS_NETS)"
+    echo "sm_faults:: and sm_election:: on: $RDMA_FABRIC_FAULT_NETS (RDMA_FABRIC_FAULT_NETS); diags:: under ours on: $RDMA_FABRIC_OURS_DIAGS_NETS (RDMA_FABRIC_OURS_DIAGS_NETS)"
     local args=()
     [ -z "${RDMA_FABRIC_FILTER:-}" ] || args=("$RDMA_FABRIC_FILTER")
     local sms sm_choice topo

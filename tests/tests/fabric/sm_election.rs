@@ -13,7 +13,8 @@
 //! the standby's polls, from its log. Each test ends with the SMs it started
 //! stopped (ours with SIGTERM, handing over to the fabric's SM; OpenSM with
 //! SIGKILL, as it ignores SIGTERM under umad2sim) and the fabric's SM
-//! master again.
+//! master again. Like the fault tests, they run on the topologies of
+//! `RDMA_FABRIC_FAULT_NETS` (see `sm_faults`) and report skipped elsewhere.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -177,6 +178,9 @@ fn start_opensm(f: &Fabric, host: &str, priority: u8, dir: &std::path::Path) -> 
 /// test's SMs; or the test's outcome where it does not run: a fabric with
 /// fewer than two such HCAs.
 fn two_hcas(f: &Fabric) -> Result<(String, String), TestResult> {
+    if let Some(skipped) = crate::sm_faults::gated(f) {
+        return Err(skipped);
+    }
     let mut h = f
         .nodes
         .iter()

@@ -63,12 +63,13 @@ fn sm_name() -> String {
 }
 
 /// `Some(skipped)` on a fabric whose topology is not one of
-/// `RDMA_FABRIC_FAULT_NETS` (see the module's documentation).
-fn gated(f: &Fabric) -> Option<TestResult> {
+/// `RDMA_FABRIC_FAULT_NETS` (see the module's documentation); the election
+/// tests (`sm_election::`, SMs started, killed and restarted) take it too.
+pub(crate) fn gated(f: &Fabric) -> Option<TestResult> {
     let nets = std::env::var("RDMA_FABRIC_FAULT_NETS").ok()?;
     (!crate::on_topology(&nets, &f.name)).then(|| {
         Ok(Outcome::Skipped(format!(
-            "the fault tests run on {nets} (RDMA_FABRIC_FAULT_NETS), under each SM"
+            "the fault and election tests run on {nets} (RDMA_FABRIC_FAULT_NETS), under each SM"
         )))
     })
 }
