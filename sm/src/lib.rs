@@ -42,6 +42,7 @@ use std::time::Duration;
 
 mod election;
 mod groups;
+pub mod partitions;
 mod port_mask;
 mod rate;
 pub mod routing;
@@ -94,6 +95,10 @@ pub struct Config {
     /// `--maxsmps`, default 4: VL15 has no flow control, and switches drop
     /// what they cannot take); 0: no limit.
     pub max_wire_smps: usize,
+    /// The partitions (OpenSM's `-P` file, [`partitions::parse`]); the
+    /// default: the default partition alone, every end port a full member,
+    /// whose P_Key tables the SM leaves as the ports have them.
+    pub partitions: partitions::Partitions,
 }
 
 impl Default for Config {
@@ -111,6 +116,7 @@ impl Default for Config {
             routing: vec![RoutingEngine::MinHop],
             roots: Vec::new(),
             max_wire_smps: 4,
+            partitions: partitions::Partitions::default(),
         }
     }
 }
