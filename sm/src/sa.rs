@@ -412,4 +412,6 @@ use paths::{end_port, end_port_by_gid, path_records};
 use pkey_records::table_of_lid;
 
 #[cfg(test)]
+mod partition_tests;
+#[cfg(test)]
 mod tests;

@@ -99,6 +99,7 @@ impl Fabric {
                 num_ports,
                 node_guid: guid,
                 port_guid: guid,
+                partition_cap: 32,
                 ..NodeInfo::default()
             },
             ports,

@@ -192,3 +192,89 @@ impl Sm {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use rdma::mad::{Attribute, PKeyTable};
+
+    use super::super::fake::{sm, Fabric};
+    use crate::partitions;
+    use crate::state::lock_r;
+
+    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+            .block_on(f)
+    }
+
+    /// The P_KeyTable Sets in the fabric's log since `from`.
+    fn pkey_sets(f: &Mutex<Fabric>, from: usize) -> usize {
+        let f = f.lock().unwrap();
+        f.log[from..]
+            .iter()
+            .filter(|o| o.attr == PKeyTable::ID && o.method == rdma::mad::Method::SET)
+            .count()
+    }
+
+    #[test]
+    fn tables_are_written_once_and_again_after_a_reset() {
+        const SW: usize = 1;
+        // Without a file: no P_Key writes, every port full in the default
+        // partition.
+        let fabric = Arc::new(Mutex::new(Fabric::star(3, 4)));
+        let mut plain = sm(&fabric, 4);
+        run(plain.sweep()).unwrap();
+        assert_eq!(pkey_sets(&fabric, 0), 0);
+        let subnet = plain.subnet();
+        assert!(lock_r(&subnet).pkeys.values().all(|t| t == &[0xffff]));
+        // With one: a block into each end port (3 CA ports, the switch's
+        // port 0), none on the next sweep, the switch's again once reset.
+        let fabric = Arc::new(Mutex::new(Fabric::star(3, 4)));
+        let mut sm = sm(&fabric, 4);
+        sm.partitions = partitions::parse("red=0x1:0x1200=full,ALL_SWITCHES;").unwrap();
+        let first = run(sm.sweep()).unwrap();
+        assert_eq!(
+            (first.pkey_blocks, pkey_sets(&fabric, 0)),
+            (4, 4),
+            "{first}"
+        );
+        {
+            let subnet = sm.subnet();
+            let s = lock_r(&subnet);
+            let mut tables: Vec<Vec<u16>> = s.pkeys.values().cloned().collect();
+            tables.sort();
+            // The SM's port (0x100) full in the default partition.
+            assert_eq!(
+                tables,
+                [
+                    vec![0x7fff],
+                    vec![0x7fff, 0x0001],
+                    vec![0x7fff, 0x8001],
+                    vec![0xffff]
+                ]
+            );
+        }
+        let mark = fabric.lock().unwrap().log.len();
+        let again = run(sm.sweep()).unwrap();
+        assert_eq!(
+            (again.pkey_blocks, pkey_sets(&fabric, mark)),
+            (0, 0),
+            "{again}"
+        );
+        fabric.lock().unwrap().reset(SW);
+        let mark = fabric.lock().unwrap().log.len();
+        let after = run(sm.sweep()).unwrap();
+        assert_eq!(after.resets, 1, "{after}");
+        assert_eq!(
+            (after.pkey_blocks, pkey_sets(&fabric, mark)),
+            (1, 1),
+            "{after}"
+        );
+        // A new master writes them all again.
+        sm.forget_tables();
+        assert_eq!(run(sm.sweep()).unwrap().pkey_blocks, 4);
+    }
+}
