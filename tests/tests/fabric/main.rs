@@ -13,6 +13,7 @@
 mod compare;
 mod diags;
 mod mads;
+mod partitions;
 mod sa_client;
 mod sa_server;
 mod sm;
@@ -34,6 +35,7 @@ fn main() -> std::process::ExitCode {
                 sm::TESTS,
                 sm_faults::TESTS,
                 sm_election::TESTS,
+                partitions::TESTS,
                 tools::TESTS,
                 diags::TESTS,
                 compare::TESTS,
