@@ -66,7 +66,9 @@
 # '!compare::' leaves out the comparisons with the C tools, and with them the round
 # trip), RDMA_FABRIC_ROUTING (the routing engines of either SM, its -R; default minhop),
 # RDMA_FABRIC_SWEEP (s between our SM's light sweeps, its --sweep; default 5;
-# OpenSM keeps its 10).
+# OpenSM keeps its 10), RDMA_FABRIC_PCONFIG (a partitions file that either SM gets as
+# its -P; the partitions:: tests run with ci/partitions-2sw2path4hca.conf on
+# 2sw2path4hca; default: none, the default partition alone).
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -241,10 +243,10 @@ start_fabric() {
     if [ "$SM" = ours ]; then
         up_log=$RUN_DIR/sm.out sm_out=$RUN_DIR/sm.out
         (cd "$RUN_DIR" && LD_PRELOAD=$UMAD2SIM OSM_CACHE_DIR=$RUN_DIR \
-            exec "$SM_BIN" --sweep "$SWEEP" -R "$ROUTING" </dev/null >"$RUN_DIR/sm.out" 2>&1) &
+            exec "$SM_BIN" --sweep "$SWEEP" -R "$ROUTING" "${PCONFIG_ARGS[@]}" </dev/null >"$RUN_DIR/sm.out" 2>&1) &
     else
         (cd "$RUN_DIR" && LD_PRELOAD=$UMAD2SIM OSM_TMP_DIR=$RUN_DIR OSM_CACHE_DIR=$RUN_DIR \
-            exec opensm -R "$ROUTING" -d 2 -f "$RUN_DIR/osm.log" </dev/null >"$RUN_DIR/opensm.out" 2>&1) &
+            exec opensm -R "$ROUTING" "${PCONFIG_ARGS[@]}" -d 2 -f "$RUN_DIR/osm.log" </dev/null >"$RUN_DIR/opensm.out" 2>&1) &
     fi
     OPENSM_PID=$!
     local deadline sm=
@@ -526,6 +528,11 @@ check_tools
 SM_BIN=${RDMA_FABRIC_SM_BIN:-$REPO_ROOT/target/debug/sm}
 SWEEP=${RDMA_FABRIC_SWEEP:-5}
 ROUTING=${RDMA_FABRIC_ROUTING:-minhop}
+PCONFIG_ARGS=()
+if [ -n "${RDMA_FABRIC_PCONFIG:-}" ]; then
+    [ -r "$RDMA_FABRIC_PCONFIG" ] || die "RDMA_FABRIC_PCONFIG=$RDMA_FABRIC_PCONFIG: no such file"
+    PCONFIG_ARGS=(-P "$(realpath "$RDMA_FABRIC_PCONFIG")")
+fi
 trap on_exit EXIT
 trap 'exit 130' INT TERM
 lock_fabric

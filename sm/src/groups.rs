@@ -80,6 +80,45 @@ impl Default for Groups {
 pub(crate) const MLIDS: std::ops::RangeInclusive<u16> = 0xc000..=0xfffe;
 
 impl Groups {
+    /// The groups of the SM at start: the IPoIB broadcast group of each
+    /// partition with the `ipoib` flag (MGID ff12:401b:PKEY::ffff:ffff,
+    /// the partition's MTU, rate and SL, Q_Key 0x0b1b), as OpenSM creates
+    /// them; in the partitions' order, from MLID 0xC000. Without a
+    /// partitions file, the default partition's ([`Groups::default`]).
+    pub fn for_partitions(p: &crate::partitions::Partitions) -> Groups {
+        if p.is_default() {
+            return Groups::default();
+        }
+        let mut g = Groups {
+            by_mgid: BTreeMap::new(),
+            ..Groups::default()
+        };
+        for part in p.list.iter().filter(|part| part.ipoib) {
+            let Some(mlid) = g.free_mlid() else {
+                break;
+            };
+            let mgid = crate::partitions::ipoib_broadcast_mgid(part.pkey);
+            let rec = McMemberRecord {
+                mgid: Gid(mgid),
+                mlid,
+                mtu: part.mtu,
+                rate: part.rate,
+                sl: part.sl,
+                pkey: part.pkey | crate::partitions::FULL,
+                ..Groups::default().by_mgid[&IPOIB_BROADCAST].rec
+            };
+            g.by_mgid.insert(
+                mgid,
+                Group {
+                    rec,
+                    members: BTreeMap::new(),
+                    permanent: true,
+                },
+            );
+        }
+        g
+    }
+
     /// The lowest multicast LID no group holds, for a new group; `None`
     /// when every one is taken. A group's MLID is free again once the
     /// group is gone, so that joins and leaves without end do not run out

@@ -5,7 +5,10 @@
 //! minimum hops, programs every switch's linear and multicast forwarding
 //! tables, brings the ports to Active, answers SMInfo as master, and answers
 //! SA queries (NodeRecord, PortInfoRecord, PathRecord, LinkRecord,
-//! MCMemberRecord with joins and leaves, ClassPortInfo).
+//! MCMemberRecord with joins and leaves, P_KeyTableRecord, ClassPortInfo).
+//! With [`Config::partitions`] (OpenSM's partitions file, [`partitions`])
+//! it writes the ports' P_Key tables and answers paths and groups only
+//! within a shared partition.
 //!
 //! [`run`] is the whole SM on one port, as the `sm` program runs it;
 //! [`subnet`] is its model of the fabric in pure Rust (topology, LIDs,
@@ -42,6 +45,7 @@ use std::time::Duration;
 
 mod election;
 mod groups;
+pub mod partitions;
 mod port_mask;
 mod rate;
 pub mod routing;
@@ -94,6 +98,10 @@ pub struct Config {
     /// `--maxsmps`, default 4: VL15 has no flow control, and switches drop
     /// what they cannot take); 0: no limit.
     pub max_wire_smps: usize,
+    /// The partitions (OpenSM's `-P` file, [`partitions::parse`]); the
+    /// default: the default partition alone, every end port a full member,
+    /// whose P_Key tables the SM leaves as the ports have them.
+    pub partitions: partitions::Partitions,
 }
 
 impl Default for Config {
@@ -111,6 +119,7 @@ impl Default for Config {
             routing: vec![RoutingEngine::MinHop],
             roots: Vec::new(),
             max_wire_smps: 4,
+            partitions: partitions::Partitions::default(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `sm`: a subnet manager and SA for an InfiniBand fabric (the library
 //! `rdma_sm`), on one port.
 //!
-//! Usage: `sm [-g GUID | -C CA -P PORT] [-s SECONDS] [-o] [-p PRIORITY]
+//! Usage: `sm [-g GUID | -C CA --Port PORT] [-s SECONDS] [-o] [-p PRIORITY] [-P PARTITIONS]
 //! [--maxsmps N] [--sm_key KEY] [--sminfo_polling_timeout MS] [--polling_retry_number N]
 //! [-f LOGFILE] [-v]...`, OpenSM's flags (and option names) where they mean
 //! the same. It runs
@@ -29,7 +29,7 @@ struct Args {
     #[arg(short = 'C', long = "Ca")]
     ca: Option<String>,
     /// The port (default: the CA's first; a switch's is 0).
-    #[arg(short = 'P', long = "Port")]
+    #[arg(long = "Port")]
     port: Option<u32>,
     /// Seconds between light sweeps (SwitchInfo of every switch, PortInfo of
     /// every CA port; a heavy sweep follows a change, as it does a trap).
@@ -62,6 +62,12 @@ struct Args {
     /// OpenSM's -a; without it, the switch in the middle of the subnet.
     #[arg(short = 'a', long = "root_guid_file")]
     root_guid_file: Option<PathBuf>,
+    /// The partitions file, as OpenSM's -P (its partitions.conf format:
+    /// `Name=PKey[,ipoib][,mtu=N][,rate=N][,sl=N][,defmember=full|limited|both]
+    /// : member[=full|limited|both], ... ;`); without it, the default
+    /// partition alone, every port a full member.
+    #[arg(short = 'P', long = "Pconfig")]
+    pconfig: Option<PathBuf>,
     /// The most SMPs outstanding at once, as OpenSM's --maxsmps (0: no
     /// limit).
     #[arg(long = "maxsmps", default_value_t = 4)]
@@ -118,6 +124,20 @@ fn main() -> ExitCode {
             }
         },
     };
+    let partitions = match &args.pconfig {
+        None => rdma_sm::partitions::Partitions::default(),
+        Some(path) => match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| rdma_sm::partitions::parse(&t).map_err(|e| e.to_string()))
+        {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!("{}: {e}", path.display());
+                eprintln!("sm: {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+        },
+    };
     let config = Config {
         port_guid: args.guid,
         ca: args.ca,
@@ -131,6 +151,7 @@ fn main() -> ExitCode {
         routing: args.routing,
         roots,
         max_wire_smps: args.maxsmps,
+        partitions,
     };
     // One thread: the SA answers each request where it arrives, without a
     // hand-over between workers (the sweep's SMPs wait on the network, not
@@ -190,6 +211,14 @@ mod tests {
             ]
         );
         assert_eq!(a.root_guid_file, Some(PathBuf::from("roots")));
+        assert_eq!((a.pconfig, a.port), (None, None));
+        let a = Args::try_parse_from(["sm", "-P", "p.conf", "--Port", "2"]).unwrap();
+        assert_eq!(
+            (a.pconfig, a.port),
+            (Some(PathBuf::from("p.conf")), Some(2))
+        );
+        let a = Args::try_parse_from(["sm", "--Pconfig", "q.conf"]).unwrap();
+        assert_eq!(a.pconfig, Some(PathBuf::from("q.conf")));
         assert_eq!(
             (a.sm_key, a.sminfo_polling_timeout, a.polling_retry_number),
             (1, 10_000, 4)
@@ -221,6 +250,7 @@ mod tests {
             &["sm", "--sminfo_polling_timeout", "0"],
             &["sm", "--polling_retry_number", "0"],
             &["sm", "--sm_key", "key"],
+            &["sm", "-P"],
         ] {
             assert!(Args::try_parse_from(bad).is_err(), "{bad:?}");
         }

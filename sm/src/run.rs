@@ -70,7 +70,10 @@ pub async fn run(config: Config) -> Result<(), Error> {
         .method(Method::GET_TABLE)
         .method(Method::SET)
         .method(Method::DELETE);
-    let subnet = Arc::new(RwLock::new(Subnet::default()));
+    let subnet = Arc::new(RwLock::new(Subnet {
+        groups: crate::groups::Groups::for_partitions(&config.partitions),
+        ..Subnet::default()
+    }));
     let sm_info = Arc::new(RwLock::new(SmInfo {
         guid: info.port_guid,
         sm_key: config.sm_key,
@@ -111,6 +114,7 @@ pub async fn run(config: Config) -> Result<(), Error> {
         config.roots.clone(),
         config.max_wire_smps,
     );
+    sm.partitions = config.partitions.clone();
     if let Some(dir) = std::env::var_os("OSM_CACHE_DIR") {
         let path = std::path::Path::new(&dir).join("guid2lid");
         match std::fs::read_to_string(&path) {

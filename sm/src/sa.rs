@@ -157,11 +157,15 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>, reporter: Option<&Reporter>) 
             let all = member_records(
                 &lock_r(subnet),
                 McMemberRecordMask::from_bits_truncate(mask),
+                req.addr.lid,
             );
             match matching(&q, mask, all) {
                 Ok(hits) => reply(m, h.method, hits),
                 Err(code) => error(m, code),
             }
+        }
+        (pkey_records::P_KEY_TABLE_RECORD, Method::GET | Method::GET_TABLE) => {
+            pkey_records::answer(m, subnet)?
         }
         (records::attr_id::INFORM_INFO, Method::SET) => {
             let q = m.attribute::<InformInfo>().ok()?;
@@ -398,12 +402,16 @@ fn inform_info_records(s: &Subnet) -> Vec<InformInfoRecord> {
 
 mod multicast;
 mod paths;
+mod pkey_records;
 mod reports;
 
 pub use reports::Reporter;
 
 use multicast::{join, leave, member_records};
 use paths::{end_port, end_port_by_gid, path_records};
+use pkey_records::table_of_lid;
 
+#[cfg(test)]
+mod partition_tests;
 #[cfg(test)]
 mod tests;

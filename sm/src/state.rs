@@ -40,6 +40,10 @@ pub struct Subnet {
     pub end_ports: HashMap<u16, (NodeId, u8, u64)>,
     /// Every LID assigned, ascending.
     pub sorted_lids: Vec<u16>,
+    /// The P_Key table entries of each end port (a switch's as port 0)
+    /// and of each switch port that enforces partitions, by node and
+    /// port; the default partition's first.
+    pub pkeys: HashMap<(NodeId, u8), Vec<u16>>,
 }
 
 impl Subnet {

@@ -20,6 +20,7 @@ use crate::Error;
 mod fake;
 mod faults;
 mod multicast;
+mod pkeys;
 mod wire;
 
 use wire::{get_all, set_all, Wire};
@@ -33,6 +34,11 @@ pub struct Sm {
     written: HashMap<u64, Vec<u8>>,
     /// The MFT blocks as written: (node GUID, block, position) to masks.
     mft_written: HashMap<(u64, u16, u8), [u16; 32]>,
+    /// The P_KeyTable blocks as written: (node GUID, port, block) to
+    /// entries.
+    pkey_written: HashMap<(u64, u8, u16), [u16; 32]>,
+    /// The partitions, whose P_Keys the sweep writes into the ports.
+    pub partitions: crate::partitions::Partitions,
     /// LIDs kept across sweeps.
     lids: Lids,
     /// The routing engines to try, in order, and the roots of up/down.
@@ -55,6 +61,7 @@ pub struct Report {
     new_lids: usize,
     port_infos_set: usize,
     lft_blocks: usize,
+    pkey_blocks: usize,
     armed: usize,
     activated: usize,
     failures: usize,
@@ -71,7 +78,7 @@ impl fmt::Display for Report {
         write!(
             f,
             "{} switches, {} CAs, {} links; {} new LIDs; routed by {}; {} PortInfos set; \
-             {} switches reset; {} LFT blocks written; {} ports armed, {} activated; \
+             {} switches reset; {} LFT blocks written; {} P_Key blocks written; {} ports armed, {} activated; \
              {} SMPs failed; at most {} SMPs in flight",
             self.switches,
             self.cas,
@@ -81,6 +88,7 @@ impl fmt::Display for Report {
             self.port_infos_set,
             self.resets,
             self.lft_blocks,
+            self.pkey_blocks,
             self.armed,
             self.activated,
             self.failures,
@@ -113,6 +121,8 @@ impl Sm {
             sm_info,
             written: HashMap::new(),
             mft_written: HashMap::new(),
+            pkey_written: HashMap::new(),
+            partitions: crate::partitions::Partitions::default(),
             lids: Lids::new(),
             routing,
             roots,
@@ -126,6 +136,7 @@ impl Sm {
     pub fn forget_tables(&mut self) {
         self.written.clear();
         self.mft_written.clear();
+        self.pkey_written.clear();
     }
 
     /// The LIDs kept across sweeps (for the LIDs of an earlier run).
@@ -609,6 +620,7 @@ impl Sm {
                 self.written.insert(s.topo.node(*sw).guid, table);
             }
         }
+        self.program_pkeys(s, switch_infos, rep).await;
         // Port states: Init to Armed, then Armed to Active.
         for (from, to) in [
             (PortState::Initialize, PortState::Armed),

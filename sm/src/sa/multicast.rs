@@ -2,13 +2,23 @@
 //! leaves.
 
 use super::*;
+use crate::partitions::holds;
 
 /// The candidates of an MCMemberRecord query: a record per member of each
 /// group, and a group with no members as its own record unless the query
-/// asks for a port. The query's components select among them.
-pub(super) fn member_records(s: &Subnet, m: McMemberRecordMask) -> Vec<McMemberRecord> {
+/// asks for a port; of the groups whose partition the port of LID
+/// `requester` is a member of. The query's components select among them.
+pub(super) fn member_records(
+    s: &Subnet,
+    m: McMemberRecordMask,
+    requester: u16,
+) -> Vec<McMemberRecord> {
     let mut v = Vec::new();
+    let table = table_of_lid(s, requester);
     for g in s.groups.by_mgid.values() {
+        if !holds(table, g.rec.pkey) {
+            continue;
+        }
         if g.members.is_empty() && !m.contains(McMemberRecordMask::PORT_GID) {
             v.push(g.rec);
         }
@@ -31,12 +41,17 @@ fn port_rate(s: &Subnet, gid: Gid) -> Option<u32> {
     Some(rate_tenths(rate_code(pi)))
 }
 
+/// The P_Key table of the port of GID `gid` (none: no such port).
+fn port_table(s: &Subnet, gid: Gid) -> Vec<u16> {
+    end_port_by_gid(s, gid).map_or_else(Vec::new, |lid| table_of_lid(s, lid).to_vec())
+}
+
 /// Whether the port of LID `requester` may join or leave for the port of
 /// `port_gid` in the group `mgid`, as OpenSM decides (o15-0.2.1): a port
 /// for itself always; another port (a proxy) for a port not yet a member
-/// (a proxy join) or for a member that a proxy joined, when the two share
-/// the group's partition (every port is in the default partition, the
-/// only one this SM has); never for a member that joined for itself. A
+/// (a proxy join) or for a member that a proxy joined; never for a member
+/// that joined for itself (the port joined must be a member of the
+/// group's partition, which [`join`] checks). A
 /// requester of a LID the sweep did not find is refused.
 fn may_act_for(
     s: &Subnet,
@@ -81,7 +96,12 @@ pub(super) fn join(
     let zero = q.mgid.0 == [0; 16] || !m.contains(McMemberRecordMask::MGID);
     let proxy = may_act_for(s, requester, &q.mgid.0, q.port_gid)?;
     if !zero {
+        let table = port_table(s, q.port_gid);
         if let Some(g) = s.groups.by_mgid.get_mut(&q.mgid.0) {
+            // A port joins only groups of its partitions.
+            if !holds(&table, g.rec.pkey) {
+                return Err(SaStatusCode::ReqInvalid);
+            }
             if !g.members.contains_key(&q.port_gid.0) && proxy {
                 s.groups.proxies.insert((q.mgid.0, q.port_gid.0));
             }
@@ -106,7 +126,8 @@ pub(super) fn join(
     if !m.contains(create) || !m.contains(need - McMemberRecordMask::MGID) {
         return Err(SaStatusCode::ReqInsufficientComponents);
     }
-    if !q.join_state.contains(JoinState::FULL_MEMBER) {
+    if !q.join_state.contains(JoinState::FULL_MEMBER) || !holds(&port_table(s, q.port_gid), q.pkey)
+    {
         return Err(SaStatusCode::ReqInvalid);
     }
     let Some(mlid) = s.groups.free_mlid() else {

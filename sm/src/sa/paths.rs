@@ -2,6 +2,7 @@
 //! the queries that select among them.
 
 use super::*;
+use crate::partitions::shared_pkey;
 
 /// The end port of `lid`.
 pub(super) fn end_port(s: &Subnet, lid: u16) -> Option<(NodeId, u8, u64)> {
@@ -110,9 +111,14 @@ pub(super) fn path_records(
             let Some(mut p) = path(s, sl, dl) else {
                 continue;
             };
-            if m.contains(PathRecordMask::PKEY) && q.pkey & 0x7fff != DEFAULT_PKEY & 0x7fff {
+            // Only between ports that share a partition: the query's
+            // P_Key, or the first of the source's that the destination
+            // holds too.
+            let want = m.contains(PathRecordMask::PKEY).then_some(q.pkey);
+            let Some(pkey) = shared_pkey(table_of_lid(s, sl), table_of_lid(s, dl), want) else {
                 continue;
-            }
+            };
+            p.pkey = pkey;
             if m.contains(PathRecordMask::SL) && q.sl != 0 {
                 continue;
             }

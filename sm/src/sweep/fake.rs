@@ -99,6 +99,7 @@ impl Fabric {
                 num_ports,
                 node_guid: guid,
                 port_guid: guid,
+                partition_cap: 32,
                 ..NodeInfo::default()
             },
             ports,
@@ -270,6 +271,8 @@ pub(super) fn sm(fabric: &Arc<Mutex<Fabric>>, limit: usize) -> Sm {
         sm_info: Arc::new(RwLock::new(SmInfo::default())),
         written: HashMap::new(),
         mft_written: HashMap::new(),
+        pkey_written: HashMap::new(),
+        partitions: crate::partitions::Partitions::default(),
         lids: Lids::new(),
         routing: vec![RoutingEngine::MinHop],
         roots: Vec::new(),

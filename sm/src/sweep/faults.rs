@@ -45,6 +45,7 @@ impl Sm {
         let present = |guid: &u64| s.topo.find(*guid).is_some() && !reset.contains(guid);
         self.written.retain(|guid, _| present(guid));
         self.mft_written.retain(|(guid, _, _), _| present(guid));
+        self.pkey_written.retain(|(guid, _, _), _| present(guid));
         reset.len()
     }
 

@@ -14,6 +14,7 @@ mod compare;
 mod diags;
 mod ipoib;
 mod mads;
+mod partitions;
 mod sa_client;
 mod sa_server;
 mod sm;
@@ -37,6 +38,7 @@ fn main() -> std::process::ExitCode {
                 sm_faults::TESTS,
                 sm_groups::TESTS,
                 sm_election::TESTS,
+                partitions::TESTS,
                 tools::TESTS,
                 diags::TESTS,
                 ipoib::TESTS,
