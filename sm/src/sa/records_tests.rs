@@ -626,3 +626,32 @@ fn registrations_past_the_limit_are_no_resources_and_malformed_requests_are_type
         InvalidField::MethodAttributeNotSupported
     );
 }
+
+#[test]
+fn a_set_through_the_sa_keeps_every_byte_of_the_record() {
+    let s = fabric();
+    let me = lid_of(&s, 0x1001);
+    let s = RwLock::new(s);
+    let rec = ServiceRecord {
+        service_key: [0x11; 16],
+        service_data8: [0x22; 16],
+        service_pkey: DEFAULT_PKEY,
+        service_data64: [0x0123_4567_89ab_cdef, 42],
+        ..service(0x1001, 9, 60)
+    };
+    let set = SaRequest::set(1)
+        .record(&rec, ServiceRecordMask::from_bits_retain(KEY))
+        .unwrap();
+    let r = ask(&s, set, me);
+    assert!(r.header().status.is_ok());
+    assert_eq!(r.attribute::<ServiceRecord>().unwrap(), rec);
+    let all = table(&s, &ServiceRecord::default(), 0).unwrap();
+    assert_eq!(all, [rec]);
+    // The table's RMPP PayloadLength covers the whole record.
+    let mad = SaRequest::get_table(1)
+        .attribute(&ServiceRecord::default(), 0)
+        .unwrap();
+    let r = ask(&s, mad, me);
+    let sa = r.sa_header().unwrap();
+    assert_eq!(sa.rmpp.data2, 20 + 176);
+}
