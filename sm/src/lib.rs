@@ -5,7 +5,11 @@
 //! minimum hops, programs every switch's linear and multicast forwarding
 //! tables, brings the ports to Active, answers SMInfo as master, and answers
 //! SA queries (NodeRecord, PortInfoRecord, PathRecord, LinkRecord,
-//! MCMemberRecord with joins and leaves, ClassPortInfo).
+//! MCMemberRecord with joins and leaves, ServiceRecord with registrations,
+//! leases and removals, InformInfo and InformInfoRecord, SMInfoRecord,
+//! SwitchInfoRecord, LinearForwardingTableRecord,
+//! MulticastForwardingTableRecord, GUIDInfoRecord, SLtoVLMappingTableRecord,
+//! VLArbitrationTableRecord, ClassPortInfo).
 //!
 //! [`run`] is the whole SM on one port, as the `sm` program runs it;
 //! [`subnet`] is its model of the fabric in pure Rust (topology, LIDs,

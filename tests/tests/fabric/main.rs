@@ -14,6 +14,7 @@ mod compare;
 mod diags;
 mod mads;
 mod sa_client;
+mod sa_records;
 mod sa_server;
 mod sm;
 mod sm_election;
@@ -31,6 +32,7 @@ fn main() -> std::process::ExitCode {
                 mads::TESTS,
                 sa_client::TESTS,
                 sa_server::TESTS,
+                sa_records::TESTS,
                 sm::TESTS,
                 sm_faults::TESTS,
                 sm_election::TESTS,
