@@ -139,9 +139,7 @@ fn normalize(text: &str, lids: &BTreeMap<u16, u64>) -> String {
             continue;
         }
         match t.split_once("...") {
-            Some((key, v)) if key == "LID" => {
-                out.push(format!("LID {}", name(v.trim_start_matches('.'))))
-            }
+            Some(("LID", v)) => out.push(format!("LID {}", name(v.trim_start_matches('.')))),
             _ => out.push(t.to_string()),
         }
     }
@@ -358,7 +356,13 @@ fn a_service_is_registered_found_and_removed_by_its_port_only(f: &Fabric) -> Tes
     let pid = ("RDMA_SA_RECORDS_PID", std::process::id().to_string());
     let owner = step(f, SERVICE_TEST, hs[0], "whoami", &[])?;
     let owner_gid = printed(&owner, GID_KEY)?.to_string();
-    step(f, SERVICE_TEST, hs[0], "register", &[pid.clone()])?;
+    step(
+        f,
+        SERVICE_TEST,
+        hs[0],
+        "register",
+        std::slice::from_ref(&pid),
+    )?;
     let refused = if sm_name() == "ours" {
         step(
             f,
