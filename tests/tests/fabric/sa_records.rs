@@ -9,8 +9,8 @@
 //! normalizes the answers (LIDs named by their port GUIDs, as the SMs need
 //! not number ports alike; see [`normalize`] for what else differs by SM).
 //! Under OpenSM it keeps them in the fabric's work folder
-//! (`sa-records/NET.opensm`); under ours it compares with what OpenSM
-//! answered on the same topology, so the suite must run OpenSM first (its
+//! (`sa-records/NAME.opensm`, NAME the topology's); under ours it compares
+//! with what OpenSM answered on the same topology, so the suite must run OpenSM first (its
 //! default order, `RDMA_FABRIC_SMS="opensm ours"`), else the comparison is
 //! skipped with the reason.
 
@@ -159,13 +159,10 @@ fn kept(f: &Fabric) -> Res<PathBuf> {
         .parent()
         .and_then(|runs| runs.parent())
         .ok_or("the run folder has no work folder above it")?;
-    let net = f
-        .net
-        .file_stem()
-        .ok_or("the net file has no name")?
-        .to_string_lossy()
-        .into_owned();
-    Ok(work.join("sa-records").join(format!("{net}.opensm")))
+    // The topology's name: the fabric's, without the suffix of a run under
+    // ours (`NAME-ours-sm`, `NAME-ours-updn`).
+    let topology = f.name.split("-ours").next().unwrap_or(&f.name);
+    Ok(work.join("sa-records").join(format!("{topology}.opensm")))
 }
 
 fn saquery_answers_each_record_as_opensm_does(f: &Fabric) -> TestResult {
