@@ -42,6 +42,8 @@ pub struct Groups {
     /// MGID and port GID: a proxy may change or end their membership, as
     /// it may not that of a port that joined for itself.
     pub proxies: BTreeSet<([u8; 16], [u8; 16])>,
+    /// The services registered (ServiceRecords), with their leases.
+    pub services: Vec<crate::sa::Service>,
 }
 
 impl Default for Groups {
@@ -72,6 +74,7 @@ impl Default for Groups {
             by_mgid,
             subscriptions: Vec::new(),
             proxies: BTreeSet::new(),
+            services: Vec::new(),
         }
     }
 }

@@ -5,10 +5,13 @@
 //! minimum hops, programs every switch's linear and multicast forwarding
 //! tables, brings the ports to Active, answers SMInfo as master, and answers
 //! SA queries (NodeRecord, PortInfoRecord, PathRecord, LinkRecord,
-//! MCMemberRecord with joins and leaves, P_KeyTableRecord, ClassPortInfo).
-//! With [`Config::partitions`] (OpenSM's partitions file, [`partitions`])
-//! it writes the ports' P_Key tables and answers paths and groups only
-//! within a shared partition.
+//! MCMemberRecord with joins and leaves, ServiceRecord with registrations,
+//! leases and removals, InformInfo and InformInfoRecord, P_KeyTableRecord,
+//! SMInfoRecord, SwitchInfoRecord, LinearForwardingTableRecord,
+//! MulticastForwardingTableRecord, GUIDInfoRecord, SLtoVLMappingTableRecord,
+//! VLArbitrationTableRecord, ClassPortInfo). With [`Config::partitions`]
+//! (OpenSM's partitions file, [`partitions`]) it writes the ports' P_Key
+//! tables and answers paths and groups only within a shared partition.
 //!
 //! [`run`] is the whole SM on one port, as the `sm` program runs it;
 //! [`subnet`] is its model of the fabric in pure Rust (topology, LIDs,

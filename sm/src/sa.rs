@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
+use std::time::Instant;
 
 use crate::subnet::{NodeId, NodeKind};
 use rdma::mad::sa::{
@@ -105,13 +106,17 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>, reporter: Option<&Reporter>) 
     let r = match (h.attr_id, h.method) {
         (attr_id::CLASS_PORT_INFO, Method::GET) => {
             let mut r = m.response();
-            // What this SA serves: joins and leaves, and PortInfoRecord's
-            // bitwise capability matches. Not MultiPathRecord (GetMulti)
-            // nor TraceRecord, not Get/Set of Notice.
+            // What this SA serves: joins and leaves, the optional records
+            // (ServiceRecord, the SMInfo, SwitchInfo, forwarding table,
+            // GUIDInfo, SLtoVL and VLArbitration records; not
+            // P_KeyTableRecord), and PortInfoRecord's bitwise capability
+            // matches. Not MultiPathRecord (GetMulti) nor TraceRecord, not
+            // Get/Set of Notice.
             let cpi = ClassPortInfo {
                 base_version: 1,
                 class_version: 2,
                 capability_mask: records::cap::UD_MULTICAST
+                    | records::cap::OPTIONAL_RECORDS
                     | records::cap::PORT_INFO_CAP_MASK_MATCH,
                 capability_mask2: records::cap2::PORT_INFO_CAP_MASK2_MATCH,
                 resp_time_value: 18,
@@ -220,6 +225,8 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>, reporter: Option<&Reporter>) 
                 Err(code) => error(m, code),
             }
         }
+        (records::attr_id::SERVICE_RECORD, _) => service::answer(req, subnet, Instant::now()),
+        (id, _) if tables::serves(id) => tables::answer(req, subnet),
         _ => general_error(
             m,
             Status::new(
@@ -404,8 +411,12 @@ mod multicast;
 mod paths;
 mod pkey_records;
 mod reports;
+mod service;
+mod smp_records;
+mod tables;
 
 pub use reports::Reporter;
+pub(crate) use service::Service;
 
 use multicast::{join, leave, member_records};
 use paths::{end_port, end_port_by_gid, path_records};
@@ -413,5 +424,7 @@ use pkey_records::table_of_lid;
 
 #[cfg(test)]
 mod partition_tests;
+#[cfg(test)]
+mod records_tests;
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
-use rdma::mad::{NodeInfo, PortInfo};
+use rdma::mad::{NodeInfo, PortInfo, SmInfo, SwitchInfo};
 
 use crate::groups::Groups;
 use crate::subnet::{Lids, NodeId, Routes, Topology};
@@ -44,6 +44,11 @@ pub struct Subnet {
     /// and of each switch port that enforces partitions, by node and
     /// port; the default partition's first.
     pub pkeys: HashMap<(NodeId, u8), Vec<u16>>,
+    /// Each switch's SwitchInfo as the sweep read it, with the
+    /// LinearFDBTop it wrote and PortStateChange it cleared.
+    pub switch_info: HashMap<NodeId, SwitchInfo>,
+    /// The SM's own SMInfo at the end of the sweep.
+    pub sm_info: SmInfo,
 }
 
 impl Subnet {

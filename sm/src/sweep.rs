@@ -21,6 +21,7 @@ mod fake;
 mod faults;
 mod multicast;
 mod pkeys;
+pub(crate) use multicast::multicast_masks;
 mod wire;
 
 use wire::{get_all, set_all, Wire};
@@ -201,15 +202,29 @@ impl Sm {
             rep.links += n.links.iter().flatten().count();
         }
         rep.links /= 2;
+        let top = next.lids.max_lid();
+        next.switch_info = switch_infos
+            .into_iter()
+            .map(|(id, si)| {
+                let si = SwitchInfo {
+                    linear_fdb_top: top,
+                    port_state_change: false,
+                    ..si
+                };
+                (id, si)
+            })
+            .collect();
+        let mut info = self.sm_info.write().unwrap_or_else(|e| e.into_inner());
+        info.sm_state = SmInfo::MASTER;
+        info.act_count = info.act_count.wrapping_add(1);
+        next.sm_info = *info;
+        drop(info);
         {
             let mut s = lock_w(&self.subnet);
             next.groups = std::mem::take(&mut s.groups);
             next.up = true;
             *s = next;
         }
-        let mut info = self.sm_info.write().unwrap_or_else(|e| e.into_inner());
-        info.sm_state = SmInfo::MASTER;
-        info.act_count = info.act_count.wrapping_add(1);
         Ok(rep)
     }
 

@@ -161,6 +161,27 @@ impl SaClient {
         }
     }
 
+    /// SubnAdmSet of `record`, the fields of `mask` naming it (e.g. a
+    /// ServiceRecord registration: its ServiceID and ServiceGID): the record
+    /// as the SA keeps it.
+    pub async fn set<R: SaRecord>(&self, record: &R, mask: R::Mask) -> Result<R> {
+        let mad = SaRequest::set(0)
+            .record(record, mask)
+            .map_err(SaError::from)?;
+        let r = self.exchange(mad).await?;
+        Ok(records::response::<R>(r.received_bytes())?)
+    }
+
+    /// SubnAdmDelete of the record the fields of `mask` in `record` name:
+    /// the record removed.
+    pub async fn delete<R: SaRecord>(&self, record: &R, mask: R::Mask) -> Result<R> {
+        let mad = SaRequest::delete(0)
+            .record(record, mask)
+            .map_err(SaError::from)?;
+        let r = self.exchange(mad).await?;
+        Ok(records::response::<R>(r.received_bytes())?)
+    }
+
     /// The PathRecords matching `query` in the fields of `mask`
     /// (GetTable).
     pub async fn path_records(

@@ -93,7 +93,7 @@ impl Sm {
 }
 
 /// Each switch's port mask (bit `p`: port `p`) for each MLID with members.
-fn multicast_masks(s: &Subnet) -> HashMap<(NodeId, u16), PortMask> {
+pub(crate) fn multicast_masks(s: &Subnet) -> HashMap<(NodeId, u16), PortMask> {
     let mut out = HashMap::new();
     for g in s.groups.by_mgid.values() {
         // The members' switches and the member CA ports on each.

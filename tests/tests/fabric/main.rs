@@ -16,6 +16,7 @@ mod ipoib;
 mod mads;
 mod partitions;
 mod sa_client;
+mod sa_records;
 mod sa_server;
 mod sm;
 mod sm_election;
@@ -34,6 +35,7 @@ fn main() -> std::process::ExitCode {
                 mads::TESTS,
                 sa_client::TESTS,
                 sa_server::TESTS,
+                sa_records::TESTS,
                 sm::TESTS,
                 sm_faults::TESTS,
                 sm_groups::TESTS,

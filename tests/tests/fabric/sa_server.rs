@@ -52,11 +52,11 @@ pub const TESTS: &[FabricTest] = &[
 type Res<T> = Result<T, Box<dyn StdError>>;
 
 /// The step a child process runs (unset in the parent).
-const ROLE: &str = "RDMA_SA_SERVER_ROLE";
+pub(crate) const ROLE: &str = "RDMA_SA_SERVER_ROLE";
 /// The MGID of the test's group, as 32 hex digits.
 const MGID: &str = "RDMA_SA_SERVER_MGID";
 /// Another port's GID, as 32 hex digits.
-const PEER: &str = "RDMA_SA_SERVER_PEER";
+pub(crate) const PEER: &str = "RDMA_SA_SERVER_PEER";
 /// The port of the node whose link the subscriber takes down.
 const VICTIM_PORT: &str = "RDMA_SA_SERVER_VICTIM_PORT";
 /// The node whose link the subscriber takes down.
@@ -86,7 +86,7 @@ fn parse_gid(s: &str) -> Res<Gid> {
     Ok(Gid(g))
 }
 
-fn env_gid(var: &str) -> Res<Gid> {
+pub(crate) fn env_gid(var: &str) -> Res<Gid> {
     parse_gid(&std::env::var(var).map_err(|_| format!("no {var}"))?)
 }
 
@@ -106,7 +106,7 @@ fn test_mgid(tag: u8) -> Gid {
 /// first of the net file, or under OpenSM ibsim's default node, which may
 /// be an HCA): of the first `n + 1` HCAs, those whose LID (a child of
 /// step `whoami` at each says) is not the SM's.
-fn hcas<'a>(f: &'a Fabric, name: &str, n: usize) -> Res<Option<Vec<&'a Node>>> {
+pub(crate) fn hcas<'a>(f: &'a Fabric, name: &str, n: usize) -> Res<Option<Vec<&'a Node>>> {
     let mut v = Vec::new();
     for h in f
         .nodes
@@ -125,7 +125,7 @@ fn hcas<'a>(f: &'a Fabric, name: &str, n: usize) -> Res<Option<Vec<&'a Node>>> {
 }
 
 /// Step `whoami`: prints this port's GID, port number and LID.
-fn whoami() -> TestResult {
+pub(crate) fn whoami() -> TestResult {
     runtime()?.block_on(async {
         let port = async_port()?;
         let (me, lid) = local_gid_and_lid(&port)?;
@@ -151,7 +151,13 @@ fn reports_not_received() -> Option<Outcome> {
 
 /// This test again in a child at `host`, as step `role`, with `envs`; its
 /// stdout once it passed.
-fn step(f: &Fabric, name: &str, host: &Node, role: &str, envs: &[(&str, String)]) -> Res<String> {
+pub(crate) fn step(
+    f: &Fabric,
+    name: &str,
+    host: &Node,
+    role: &str,
+    envs: &[(&str, String)],
+) -> Res<String> {
     let mut c = Command::new(std::env::current_exe()?);
     c.arg(name).env("SIM_HOST", &host.name).env(ROLE, role);
     for (k, v) in envs {
@@ -172,7 +178,7 @@ fn step(f: &Fabric, name: &str, host: &Node, role: &str, envs: &[(&str, String)]
 }
 
 /// The word a child printed after `key` (e.g. `SA_SERVER_GID=`).
-fn printed<'a>(out: &'a str, key: &str) -> Res<&'a str> {
+pub(crate) fn printed<'a>(out: &'a str, key: &str) -> Res<&'a str> {
     out.lines()
         .find_map(|l| l.split_once(key))
         .and_then(|(_, v)| v.split_whitespace().next())
@@ -180,7 +186,7 @@ fn printed<'a>(out: &'a str, key: &str) -> Res<&'a str> {
 }
 
 /// What a child prints of its port: its GID and port number.
-const GID_KEY: &str = "SA_SERVER_GID=";
+pub(crate) const GID_KEY: &str = "SA_SERVER_GID=";
 const PORT_KEY: &str = "SA_SERVER_PORT=";
 const LID_KEY: &str = "SA_SERVER_LID=";
 
