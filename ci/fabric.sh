@@ -11,7 +11,9 @@
 #
 # The suite also runs our SM's own tests (sm::) once more with up/down routing
 # (RDMA_FABRIC_ROUTING=updn), on ring and fattree: NAME-ours-updn; and with
-# RDMA_FABRIC_ROUTING=ftree,updn,minhop on fattree: fattree-ours-ftree. The fault
+# RDMA_FABRIC_ROUTING=ftree,updn,minhop on fattree: fattree-ours-ftree; and the
+# partitions:: tests under each SM given ci/partitions-2sw2path4hca.conf as -P
+# (RDMA_FABRIC_PCONFIG): 2sw2path4hca-pkeys, 2sw2path4hca-ours-pkeys. The fault
 # tests (sm_faults::: resets, lost NodeInfo, 5% packet loss; they wait for the SM's
 # sweeps, about a minute per topology) and the election tests (sm_election::: SMs
 # started, killed and restarted) run under each SM on the topologies of
@@ -454,6 +456,24 @@ suite() {
             case $topo in fattree) test_run "$topo-ours-ftree" "$(net_file "$topo")" ;; esac
         done
         ROUTING=minhop
+        args=("${saved[@]}")
+    fi
+    # Partitions: the partitions:: tests under each SM with the partitions file of
+    # 2sw2path4hca (it names that topology's port GUIDs) as the SM's -P, unless a
+    # file was given for the whole suite: NAME-pkeys, NAME-ours-pkeys.
+    if [[ " ${nets[*]} " == *" 2sw2path4hca "* ]] && [ -z "${RDMA_FABRIC_PCONFIG:-}" ]; then
+        local saved=("${args[@]}")
+        [ -n "${RDMA_FABRIC_FILTER:-}" ] || args=("partitions::")
+        export RDMA_FABRIC_PCONFIG=$CI_DIR/partitions-2sw2path4hca.conf
+        PCONFIG_ARGS=(-P "$RDMA_FABRIC_PCONFIG")
+        for sm_choice in "${sms[@]}"; do
+            SM=$sm_choice
+            name=2sw2path4hca-pkeys
+            [ "$SM" = opensm ] || name=2sw2path4hca-$SM-pkeys
+            test_run "$name" "$(net_file 2sw2path4hca)"
+        done
+        unset RDMA_FABRIC_PCONFIG
+        PCONFIG_ARGS=()
         args=("${saved[@]}")
     fi
     summaries+=("fabric: $tp passed, $tf failed, $ts skipped")
