@@ -141,6 +141,17 @@ impl LidCache {
     }
 }
 
+/// The first line of a table: `Unicast lids [0x1-0x6] of switch Lid 3 guid
+/// 0x... (Switch2):` (`kind` its first words).
+fn table_header(kind: &str, start: u32, end: u32, dest: &Dest, sw: &Switch) {
+    println!(
+        "{kind} [0x{start:x}-0x{end:x}] of switch {} guid {} ({}):",
+        dest.describe(),
+        Hex(sw.guid, 8),
+        sw.desc
+    );
+}
+
 fn dump_unicast(
     diag: &Diag,
     a: &Args,
@@ -155,12 +166,7 @@ fn dump_unicast(
         eprintln!("ibwarn: illegal lft top {end}, truncate to {MAX_UCAST_LID}");
         end = MAX_UCAST_LID;
     }
-    println!(
-        "Unicast lids [0x{start:x}-0x{end:x}] of switch {} guid {} ({}):",
-        dest.describe(),
-        Hex(sw.guid, 8),
-        sw.desc
-    );
+    table_header("Unicast lids", start, end, dest, &sw);
     println!("  Lid  Out   Destination");
     println!("       Port     Info ");
     let mut cache = LidCache::default();
@@ -255,12 +261,7 @@ fn dump_multicast(
         eprintln!("ibwarn: illegal end mlid {end:x}, truncate to {MAX_MCAST_LID:x}");
         end = MAX_MCAST_LID;
     }
-    println!(
-        "Multicast mlids [0x{start:x}-0x{end:x}] of switch {} guid {} ({}):",
-        dest.describe(),
-        Hex(sw.guid, 8),
-        sw.desc
-    );
+    table_header("Multicast mlids", start, end, dest, &sw);
     if a.brief {
         println!(" MLid       Port Mask");
     } else {
