@@ -45,6 +45,10 @@ pub struct NodeRec {
     pub smalid: u16,
     pub smalmc: u8,
     pub enhsp0: bool,
+    /// A switch's SwitchInfo.
+    pub switch_info: Option<SwitchInfo>,
+    /// The directed route by which it was found first.
+    pub path: Vec<u8>,
     pub ports: Vec<Option<PortRec>>,
 }
 
@@ -101,6 +105,23 @@ impl<'a> Sweep<'a> {
         let n = &self.nodes[r.0];
         let p = n.ports[usize::from(r.1)].as_ref();
         (n, p.expect("a linked port exists"))
+    }
+
+    /// The port whose LIDs (its base LID and the LMC's range; a switch's
+    /// port 0's) hold `lid`, and its node.
+    pub fn port_of_lid(&self, lid: u32) -> Option<(&NodeRec, &PortRec)> {
+        self.nodes.iter().find_map(|n| {
+            let ports = if n.info.node_type == SWITCH {
+                &n.ports[..1]
+            } else {
+                &n.ports[1..]
+            };
+            ports.iter().flatten().find_map(|p| {
+                let base = u32::from(p.base_lid);
+                let span = 1u32 << p.lmc.min(7);
+                (base != 0 && (base..base + span).contains(&lid)).then_some((n, p))
+            })
+        })
     }
 
     /// The node that has a port of this GUID (a switch's ports share
@@ -178,6 +199,7 @@ impl<'a> Sweep<'a> {
             Then::SwitchInfo(n) => {
                 let s = SwitchInfo::decode(data).map_err(|e| e.to_string())?;
                 self.nodes[n].enhsp0 = s.enhanced_port0;
+                self.nodes[n].switch_info = Some(s);
                 Ok(())
             }
             Then::PortInfo(n, p) => {
@@ -218,6 +240,8 @@ impl<'a> Sweep<'a> {
                     smalid: 0,
                     smalmc: 0,
                     enhsp0: false,
+                    switch_info: None,
+                    path: path.to_vec(),
                     ports: vec![None; usize::from(ni.num_ports) + 1],
                 });
                 let n = self.nodes.len() - 1;

@@ -6,6 +6,7 @@
 
 pub mod discover;
 pub mod ep_msg;
+pub mod fts;
 pub mod ibdiag;
 pub mod net;
 pub mod netlist;

@@ -241,7 +241,12 @@ fn node(o: &mut String, s: &Sweep<'_>, n: &NodeRec, show: &Show) {
 
 /// The port GUID at the end of a directed route (NodeInfo:PortGUID).
 fn guid_at(diag: &Diag, path: &str) -> Result<u64, String> {
-    let dest = ibdiag::Dest::parse(path, true)?;
+    // A route that does not parse is, as for the C tool, the local node
+    // (its query goes out with no address at all).
+    let dest = ibdiag::Dest::parse(path, true).unwrap_or_else(|_| {
+        eprintln!("ibwarn: Failed to resolve {path}; attempting full scan");
+        ibdiag::Dest::Dr(vec![0])
+    });
     Ok(diag.node_info(&dest)?.port_guid)
 }
 
