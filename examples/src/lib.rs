@@ -8,6 +8,7 @@ pub mod discover;
 pub mod ep_msg;
 pub mod fts;
 pub mod ibdiag;
+pub mod linkinfo;
 pub mod net;
 pub mod netlist;
 pub mod perf;

@@ -17,9 +17,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use rdma::mad::{LinkSpeed, LinkSpeedExt, LinkWidth, PortInfo, PortState};
-use rdma_examples::discover::{clean, NodeRec, PortRec, Sweep, CA, CAP_EXT_SPEEDS, SWITCH};
+use rdma::mad::PortState;
+use rdma_examples::discover::{clean, NodeRec, PortRec, Sweep, CA, SWITCH};
 use rdma_examples::ibdiag::{self, Common, Diag};
+use rdma_examples::linkinfo::{link_state, peer};
 
 /// Show the links of the fabric (like iblinkinfo).
 #[derive(Parser, Debug)]
@@ -65,92 +66,12 @@ struct Show {
     down: bool,
 }
 
-/// The PortInfo that holds a port's CapabilityMask: a switch's port 0's,
-/// a CA's own.
-fn cap_info<'a>(n: &'a NodeRec, p: &'a PortRec) -> Option<&'a PortInfo> {
-    if n.info.node_type == SWITCH {
-        n.ports[0].as_ref().and_then(|p0| p0.info.as_ref())
-    } else {
-        p.info.as_ref()
-    }
-}
-
-fn has_ext_speeds(info: Option<&PortInfo>) -> bool {
-    info.is_some_and(|i| i.capability_mask & CAP_EXT_SPEEDS != 0)
-}
-
-/// The widest width of a LinkWidthSupported mask (1X when none is set).
-fn max_width(mask: u8) -> u8 {
-    [8, 4, 2, 16]
-        .into_iter()
-        .find(|w| mask & w != 0)
-        .unwrap_or(1)
-}
-
-/// The highest bit of a speed mask (1 when none is set).
-fn max_bit(mask: u8) -> u8 {
-    if mask == 0 {
-        1
-    } else {
-        1 << (7 - mask.leading_zeros())
-    }
-}
-
-/// The `Could be` messages of a link running below what both ends
-/// support: (width, speed), each empty when at the best.
-fn could_be(n: &NodeRec, p: &PortRec, rn: &NodeRec, rp: &PortRec) -> (String, String) {
-    let l = p.info.unwrap_or_default();
-    let r = rp.info.unwrap_or_default();
-    let mut width = String::new();
-    let w = max_width(l.link_width_supported & r.link_width_supported);
-    if w & u8::from(l.link_width_active) == 0 {
-        width = format!("Could be {}", LinkWidth::from(w));
-    }
-    let mut speed = String::new();
-    let ext = has_ext_speeds(cap_info(n, p))
-        && has_ext_speeds(cap_info(rn, rp))
-        && l.link_speed_ext_supported != 0
-        && r.link_speed_ext_supported != 0;
-    if ext {
-        let s = max_bit(l.link_speed_ext_supported & r.link_speed_ext_supported);
-        if s & u8::from(l.link_speed_ext_active) == 0 {
-            speed = format!("Could be {}", LinkSpeedExt::from(s));
-        }
-    } else {
-        let s = max_bit(l.link_speed_supported & r.link_speed_supported);
-        if s & u8::from(l.link_speed_active) == 0 {
-            speed = format!("Could be {}", LinkSpeed::from(s));
-        }
-    }
-    (width, speed)
-}
-
-/// The `( 4X 2.5 Gbps Active/  LinkUp)` of a port.
+/// The `( 4X 2.5 Gbps Active/  LinkUp)` of a port, with `-p` its
+/// HOQLife and VLStallCount after it.
 fn link(n: &NodeRec, p: &PortRec, show: &Show) -> String {
+    let mut s = link_state(n, p);
     let info = p.info.unwrap_or_default();
-    let state = format!("{:>6}", info.port_state.to_string());
-    let phys = format!("{:>8}", info.port_physical_state.to_string());
-    if info.port_state == PortState::Down {
-        return format!("(              {state}/{phys})");
-    }
-    let cap = cap_info(n, p);
-    let speed = match cap {
-        None => LinkSpeed::from(0).to_string(),
-        Some(c)
-            if c.capability_mask & CAP_EXT_SPEEDS != 0
-                && u8::from(info.link_speed_ext_active) != 0 =>
-        {
-            info.link_speed_ext_active.to_string()
-        }
-        Some(_) => info.link_speed_active.to_string(),
-    };
-    let width = if cap.is_some() {
-        info.link_width_active
-    } else {
-        LinkWidth::from(0)
-    };
-    let mut s = format!("({:>3} {speed:>18} {state}/{phys})", width.to_string());
-    if show.additional {
+    if show.additional && info.port_state != PortState::Down {
         let _ = write!(
             s,
             " (HOQ:{} VL_Stall:{})",
@@ -164,25 +85,7 @@ fn link(n: &NodeRec, p: &PortRec, show: &Show) -> String {
 fn port_line(o: &mut String, s: &Sweep<'_>, n: &NodeRec, p: &PortRec, show: &Show) {
     let info = p.info.unwrap_or_default();
     let remote = match p.remote {
-        Some(r) => {
-            let (rn, rp) = s.port(r);
-            let (w, sp) = could_be(n, p, rn, rp);
-            let guid = if show.line {
-                format!("0x{:016x} ", rp.guid)
-            } else {
-                String::new()
-            };
-            let lid = if rp.base_lid != 0 {
-                rp.base_lid
-            } else {
-                rn.smalid
-            };
-            format!(
-                "{guid}{lid:6} {:4}[  ] \"{}\" ({w} {sp})",
-                rp.num,
-                clean(&rn.desc)
-            )
-        }
+        Some(r) => peer(s, n, p, r, show.line),
         None if info.port_state == PortState::Down => "           [  ] \"\" ( )".to_string(),
         None => "    \"Port not available\"".to_string(),
     };
