@@ -116,3 +116,27 @@ pub fn peer(s: &Sweep<'_>, n: &NodeRec, p: &PortRec, r: (usize, u8), guid: bool)
         clean(&rn.desc)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_best_width_is_the_widest_both_support_and_1x_when_none() {
+        // LinkWidthSupported bits: 1X 1, 4X 2, 8X 4, 12X 8, 2X 16.
+        assert_eq!(max_width(1 | 2 | 8), 8);
+        assert_eq!(max_width(1 | 2 | 4), 4);
+        assert_eq!(max_width(1 | 2 | 16), 2);
+        assert_eq!(max_width(1 | 16), 16);
+        assert_eq!(max_width(1), 1);
+        assert_eq!(max_width(0), 1);
+    }
+
+    #[test]
+    fn the_best_speed_is_the_highest_bit_and_the_first_when_none() {
+        assert_eq!(max_bit(0b111), 4);
+        assert_eq!(max_bit(0b011), 2);
+        assert_eq!(max_bit(0x80), 0x80);
+        assert_eq!(max_bit(0), 1);
+    }
+}
