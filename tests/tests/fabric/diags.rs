@@ -157,6 +157,59 @@ const IBPORTSTATE: &[Case] = &[
     c("ibportstate-bad-flag", "ibportstate", &["-Z", "1", "1"]).must(Must::Exit(2)),
 ];
 
+/// iblinkinfo over the whole fabric, and by `-D` the local node. Not
+/// compared: `-S`/`-G` and `-D` of another node, for which the C tool
+/// sweeps one hop from that node only; under ibsim the return of its
+/// SMPs beyond the node times out (a CA's peer is then "Port not
+/// available") or, from a switch's GUID, the C tool does not finish.
+const IBLINKINFO: &[Case] = &[
+    c("iblinkinfo", "iblinkinfo", &[])
+        .at(At::Hosts)
+        .must(Must::Exit(0)),
+    c("iblinkinfo-l", "iblinkinfo", &["-l"]),
+    c("iblinkinfo-p", "iblinkinfo", &["-p"]),
+    c("iblinkinfo-d", "iblinkinfo", &["-d"]),
+    c("iblinkinfo-l-d", "iblinkinfo", &["-l", "-d"]),
+    c("iblinkinfo-switches", "iblinkinfo", &["--switches-only"]),
+    c("iblinkinfo-cas", "iblinkinfo", &["--cas-only", "-l"]),
+    c("iblinkinfo-dr", "iblinkinfo", &["-D", "0"]).must(Must::Exit(0)),
+    c(
+        "iblinkinfo-dr-cas",
+        "iblinkinfo",
+        &["-D", "0", "--cas-only"],
+    ),
+    // Unknown GUID: "Failed to find port" on stderr, exit status 0.
+    c("iblinkinfo-no-guid", "iblinkinfo", &["-S", NO_GUID]).must(Must::Exit(0)),
+    c("iblinkinfo-no-dr", "iblinkinfo", &["-D", "0,99"]).must(Must::Exit(1)),
+    // A route that does not parse: the C tool warns and shows the local
+    // node.
+    c("iblinkinfo-bad-dr", "iblinkinfo", &["-D", "x"]).must(Must::Exit(0)),
+    c("iblinkinfo-bad-flag", "iblinkinfo", &["-Z"]).must(Must::Exit(2)),
+];
+
+/// dump_fts (and dump_lfts, the script that runs it): every switch's
+/// tables, read along the route the sweep found it by.
+const DUMP_FTS: &[Case] = &[
+    c("dump_fts", "dump_fts", &[])
+        .at(At::Hosts)
+        .must(Must::Exit(0)),
+    c("dump_fts-a", "dump_fts", &["-a"]),
+    c("dump_fts-n", "dump_fts", &["-n"]),
+    c("dump_fts-range", "dump_fts", &["2", "0x4"]),
+    c("dump_fts-M", "dump_fts", &["-M"]),
+    c("dump_fts-M-n", "dump_fts", &["-M", "-n"]),
+    c(
+        "dump_fts-M-a-v",
+        "dump_fts",
+        &["-M", "-a", "-v", "0xc000", "0xc010"],
+    ),
+    c("dump_fts-bad-flag", "dump_fts", &["-Z"]).must(Must::Exit(2)),
+    c("dump_lfts", "dump_lfts", &[]).must(Must::Exit(0)),
+    c("dump_lfts-n", "dump_lfts", &["-n"]),
+    // The script's status is its last echo's: 0 after dump_fts failed.
+    c("dump_lfts-bad-flag", "dump_lfts", &["-Z"]).must(Must::Exit(0)),
+];
+
 /// ibhosts, ibswitches and ibnodes (ibnetdiscover's topology, listed).
 const LISTS: &[Case] = &[
     c("ibhosts", "ibhosts", &[])
@@ -198,6 +251,14 @@ pub const TESTS: &[FabricTest] = &[
     FabricTest {
         name: "diags::ibportstate",
         run: ibportstate,
+    },
+    FabricTest {
+        name: "diags::iblinkinfo",
+        run: iblinkinfo,
+    },
+    FabricTest {
+        name: "diags::dump_fts",
+        run: dump_fts,
     },
     FabricTest {
         name: "diags::ibhosts_ibswitches_ibnodes",
@@ -287,6 +348,54 @@ fn ibportstate(f: &Fabric) -> TestResult {
         .filter(|(_, r)| r.text.contains("\nAfter PortInfo set:\n"))
         .count();
     check!(sets == 2, "{sets} Sets shown by the C tool, 2 asked");
+    Ok(Outcome::Passed)
+}
+
+/// iblinkinfo; the C tool's output from the first node must have shown
+/// every switch, and every port of a switch that is linked.
+fn iblinkinfo(f: &Fabric) -> TestResult {
+    let outs = outputs(f, IBLINKINFO)?;
+    let (_, all) = outs
+        .iter()
+        .find(|(n, _)| n.starts_with("iblinkinfo@"))
+        .ok_or("no iblinkinfo comparison")?;
+    let switches = all
+        .text
+        .lines()
+        .filter(|l| l.starts_with("Switch: 0x"))
+        .count();
+    check!(
+        switches == f.switches(),
+        "iblinkinfo showed {switches} switches; the net file has {}",
+        f.switches()
+    );
+    let links = all.text.matches(" Active/  LinkUp)==> ").count();
+    check!(
+        links >= 2 * f.hcas(),
+        "iblinkinfo showed {links} active links, {} CAs",
+        f.hcas()
+    );
+    Ok(Outcome::Passed)
+}
+
+/// dump_fts and dump_lfts; the C tool's dump from the first node must
+/// have shown every switch's unicast table, with destinations resolved.
+fn dump_fts(f: &Fabric) -> TestResult {
+    let outs = outputs(f, DUMP_FTS)?;
+    let (_, all) = outs
+        .iter()
+        .find(|(n, _)| n.starts_with("dump_fts@"))
+        .ok_or("no dump_fts comparison")?;
+    let tables = all.text.matches(" valid lids dumped \n").count();
+    check!(
+        tables == f.switches(),
+        "dump_fts dumped {tables} tables; the net file has {} switches",
+        f.switches()
+    );
+    check!(
+        all.text.contains(": (Channel Adapter portguid 0x"),
+        "no destination resolved to a CA"
+    );
     Ok(Outcome::Passed)
 }
 
