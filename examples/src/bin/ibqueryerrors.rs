@@ -65,7 +65,7 @@ struct Args {
     switch: bool,
     /// CAs only.
     #[arg(long = "ca")]
-    ca: bool,
+    ca_only: bool,
     /// Routers only.
     #[arg(long = "router")]
     router: bool,
@@ -463,7 +463,7 @@ fn main() -> ExitCode {
     if a.suppress_common {
         suppressed.push("PortRcvSwitchRelayErrors".into());
     }
-    let types: Vec<u8> = [(a.switch, SWITCH), (a.ca, CA), (a.router, ROUTER)]
+    let types: Vec<u8> = [(a.switch, SWITCH), (a.ca_only, CA), (a.router, ROUTER)]
         .into_iter()
         .filter_map(|(on, t)| on.then_some(t))
         .collect();
@@ -514,4 +514,35 @@ fn main() -> ExitCode {
     let sup: String = c.suppressed.iter().map(|n| format!(" {n}")).collect();
     println!("## Suppressed:{sup}");
     ExitCode::from(u8::from(sum.bad_ports != 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn thresholds_are_the_named_error_counters_of_the_file() {
+        let path = std::env::temp_dir().join(format!("ibqe-thr-{}", std::process::id()));
+        std::fs::write(
+            &path,
+            "# comment\n\nSymbolErrorCounter=10\nPortXmitData=5\nNoSuchCounter=1\nLinkDownedCounter=0x2\n",
+        )
+        .unwrap();
+        let (map, shown) = thresholds(path.to_str().unwrap()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(map.get("SymbolErrorCounter"), Some(&10));
+        assert_eq!(map.get("LinkDownedCounter"), Some(&2));
+        assert_eq!(map.len(), 2, "{map:?}");
+        assert_eq!(
+            shown,
+            "Thresholds: [SymbolErrorCounter = 10][LinkDownedCounter = 2]"
+        );
+        assert!(thresholds("/nonexistent/thresholds").is_none());
+    }
 }
