@@ -4,8 +4,11 @@
 //! each other and with rdma-core's `ibv_*_pingpong`: the TCP exchange of
 //! queue pair addresses, the command line and the ping-pong loop.
 
+pub mod discover;
 pub mod ep_msg;
+pub mod fts;
 pub mod ibdiag;
+pub mod linkinfo;
 pub mod net;
 pub mod netlist;
 pub mod perf;

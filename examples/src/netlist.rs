@@ -129,16 +129,27 @@ fn guid(line: &str) -> &str {
 
 /// ibhosts' awk program over a topology: its `Ca` lines.
 pub fn hosts(text: &str) -> String {
-    let mut out = String::new();
-    for line in text.lines() {
-        if line.starts_with("Ca") {
-            out.push_str(&format!(
+    listing(text, |line| {
+        line.starts_with("Ca").then(|| {
+            format!(
                 "{}\t: 0x{} ports {} {}\n",
                 field(line, 1),
                 guid(line),
                 field(line, 2),
                 comment(line)
-            ));
+            )
+        })
+    })
+}
+
+/// What both awk programs do with each line: `node` turns a node's line
+/// into the listing's line; the lines of `ib...` and those [`passed`] on
+/// are copied.
+fn listing(text: &str, node: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if let Some(l) = node(line) {
+            out.push_str(&l);
         }
         if line.starts_with("ib") {
             out.push_str(line);
@@ -156,41 +167,31 @@ pub fn hosts(text: &str) -> String {
 /// ibswitches' awk program over a topology: its `Switch` lines, the
 /// description and the port 0 information (from the first `port 0`).
 pub fn switches(text: &str) -> String {
-    let mut out = String::new();
-    for line in text.lines() {
-        if line.starts_with("Switch") {
-            let mut desc = comment(line);
-            let pinfo = match desc.find("port 0") {
-                Some(pi) => {
-                    let p = &desc[pi..];
-                    desc = substr(desc, 1, pi.saturating_sub(1));
-                    p
-                }
-                // awk: match fails (0), substr(desc, 0) is all of it and
-                // substr(desc, 1, -2) nothing.
-                None => std::mem::take(&mut desc),
-            };
-            // The script then looks for "base port 0" and "enhanced port
-            // 0" in what is left of the description, cut before the first
-            // "port 0": never there.
-            out.push_str(&format!(
-                "{}\t: 0x{} ports {} {desc} {pinfo}\n",
-                field(line, 1),
-                guid(line),
-                field(line, 2)
-            ));
+    listing(text, |line| {
+        if !line.starts_with("Switch") {
+            return None;
         }
-        if line.starts_with("ib") {
-            out.push_str(line);
-            out.push('\n');
-            continue;
-        }
-        if passed(line) {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
+        let mut desc = comment(line);
+        let pinfo = match desc.find("port 0") {
+            Some(pi) => {
+                let p = &desc[pi..];
+                desc = substr(desc, 1, pi.saturating_sub(1));
+                p
+            }
+            // awk: match fails (0), substr(desc, 0) is all of it and
+            // substr(desc, 1, -2) nothing.
+            None => std::mem::take(&mut desc),
+        };
+        // The script then looks for "base port 0" and "enhanced port
+        // 0" in what is left of the description, cut before the first
+        // "port 0": never there.
+        Some(format!(
+            "{}\t: 0x{} ports {} {desc} {pinfo}\n",
+            field(line, 1),
+            guid(line),
+            field(line, 2)
+        ))
+    })
 }
 
 /// A listing: the script's name and its awk program.

@@ -4,7 +4,7 @@
 //! takes one), with their errors: an unknown LID or GUID, a bad flag.
 //! The cases are rows of `compare`'s table; each tool is one test.
 
-use rdma_tests::fabric::{Fabric, FabricTest};
+use rdma_tests::fabric::{Fabric, FabricTest, NodeKind};
 use rdma_tests::{check, Outcome, TestResult};
 
 use crate::compare::{compare_group, At, Case, Ctx, Must, Outputs, Over};
@@ -157,6 +157,107 @@ const IBPORTSTATE: &[Case] = &[
     c("ibportstate-bad-flag", "ibportstate", &["-Z", "1", "1"]).must(Must::Exit(2)),
 ];
 
+/// iblinkinfo over the whole fabric, and by `-D` the local node. Not
+/// compared: `-S`/`-G` and `-D` of another node, for which the C tool
+/// sweeps one hop from that node only; under ibsim the return of its
+/// SMPs beyond the node times out (a CA's peer is then "Port not
+/// available") or, from a switch's GUID, the C tool does not finish.
+const IBLINKINFO: &[Case] = &[
+    c("iblinkinfo", "iblinkinfo", &[])
+        .at(At::Hosts)
+        .must(Must::Exit(0)),
+    c("iblinkinfo-l", "iblinkinfo", &["-l"]),
+    c("iblinkinfo-p", "iblinkinfo", &["-p"]),
+    c("iblinkinfo-d", "iblinkinfo", &["-d"]),
+    c("iblinkinfo-l-d", "iblinkinfo", &["-l", "-d"]),
+    c("iblinkinfo-switches", "iblinkinfo", &["--switches-only"]),
+    c("iblinkinfo-cas", "iblinkinfo", &["--cas-only", "-l"]),
+    c("iblinkinfo-dr", "iblinkinfo", &["-D", "0"]).must(Must::Exit(0)),
+    c(
+        "iblinkinfo-dr-cas",
+        "iblinkinfo",
+        &["-D", "0", "--cas-only"],
+    ),
+    // Unknown GUID: "Failed to find port" on stderr, exit status 0.
+    c("iblinkinfo-no-guid", "iblinkinfo", &["-S", NO_GUID]).must(Must::Exit(0)),
+    c("iblinkinfo-no-dr", "iblinkinfo", &["-D", "0,99"]).must(Must::Exit(1)),
+    // A route that does not parse: the C tool warns and shows the local
+    // node.
+    c("iblinkinfo-bad-dr", "iblinkinfo", &["-D", "x"]).must(Must::Exit(0)),
+    c("iblinkinfo-bad-flag", "iblinkinfo", &["-Z"]).must(Must::Exit(2)),
+];
+
+/// dump_fts (and dump_lfts, the script that runs it): every switch's
+/// tables, read along the route the sweep found it by.
+const DUMP_FTS: &[Case] = &[
+    c("dump_fts", "dump_fts", &[])
+        .at(At::Hosts)
+        .must(Must::Exit(0)),
+    c("dump_fts-a", "dump_fts", &["-a"]),
+    c("dump_fts-n", "dump_fts", &["-n"]),
+    c("dump_fts-range", "dump_fts", &["2", "0x4"]),
+    c("dump_fts-M", "dump_fts", &["-M"]),
+    c("dump_fts-M-n", "dump_fts", &["-M", "-n"]),
+    c(
+        "dump_fts-M-a-v",
+        "dump_fts",
+        &["-M", "-a", "-v", "0xc000", "0xc010"],
+    ),
+    c("dump_fts-bad-flag", "dump_fts", &["-Z"]).must(Must::Exit(2)),
+    c("dump_lfts", "dump_lfts", &[]).must(Must::Exit(0)),
+    c("dump_lfts-n", "dump_lfts", &["-n"]),
+    // The script's status is its last echo's: 0 after dump_fts failed.
+    c("dump_lfts-bad-flag", "dump_lfts", &["-Z"]).must(Must::Exit(0)),
+];
+
+/// What sets the error counters of [`ibqueryerrors`] again (written by
+/// it into the run folder, where the commands run).
+const INJECT: &[&str] = &["sh", "ibqueryerrors-inject.sh"];
+
+/// ibqueryerrors, with errors set on a switch port and two CAs' ports
+/// (ibsim's `PerformanceSet`) after every counter was cleared (the
+/// comparisons of error paths before leave PortRcvSwitchRelayErrors on the
+/// switches). `-k`/`-K` clear what they read: the counters are cleared and
+/// set again between the C tool and ours. Not compared: `-G` of
+/// another node and `-D` beyond the first node, for which the C tool
+/// sweeps one hop only (see [`IBLINKINFO`]).
+const IBQUERYERRORS: &[Case] = &[
+    c("ibqueryerrors", "ibqueryerrors", &[])
+        .at(At::Hosts)
+        .must(Must::Exit(1)),
+    c("ibqueryerrors-r", "ibqueryerrors", &["-r"]),
+    c("ibqueryerrors-details", "ibqueryerrors", &["--details"]),
+    c(
+        "ibqueryerrors-s",
+        "ibqueryerrors",
+        &["-s", "SymbolErrorCounter,PortXmitDiscards"],
+    ),
+    c("ibqueryerrors-c", "ibqueryerrors", &["-c"]),
+    c("ibqueryerrors-switch", "ibqueryerrors", &["--switch"]),
+    c("ibqueryerrors-ca", "ibqueryerrors", &["--ca", "-r"]),
+    c("ibqueryerrors-dr", "ibqueryerrors", &["-D", "0"]),
+    c(
+        "ibqueryerrors-thresholds",
+        "ibqueryerrors",
+        &["--threshold-file", "/nonexistent"],
+    ),
+    c("ibqueryerrors-no-guid", "ibqueryerrors", &["-G", NO_GUID]).must(Must::Exit(0)),
+    c("ibqueryerrors-k", "ibqueryerrors", &["-k"])
+        .before_each(INJECT)
+        .must(Must::Exit(1)),
+    c("ibqueryerrors-after-k", "ibqueryerrors", &[]).must(Must::Exit(0)),
+    c(
+        "ibqueryerrors-k-K-details",
+        "ibqueryerrors",
+        &["-k", "-K", "--details"],
+    )
+    .before_each(INJECT),
+    // Last: the SMPs of a route that leads nowhere count as the first
+    // switch's PortRcvSwitchRelayErrors. No summary, exit status 0.
+    c("ibqueryerrors-no-dr", "ibqueryerrors", &["-D", "0,99"]).must(Must::Exit(0)),
+    c("ibqueryerrors-bad-flag", "ibqueryerrors", &["-Z"]).must(Must::Exit(2)),
+];
+
 /// ibhosts, ibswitches and ibnodes (ibnetdiscover's topology, listed).
 const LISTS: &[Case] = &[
     c("ibhosts", "ibhosts", &[])
@@ -198,6 +299,18 @@ pub const TESTS: &[FabricTest] = &[
     FabricTest {
         name: "diags::ibportstate",
         run: ibportstate,
+    },
+    FabricTest {
+        name: "diags::iblinkinfo",
+        run: iblinkinfo,
+    },
+    FabricTest {
+        name: "diags::dump_fts",
+        run: dump_fts,
+    },
+    FabricTest {
+        name: "diags::ibqueryerrors",
+        run: ibqueryerrors,
     },
     FabricTest {
         name: "diags::ibhosts_ibswitches_ibnodes",
@@ -287,6 +400,117 @@ fn ibportstate(f: &Fabric) -> TestResult {
         .filter(|(_, r)| r.text.contains("\nAfter PortInfo set:\n"))
         .count();
     check!(sets == 2, "{sets} Sets shown by the C tool, 2 asked");
+    Ok(Outcome::Passed)
+}
+
+/// iblinkinfo; the C tool's output from the first node must have shown
+/// every switch, and every port of a switch that is linked.
+fn iblinkinfo(f: &Fabric) -> TestResult {
+    let outs = outputs(f, IBLINKINFO)?;
+    let (_, all) = outs
+        .iter()
+        .find(|(n, _)| n.starts_with("iblinkinfo@"))
+        .ok_or("no iblinkinfo comparison")?;
+    let switches = all
+        .text
+        .lines()
+        .filter(|l| l.starts_with("Switch: 0x"))
+        .count();
+    check!(
+        switches == f.switches(),
+        "iblinkinfo showed {switches} switches; the net file has {}",
+        f.switches()
+    );
+    let links = all.text.matches(" Active/  LinkUp)==> ").count();
+    check!(
+        links >= 2 * f.hcas(),
+        "iblinkinfo showed {links} active links, {} CAs",
+        f.hcas()
+    );
+    Ok(Outcome::Passed)
+}
+
+/// dump_fts and dump_lfts; the C tool's dump from the first node must
+/// have shown every switch's unicast table, with destinations resolved.
+fn dump_fts(f: &Fabric) -> TestResult {
+    let outs = outputs(f, DUMP_FTS)?;
+    let (_, all) = outs
+        .iter()
+        .find(|(n, _)| n.starts_with("dump_fts@"))
+        .ok_or("no dump_fts comparison")?;
+    let tables = all.text.matches(" valid lids dumped \n").count();
+    check!(
+        tables == f.switches(),
+        "dump_fts dumped {tables} tables; the net file has {} switches",
+        f.switches()
+    );
+    check!(
+        all.text.contains(": (Channel Adapter portguid 0x"),
+        "no destination resolved to a CA"
+    );
+    Ok(Outcome::Passed)
+}
+
+/// ibqueryerrors: errors set (ibsim's `PerformanceSet`, by the script
+/// [`INJECT`] runs) on port 1 of the first switch and of the first and the
+/// last CA, after every counter was cleared; the C tool's report from the
+/// first node must show each of them.
+fn ibqueryerrors(f: &Fabric) -> TestResult {
+    let ctx = Ctx::new(f)?.with_ports()?;
+    let sw = f.first(NodeKind::Switch).ok_or("no switch")?;
+    let cas: Vec<&str> = f
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Hca)
+        .map(|n| n.name.as_str())
+        .collect();
+    let (first, last) = match cas.as_slice() {
+        [a, .., b] => (*a, *b),
+        _ => return Err("fewer than two CAs".into()),
+    };
+    let lid = |name: &str| {
+        ctx.ports
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.lid)
+            .ok_or_else(|| format!("{name}: no LID"))
+    };
+    let set = [
+        (sw.name.as_str(), "SymbolErrorCounter", 5),
+        (sw.name.as_str(), "LinkDownedCounter", 1),
+        (first, "PortXmitDiscards", 3),
+        (first, "PortRcvErrors", 2),
+        (last, "PortRcvSwitchRelayErrors", 4),
+    ];
+    let mut script = String::from("set -e\nibqueryerrors -k -K >/dev/null || true\n");
+    for (node, counter, v) in set {
+        script += &format!(
+            "echo 'PerformanceSet \"{node}\"[1] PortCounters.{counter}={v}' > \"$RDMA_FABRIC_CONSOLE\"\n"
+        );
+    }
+    // ibsim reads its console when it gets to it: wait (up to 10 s) until
+    // the last one is set.
+    script += &format!(
+        "i=0\nuntil perfquery {} 1 | grep -q '^PortRcvSwitchRelayErrors:\\.*4$'; do\n  i=$((i+1)); [ $i -lt 200 ]; sleep 0.05\ndone\n",
+        lid(last)?
+    );
+    std::fs::write(f.dir.join("ibqueryerrors-inject.sh"), script)?;
+    let mut inject = f.command(INJECT[0], None);
+    inject.args(&INJECT[1..]);
+    let out = rdma_tests::fabric::output_within(inject, std::time::Duration::from_secs(30))?;
+    check!(out.status.success(), "the errors were not set: {out:?}");
+    let outs = compare_group(&ctx, IBQUERYERRORS)?;
+    let (_, all) = outs
+        .iter()
+        .find(|(n, _)| n.starts_with("ibqueryerrors@"))
+        .ok_or("no ibqueryerrors comparison")?;
+    for (node, counter, v) in set {
+        check!(
+            all.text.contains(&format!("[{counter} == {v}]")),
+            "{node}: {counter} == {v} not reported:\n{}",
+            all.text
+        );
+    }
     Ok(Outcome::Passed)
 }
 

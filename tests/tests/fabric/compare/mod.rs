@@ -111,6 +111,10 @@ pub struct Case {
     /// ignored: `perfquery -R` so that two readers of `-r` start from
     /// counters reset alike.
     pub before: &'static [&'static str],
+    /// `before` runs again between the C tool and ours: for a tool that
+    /// changes what it reads (`ibqueryerrors -k` clears the counters it
+    /// reports), so that both read the same.
+    pub again: bool,
 }
 
 impl Case {
@@ -131,6 +135,7 @@ impl Case {
             at: At::First,
             over: Over::One,
             before: &[],
+            again: false,
         }
     }
     pub const fn ours(self, ours: &'static str) -> Case {
@@ -150,6 +155,13 @@ impl Case {
     }
     pub const fn before(self, before: &'static [&'static str]) -> Case {
         Case { before, ..self }
+    }
+    pub const fn before_each(self, before: &'static [&'static str]) -> Case {
+        Case {
+            before,
+            again: true,
+            ..self
+        }
     }
 }
 
@@ -497,13 +509,23 @@ fn compare_one(
     k: &Concrete,
 ) -> Result<(Run, Option<String>), Box<dyn std::error::Error>> {
     let file = |ext: &str| ctx.keep.join(format!("{}.{ext}", k.name.replace('/', "_")));
-    if let Some((program, args)) = k.before.split_first() {
-        let mut c = ctx.f.command(program, None);
-        c.args(args);
-        output_within(c, LIMIT)?;
-    }
+    let before = || -> Result<(), Box<dyn std::error::Error>> {
+        if let Some((program, args)) = k.before.split_first() {
+            let mut c = ctx.f.command(program, None);
+            c.args(args);
+            let out = output_within(c, LIMIT)?;
+            if case.again && !out.status.success() {
+                return Err(format!("{}: `{}` failed", k.name, k.before.join(" ")).into());
+            }
+        }
+        Ok(())
+    };
+    before()?;
     let ours = rdma_tests::example(case.ours)?;
     let c = run(ctx, case.c, k.host.as_deref(), &k.args)?;
+    if case.again {
+        before()?;
+    }
     let r = run(ctx, &ours, k.host.as_deref(), &k.args)?;
     for (ext, text) in [
         ("c", &c.text),
