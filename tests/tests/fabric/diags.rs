@@ -103,9 +103,14 @@ const IBPORTSTATE: &[Case] = &[
     // The peer of an active switch port addressed by LID is asked for
     // along a route LID routed to the switch, then directed (DrSLID this
     // port's LID): ibsim answers no such SMP, and both tools time out
-    // alike (LIDs 1 to 3 only: each waits out the retries). By directed
-    // route the peer is shown.
-    c("ibportstate-lid-{lid}-1", "ibportstate", &["{lid}", "1"]).over(Over::Lids),
+    // alike (LIDs 1 to 3 only: each waits out the retries, 100 ms a try).
+    // By directed route the peer is shown.
+    c(
+        "ibportstate-lid-{lid}-1",
+        "ibportstate",
+        &["-t", "100", "{lid}", "1"],
+    )
+    .over(Over::Lids),
     c(
         "ibportstate-dr-{path}-1",
         "ibportstate",

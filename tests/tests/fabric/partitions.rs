@@ -189,7 +189,10 @@ fn pkey_table_records_list_the_tables(f: &Fabric) -> TestResult {
         return r;
     }
     for ((guid, want), lid) in TABLES.iter().zip(hca_lids(f)?) {
-        let text = tool(f, &["saquery", "--smkey", SM_KEY, "PKTR", &format!("{lid}/1/0")])?;
+        let text = tool(
+            f,
+            &["saquery", "--smkey", SM_KEY, "PKTR", &format!("{lid}/1/0")],
+        )?;
         let recs = text.matches("PKeyTableRecord dump:").count();
         let have = pkeys_in(text.split_once("PKey Table:").map_or("", |(_, t)| t));
         let want: BTreeSet<u16> = want.iter().copied().collect();
@@ -203,7 +206,10 @@ fn pkey_table_records_list_the_tables(f: &Fabric) -> TestResult {
     // partition, full. (A whole table is more than one MAD, which the
     // kernel's RMPP of our SA cannot send under umad2sim.)
     let lid = f.sm_lid.to_string();
-    let text = tool(f, &["saquery", "--smkey", SM_KEY, "PKTR", &format!("{lid}/0/0")])?;
+    let text = tool(
+        f,
+        &["saquery", "--smkey", SM_KEY, "PKTR", &format!("{lid}/0/0")],
+    )?;
     let have = pkeys_in(text.split_once("PKey Table:").map_or("", |(_, t)| t));
     check!(
         have.contains(&0xffff),
