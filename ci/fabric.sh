@@ -52,8 +52,9 @@
 #
 # ibsim and OpenSM are stopped on every way out (OpenSM with SIGKILL: under umad2sim
 # it ignores SIGTERM), by the pids this script recorded. Only one fabric at a time
-# (ibsim's sockets have fixed names): a flock on target/ci/fabric.lock, and a clear
-# error if an ibsim this script did not start is running.
+# on the machine (ibsim's sockets have fixed names): a flock on RDMA_FABRIC_LOCK_FILE
+# (default /tmp/rdma-ibsim.lock, shared by every checkout), and a clear error if an
+# ibsim this script did not start is running.
 #
 # Exit status: CMD's; 124 when CMD ran past RDMA_FABRIC_TIMEOUT; 125 when the fabric
 # did not come up (or the tools are missing).
@@ -191,7 +192,7 @@ stop_fabric() {
 on_exit() {
     stop_fabric
     # Under sudo, what root wrote goes back to the invoking user.
-    chown_to_invoker "$FABRIC_WORK" "$CI_WORK/fabric.lock" "$CI_WORK/fabric.summary"
+    chown_to_invoker "$FABRIC_WORK" "$CI_WORK/fabric.summary"
 }
 
 # start_fabric NAME NETFILE: ibsim and OpenSM in a fresh run folder; returns 125 (after
@@ -307,9 +308,12 @@ lock_fabric() {
     mkdir -p "$FABRIC_WORK"
     # A fabric.sh that runs under a caller that holds the lock.
     [ -z "${RDMA_FABRIC_LOCK_HELD:-}" ] || return 0
-    exec 9>"$CI_WORK/fabric.lock"
+    local lock=${RDMA_FABRIC_LOCK_FILE:-/tmp/rdma-ibsim.lock}
+    # Any user's fabric run takes it: created writable by all.
+    [ -e "$lock" ] || (umask 0; : >"$lock") 2>/dev/null || true
+    exec 9>>"$lock"
     if ! flock -w "${RDMA_FABRIC_LOCK_TIMEOUT:-300}" 9; then
-        echo "!! fabric.sh: another fabric run held $CI_WORK/fabric.lock for ${RDMA_FABRIC_LOCK_TIMEOUT:-300} s" >&2
+        echo "!! fabric.sh: another fabric run held $lock for ${RDMA_FABRIC_LOCK_TIMEOUT:-300} s" >&2
         exit 125
     fi
 }
