@@ -147,11 +147,16 @@ pub fn after_discovery(own: &SmInfo, remotes: &[Remote]) -> Outcome {
         .map_or(Outcome::Master, |r| Outcome::Standby(r.clone()))
 }
 
-/// Whom a master hands over to: the best active SM better than itself.
+/// Whom a master hands over to: the best STANDBY SM better than itself
+/// (IBA 14.4.1: a master hands over to a standby SM of higher priority). A
+/// better SM still DISCOVERING is not one: it finds this master when its
+/// discovery ends and is standby under it, and a HANDOVER meanwhile would
+/// leave the subnet without a master (the receiver is not standby; the
+/// sender is).
 pub fn handover_to<'a>(own: &SmInfo, remotes: &'a [Remote]) -> Option<&'a Remote> {
     remotes
         .iter()
-        .filter(|r| r.info.sm_state != SmInfo::NOT_ACTIVE && is_higher(&r.info, own))
+        .filter(|r| r.info.sm_state == SmInfo::STANDBY && is_higher(&r.info, own))
         .fold(None, |best: Option<&Remote>, r| match best {
             Some(b) if !is_higher(&r.info, &b.info) => Some(b),
             _ => Some(r),
@@ -340,17 +345,22 @@ mod tests {
     }
 
     #[test]
-    fn a_master_hands_over_to_the_best_active_better_sm() {
+    fn a_master_hands_over_to_the_best_standby_better_sm() {
         let own = sm(5, 5, SmInfo::MASTER);
         let a = remote(7, 6, SmInfo::STANDBY);
         let b = remote(3, 6, SmInfo::STANDBY);
         let off = remote(1, 15, SmInfo::NOT_ACTIVE);
         let worse = remote(2, 4, SmInfo::STANDBY);
+        // Better than `b`, but still discovering: not handed to.
+        let discovering = remote(9, 14, SmInfo::DISCOVERING);
         assert_eq!(
-            handover_to(&own, &[a.clone(), b.clone(), off.clone()]),
+            handover_to(
+                &own,
+                &[a.clone(), discovering.clone(), b.clone(), off.clone()]
+            ),
             Some(&b)
         );
-        assert_eq!(handover_to(&own, &[worse, off]), None);
+        assert_eq!(handover_to(&own, &[discovering, worse, off]), None);
         assert_eq!(handover_to(&own, &[]), None);
     }
 

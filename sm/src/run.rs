@@ -456,9 +456,11 @@ impl Machine {
     /// The master: a heavy sweep, then a light one each period and a heavy
     /// one when the light one finds a change or a trap arrives; after each
     /// heavy sweep the other SMs are asked, and the master hands over to a
-    /// better one.
+    /// better standby one; while a better one is still DISCOVERING, they
+    /// are asked each period until it is STANDBY.
     async fn master(&mut self) -> Flow {
         let mut heavy = true;
+        let mut ask = false;
         loop {
             if !heavy {
                 if let Some(why) = self.sm.light_sweep().await {
@@ -468,6 +470,7 @@ impl Machine {
             }
             if heavy {
                 heavy = false;
+                ask = true;
                 sweep_once(&mut self.sm, &mut self.first).await;
                 if self.first {
                     // It failed before bringing the subnet up: again next period.
@@ -475,8 +478,12 @@ impl Machine {
                 } else if self.config.once {
                     return Flow::Stop;
                 }
-                if self.hand_over().await {
-                    return Flow::Go;
+            }
+            if ask {
+                match self.hand_over().await {
+                    Asked::HandedOver => return Flow::Go,
+                    Asked::BetterDiscovering => {}
+                    Asked::NoBetter => ask = false,
                 }
             }
             let until = tokio::time::Instant::now() + self.config.sweep;
@@ -523,16 +530,23 @@ impl Machine {
     }
 
     /// Asks the other SMs of the subnet; hands over to the best better
-    /// one (HANDOVER, and STANDBY polling it). Whether it did.
-    async fn hand_over(&mut self) -> bool {
+    /// standby one (HANDOVER, and STANDBY polling it).
+    async fn hand_over(&mut self) -> Asked {
         let own = self.info();
         let ports = election::sm_ports(&state::lock_r(&self.sm.subnet()), own.guid);
         if ports.is_empty() {
-            return false;
+            return Asked::NoBetter;
         }
         let remotes = election::survey(&self.smi, ports, &own).await;
         let Some(r) = election::handover_to(&own, &remotes).cloned() else {
-            return false;
+            let discovering = remotes.iter().any(|r| {
+                r.info.sm_state == SmInfo::DISCOVERING && election::is_higher(&r.info, &own)
+            });
+            return if discovering {
+                Asked::BetterDiscovering
+            } else {
+                Asked::NoBetter
+            };
         };
         // Sent as master (the receiver checks); standby once it took it.
         let own = self.info();
@@ -544,14 +558,25 @@ impl Machine {
                 );
                 self.set_state(SmInfo::STANDBY, &why);
                 self.master = Some(r);
-                true
+                Asked::HandedOver
             }
             Err(e) => {
                 tracing::warn!("HANDOVER to {:#x}: {e}", r.info.guid);
-                false
+                Asked::NoBetter
             }
         }
     }
+}
+
+/// What a master learnt from asking the other SMs.
+enum Asked {
+    /// It handed over and is standby.
+    HandedOver,
+    /// A better SM is still discovering: ask again next period.
+    BetterDiscovering,
+    /// No better SM (or the HANDOVER failed): ask after the next heavy
+    /// sweep.
+    NoBetter,
 }
 
 /// A heavy sweep, its report logged; `first` is cleared once one has
