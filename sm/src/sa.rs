@@ -44,29 +44,18 @@ pub fn responder(
         }
         if let Some(resp) = resp {
             if agent.respond(&req, &resp).is_err() {
-                // A table longer than the transport takes: what fits.
-                let _ = agent.respond(&req, &first_mad(&resp));
+                let _ = agent.respond(&req, &unsent(&req.mad));
             }
         }
     }
 }
 
-/// The first 256 bytes of a long GetTable answer, its RMPP header saying
-/// they are the whole of it.
-fn first_mad(resp: &Mad) -> Mad {
-    let Ok(mut sa) = resp.sa_header() else {
-        return resp.clone();
-    };
-    let stride = usize::from(sa.attr_offset) * 8;
-    let fit = (Mad::SIZE - 56).checked_div(stride).unwrap_or(0);
-    sa.rmpp.data2 = 20 + (fit * stride) as u32;
-    let mut m = Mad::decode(&resp.as_bytes()[..Mad::SIZE]).unwrap_or_else(|_| resp.clone());
-    let _ = m.set_sa_header(&sa);
-    let keep = 56 + fit * stride;
-    for b in &mut m.as_bytes_mut()[keep..] {
-        *b = 0;
-    }
-    m
+/// The answer to `req` when its own could not be sent (a table longer
+/// than the transport takes, a write refused): ERR_NO_RESOURCES, as OpenSM
+/// answers a table it cannot send, and no records, never the part of a
+/// table that fits labelled as the whole of it.
+fn unsent(req: &Mad) -> Mad {
+    error(req, SaStatusCode::NoResources)
 }
 
 fn error(req: &Mad, code: SaStatusCode) -> Mad {

@@ -273,7 +273,12 @@ impl AgentView {
 
     fn write(&self, mad: &Mad, addr: &Address, timeout_ms: u32, retries: u32) -> Result<()> {
         self.check_addr(addr)?;
-        let long = rmpp_send(mad.as_bytes(), &self.reg)?;
+        let mut long = rmpp_send(mad.as_bytes(), &self.reg)?;
+        if self.port.simulated {
+            if let Some(v) = long.as_mut() {
+                first_segment_only(v);
+            }
+        }
         let bytes = long.as_deref().unwrap_or(mad.as_bytes());
         let hdr = send_header(self.id, timeout_ms, retries, bytes.len(), addr);
         let tracked = timeout_ms > 0 && mad.method().expects_response();
@@ -364,6 +369,21 @@ fn rmpp_send(bytes: &[u8], reg: &Registration) -> Result<Option<Vec<u8>>> {
     let mut v = bytes.to_vec();
     v[RMPP_FLAGS_BYTE] |= RMPP_FLAG_ACTIVE;
     Ok(Some(v))
+}
+
+/// Makes an RMPP transfer that claims to be whole (an Active DATA segment
+/// flagged FIRST and LAST) longer than one MAD into what a port without
+/// RMPP carries of it, its first 256 bytes (ibsim's umad2sim passes no
+/// more): the first segment, flagged FIRST and not LAST, its PayloadLength
+/// still the whole transfer's, so that a receiver sees a table cut short
+/// rather than a complete one of fewer records. Anything else is left as it
+/// is.
+fn first_segment_only(v: &mut Vec<u8>) {
+    const LAST: u8 = 0x04;
+    if v.len() > Mad::SIZE && rmpp_payload_end(v).is_some() {
+        v.truncate(Mad::SIZE);
+        v[RMPP_FLAGS_BYTE] &= !LAST;
+    }
 }
 
 /// Where the payload of a whole RMPP transfer in `bytes` ends: 36 +
@@ -487,6 +507,55 @@ mod tests {
         lying[32..36].copy_from_slice(&1000u32.to_be_bytes());
         assert_eq!(rmpp_send(&lying, &rmpp).unwrap(), None);
         assert_eq!(rmpp_payload_end(&lying[..30]), None);
+    }
+
+    /// A GetTableResp of `n` PathRecords (64 bytes each).
+    fn table(n: usize) -> Mad {
+        use crate::mad::sa::{table_response, PathRecord, PathRecordMask, SaRequest};
+        let req = SaRequest::get_table(5)
+            .record(&PathRecord::default(), PathRecordMask::DLID)
+            .unwrap();
+        table_response(&req, &vec![PathRecord::default(); n]).unwrap()
+    }
+
+    #[test]
+    fn a_port_without_rmpp_gets_the_first_segment_flagged_as_such() {
+        let rmpp = Registration::new(class::SUBN_ADM, 2).rmpp(1);
+        // A whole five-record transfer: its first 256 bytes, FIRST and not
+        // LAST, PayloadLength unchanged.
+        let five = table(5);
+        let mut sent = rmpp_send(five.as_bytes(), &rmpp).unwrap().unwrap();
+        let whole = sent.clone();
+        first_segment_only(&mut sent);
+        assert_eq!(sent.len(), Mad::SIZE);
+        let h = crate::mad::RmppHeader::decode(&sent[24..]).unwrap();
+        assert_eq!(
+            h.flags,
+            crate::mad::RmppFlags::ACTIVE | crate::mad::RmppFlags::FIRST
+        );
+        assert_eq!(h.data2, 20 + 5 * 64);
+        assert_eq!(sent[..26], whole[..26]);
+        assert_eq!(sent[27..], whole[27..Mad::SIZE]);
+        // One MAD, a transfer with no PayloadLength, a long MAD with no RMPP
+        // header: as they were.
+        let mut one = rmpp_send(table(1).as_bytes(), &rmpp).unwrap().unwrap();
+        let before = one.clone();
+        first_segment_only(&mut one);
+        assert_eq!(one, before);
+        let mut bare = long_mad(class::SUBN_ADM, 600);
+        bare[RMPP_FLAGS_BYTE] |= RMPP_FLAG_ACTIVE;
+        let before = bare.clone();
+        first_segment_only(&mut bare);
+        assert_eq!(bare, before);
+        // Hostile: a PayloadLength past the end, a header on a short buffer.
+        let mut lying = whole.clone();
+        lying[32..36].copy_from_slice(&100_000u32.to_be_bytes());
+        let before = lying.clone();
+        first_segment_only(&mut lying);
+        assert_eq!(lying, before);
+        let mut short = whole[..30].to_vec();
+        first_segment_only(&mut short);
+        assert_eq!(short, whole[..30]);
     }
 
     #[test]

@@ -148,13 +148,16 @@ impl SaClient {
     }
 
     /// SubnAdmGetTable: every record matching the fields of `mask` in
-    /// `record` (none is an empty table, not an error).
+    /// `record` (none is an empty table, not an error). A table that
+    /// arrived cut short (the first MAD of a longer transfer, as on a port
+    /// without RMPP) is [`SaError::Truncated`], not the records of its
+    /// first part.
     pub async fn get_table<R: SaRecord>(&self, record: &R, mask: R::Mask) -> Result<Vec<R>> {
         let mad = SaRequest::get_table(0)
             .record(record, mask)
             .map_err(SaError::from)?;
         let r = self.exchange(mad).await?;
-        match SaTable::<R>::new(r.received_bytes()) {
+        match SaTable::<R>::new(r.received_bytes()).and_then(SaTable::whole) {
             Ok(t) => Ok(t.collect::<Result<Vec<R>, _>>().map_err(SaError::from)?),
             Err(e) if e.code() == Some(SaStatusCode::NoRecords) => Ok(Vec::new()),
             Err(e) => Err(e.into()),

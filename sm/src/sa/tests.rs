@@ -28,6 +28,28 @@ fn subnet_of_cas(n: u8) -> (Subnet, Vec<Gid>) {
     (s, gids)
 }
 
+/// A table that could not be sent is answered ERR_NO_RESOURCES with no
+/// records, the request's TID and attribute, the GetTable response method.
+#[test]
+fn an_unsent_table_is_no_resources_not_part_of_it() {
+    let req = rdma::mad::sa::SaRequest::get_table(0)
+        .record(
+            &NodeRecord::default(),
+            rdma::mad::sa::NodeRecordMask::empty(),
+        )
+        .unwrap();
+    let r = unsent(&req);
+    let h = r.header();
+    assert_eq!(
+        (h.method, h.tid, h.attr_id),
+        (Method::GET_TABLE_RESP, req.tid(), req.header().attr_id)
+    );
+    match rdma::mad::sa::SaTable::<NodeRecord>::from_mad(&r) {
+        Err(e) => assert_eq!(e.code(), Some(SaStatusCode::NoResources)),
+        Ok(t) => panic!("an unsent table gave {} records", t.count()),
+    }
+}
+
 /// Two CAs on a switch, every link 4X EDR and MTU 4096 but the second
 /// CA's port, which takes 1024; routed. The LIDs of the two CAs.
 fn two_cas_one_small() -> (Subnet, u16, u16) {

@@ -2,17 +2,20 @@
 //! simulated fabric: PathRecords by LIDs and by GIDs, many in flight; a
 //! multicast join and leave of the IPoIB broadcast group, seen in the SA's
 //! MCMemberRecords in between; InformInfo subscriptions; the SA's error
-//! statuses as typed errors; a dropped query leaves nothing behind; and the
+//! statuses as typed errors; every NodeRecord by one GetTable against
+//! `saquery` LID by LID (or the typed error of a table cut short, ibsim
+//! carrying no RMPP); a dropped query leaves nothing behind; and the
 //! time of a burst of PathRecord queries against `saquery` issuing them one
 //! by one.
 
+use std::collections::BTreeSet;
 use std::error::Error as StdError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdma::mad::sa::{
     InformInfo, InformInfoRecord, InformInfoRecordMask, JoinState, McMemberRecord,
-    McMemberRecordMask, NodeRecord, NodeRecordMask, SaStatusCode,
+    McMemberRecordMask, NodeRecord, NodeRecordMask, SaError, SaStatusCode,
 };
 use rdma::umad::SaClient;
 use rdma::umad::{self, AsyncPort, Port};
@@ -42,6 +45,10 @@ pub const TESTS: &[FabricTest] = &[
     FabricTest {
         name: "sa_client::sa_errors_are_typed_and_no_records_is_an_empty_table",
         run: sa_errors_are_typed,
+    },
+    FabricTest {
+        name: "sa_client::every_node_record_by_get_table_is_saquery_s_or_cut_short_typed",
+        run: every_node_record_by_get_table,
     },
     FabricTest {
         name: "sa_client::dropped_queries_leave_nothing_behind",
@@ -467,6 +474,101 @@ fn sa_errors_are_typed(f: &Fabric) -> TestResult {
             .await?;
         if r.lid != lid {
             fail!("the NodeRecord of LID {lid} is {r:?}");
+        }
+        Ok(Outcome::Passed)
+    })
+}
+
+/// The (LID, port GUID) of each NodeRecord `saquery` (the C tool) gives,
+/// one `saquery NodeRecord LID` per LID of the subnet (each answer one
+/// record, one MAD).
+fn saquery_node_records(f: &Fabric, lids: &[u16]) -> Res<BTreeSet<(u16, u64)>> {
+    let mut set = BTreeSet::new();
+    for &lid in lids {
+        let mut c = f.command("saquery", None);
+        c.args(["NodeRecord", &lid.to_string()]);
+        let out = output_within(c, Duration::from_secs(20))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let field = |name: &str| -> Vec<String> {
+            text.lines()
+                .filter_map(|l| l.trim().strip_prefix(name))
+                .map(|v| v.trim_start_matches('.').to_string())
+                .collect()
+        };
+        let (l, g) = (field("lid."), field("port_guid."));
+        let ([l], [g], true) = (&l[..], &g[..], out.status.success()) else {
+            fail!(
+                "saquery NodeRecord {lid}: {}\n{text}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let g = u64::from_str_radix(g.trim_start_matches("0x"), 16)?;
+        set.insert((l.parse()?, g));
+    }
+    Ok(set)
+}
+
+/// Every NodeRecord by one GetTable from an `SaClient`, against what
+/// `saquery` gives LID by LID: the same (LID, port GUID) set; or, where the
+/// port carries one MAD of a longer RMPP transfer (ibsim simulates no
+/// RMPP), the typed `SaError::Truncated`, its whole records among
+/// saquery's and its count (when the SA sent a PayloadLength) theirs;
+/// never fewer records as if they were the table. A Get per LID from the
+/// same client gives saquery's set whole.
+fn every_node_record_by_get_table(f: &Fabric) -> TestResult {
+    let mut lids: Vec<u16> = f.lids()?.iter().map(|&(_, l)| l).collect();
+    lids.sort_unstable();
+    lids.dedup();
+    let theirs = saquery_node_records(f, &lids)?;
+    if theirs.len() != lids.len() || theirs.len() < 2 {
+        fail!(
+            "saquery: {} NodeRecords for LIDs {lids:?}: {theirs:?}",
+            theirs.len()
+        );
+    }
+    runtime()?.block_on(async {
+        let port = async_port()?;
+        let sa = SaClient::new(&port)?;
+        let key = |n: &NodeRecord| (n.lid, n.node_info.port_guid);
+        match sa
+            .get_table(&NodeRecord::default(), NodeRecordMask::empty())
+            .await
+        {
+            Ok(table) => {
+                let ours: BTreeSet<_> = table.iter().map(key).collect();
+                if ours != theirs || table.len() != theirs.len() {
+                    fail!(
+                        "GetTable: {} NodeRecords {ours:?}, saquery {theirs:?}",
+                        table.len()
+                    );
+                }
+            }
+            Err(umad::Error::Sa(SaError::Truncated { count, have })) => {
+                if have >= theirs.len() || count.is_some_and(|n| n != theirs.len()) {
+                    fail!(
+                        "GetTable cut short: {have} records of {count:?}, saquery has {}",
+                        theirs.len()
+                    );
+                }
+                println!(
+                    "  GetTable of {} NodeRecords cut short (no RMPP here): {have} arrived, \
+                     count {count:?}",
+                    theirs.len()
+                );
+            }
+            Err(e) => fail!("GetTable of every NodeRecord: {e}"),
+        }
+        let mut ours = BTreeSet::new();
+        for &lid in &lids {
+            let q = NodeRecord {
+                lid,
+                ..NodeRecord::default()
+            };
+            ours.insert(key(&sa.get(&q, NodeRecordMask::LID).await?));
+        }
+        if ours != theirs {
+            fail!("Get by LID: {ours:?}, saquery {theirs:?}");
         }
         Ok(Outcome::Passed)
     })

@@ -151,6 +151,16 @@ pub enum SaError {
         /// AttributeOffset in bytes.
         stride: usize,
     },
+    /// The table is cut short: the MAD is the first part of a longer
+    /// transfer whose rest did not come (a port without RMPP, such as
+    /// ibsim's, carries one MAD of it). Its records are not the table.
+    #[error("the table was cut short: {have} whole records arrived of {}", match .count { Some(n) => format!("the {n} its PayloadLength gives"), None => "a transfer of unknown length (RMPP Active, no PayloadLength)".to_string() })]
+    Truncated {
+        /// The records the transfer holds, when its PayloadLength says.
+        count: Option<usize>,
+        /// The whole records that arrived.
+        have: usize,
+    },
     /// The records claimed do not fit in the bytes there are.
     #[error("{count} records {stride} bytes apart need {need} bytes of SA data, there are {have}")]
     RecordsBeyondData {
@@ -340,6 +350,7 @@ pub struct SaTable<'a, R> {
     count: usize,
     next: usize,
     truncated: bool,
+    claimed: Option<usize>,
     attr_offset: u16,
     record: PhantomData<fn() -> R>,
 }
@@ -367,6 +378,7 @@ impl<'a, R: SaRecord> SaTable<'a, R> {
             count: 0,
             next: 0,
             truncated: false,
+            claimed: None,
             attr_offset: sa.attr_offset,
             record: PhantomData,
         };
@@ -390,7 +402,16 @@ impl<'a, R: SaRecord> SaTable<'a, R> {
             return Err(bad_offset);
         }
         match payload {
-            None => t.count = data.len() / stride,
+            None => {
+                t.count = data.len() / stride;
+                // RMPP Active without an RMPP DATA header: the sender left
+                // the segmenting to an RMPP layer that did not run, and
+                // the data ending inside a record is where the transfer
+                // was cut.
+                t.truncated = rmpp.flags.contains(RmppFlags::ACTIVE)
+                    && rmpp.rmpp_type != RmppType::Data
+                    && data.len() % stride != 0;
+            }
             Some(p) => {
                 let bytes = (p - sa_fields) as usize;
                 if bytes % stride != 0 {
@@ -400,6 +421,7 @@ impl<'a, R: SaRecord> SaTable<'a, R> {
                     });
                 }
                 let count = bytes / stride;
+                t.claimed = Some(count);
                 let need = count.saturating_mul(stride);
                 if need <= data.len() {
                     t.count = count;
@@ -433,11 +455,29 @@ impl<'a, R: SaRecord> SaTable<'a, R> {
     pub fn attr_offset(&self) -> u16 {
         self.attr_offset
     }
-    /// Whether the MAD is the first segment of a longer RMPP transfer whose
-    /// other segments are not there: the table holds the records of that
-    /// segment only.
+    /// Whether the MAD is the first part of a longer RMPP transfer whose
+    /// rest is not there (its first segment; or, with RMPP Active and no
+    /// RMPP DATA header, data that ends inside a record): the table holds
+    /// the records of that part only.
     pub fn is_truncated(&self) -> bool {
         self.truncated
+    }
+    /// The number of records the RMPP PayloadLength gives for the whole
+    /// transfer, when the MAD carries one.
+    pub fn records_claimed(&self) -> Option<usize> {
+        self.claimed
+    }
+    /// The table whole, or [`SaError::Truncated`] when it is cut short
+    /// ([`SaTable::is_truncated`]): for a caller that wants every record
+    /// or none.
+    pub fn whole(self) -> Result<SaTable<'a, R>, SaError> {
+        if self.truncated {
+            return Err(SaError::Truncated {
+                count: self.claimed,
+                have: self.count,
+            });
+        }
+        Ok(self)
     }
 }
 
@@ -882,5 +922,105 @@ mod tests {
         }
         assert!(SaTable::<NodeRecord>::new(&good[..55]).is_err());
         assert_eq!(decode_all(&good), Ok(()));
+    }
+
+    #[test]
+    fn a_table_cut_short_is_truncated_and_never_whole() {
+        let req = SaRequest::get_table(9)
+            .record(&NodeRecord::default(), NodeRecordMask::empty())
+            .unwrap();
+        let recs = nodes(6);
+        let resp = table_response(&req, &recs).unwrap();
+        let whole = resp.as_bytes();
+        // The first segment as a port without RMPP carries it: FIRST, not
+        // LAST, PayloadLength of six records, 200 bytes of SA data.
+        let mut first = whole[..256].to_vec();
+        first[26] &= !(RmppFlags::LAST.bits());
+        let t = SaTable::<NodeRecord>::new(&first).unwrap();
+        assert_eq!(
+            (t.is_truncated(), t.records_claimed(), t.count_records()),
+            (true, Some(6), 1)
+        );
+        assert_eq!(
+            t.whole().unwrap_err(),
+            SaError::Truncated {
+                count: Some(6),
+                have: 1
+            }
+        );
+        // The same 256 bytes still flagged LAST claim what is not there.
+        assert!(matches!(
+            SaTable::<NodeRecord>::new(&whole[..256]),
+            Err(SaError::RecordsBeyondData { count: 6, .. })
+        ));
+        // A sender that left the segmenting to RMPP (Active, RMPP version
+        // and type 0, no PayloadLength), cut at 256 bytes inside the
+        // second record: truncated, of unknown length.
+        let mut bare = whole[..256].to_vec();
+        bare[24..36].fill(0);
+        bare[26] = RmppFlags::ACTIVE.bits();
+        let t = SaTable::<NodeRecord>::new(&bare).unwrap();
+        assert_eq!(
+            (t.is_truncated(), t.records_claimed(), t.count_records()),
+            (true, None, 1)
+        );
+        assert_eq!(
+            t.whole().unwrap_err(),
+            SaError::Truncated {
+                count: None,
+                have: 1
+            }
+        );
+        // Its whole one-record answer (168 bytes) is whole.
+        let t = SaTable::<NodeRecord>::new(&bare[..56 + 112]).unwrap();
+        assert!(!t.is_truncated());
+        let got: Vec<_> = t.whole().unwrap().map(|r| r.unwrap()).collect();
+        assert_eq!(got, recs[..1]);
+        // Without Active the length is all there is (one MAD, no RMPP).
+        bare[26] = 0;
+        assert!(!SaTable::<NodeRecord>::new(&bare).unwrap().is_truncated());
+        // The reassembled transfer is whole.
+        let got: Vec<_> = SaTable::<NodeRecord>::new(whole)
+            .and_then(SaTable::whole)
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(got, recs);
+    }
+
+    #[test]
+    fn random_rmpp_headers_never_make_records_beyond_the_data() {
+        let req = SaRequest::get_table(9)
+            .record(&NodeRecord::default(), NodeRecordMask::empty())
+            .unwrap();
+        let whole = table_response(&req, &nodes(6)).unwrap().as_bytes().to_vec();
+        let rounds = if cfg!(miri) { 50 } else { 5000 };
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..rounds {
+            let len = 56 + (next() % (whole.len() as u64 - 55)) as usize;
+            let mut b = whole[..len].to_vec();
+            // RMPP header and AttributeOffset: random.
+            for i in (24..36).chain(44..46) {
+                b[i] = next() as u8;
+            }
+            let Ok(t) = SaTable::<NodeRecord>::new(&b) else {
+                continue;
+            };
+            let stride = usize::from(t.attr_offset()) * 8;
+            let n = t.count_records();
+            assert!(
+                n.saturating_mul(stride) <= len - 56,
+                "{n} x {stride} in {len}"
+            );
+            if let Ok(t) = t.whole() {
+                assert_eq!(t.count(), n);
+            }
+        }
     }
 }
