@@ -35,9 +35,6 @@ pub enum Must {
     /// that both found no SM would compare alike and prove nothing) and
     /// those of a known error.
     Exit(i32),
-    /// Exit 0 under OpenSM, 5 under ours, whose SA keeps no ServiceRecords
-    /// (it answers status 0x0C, and saquery exits 5).
-    ServiceRecords,
     /// Exit 0 and print a line that starts with this.
     Line(&'static str),
 }
@@ -539,13 +536,6 @@ fn compare_one(
     let want = match case.must {
         Must::Alike | Must::Line(_) => None,
         Must::Exit(n) => Some(n),
-        Must::ServiceRecords => Some(
-            if std::env::var("RDMA_FABRIC_SM").as_deref() == Ok("ours") {
-                5
-            } else {
-                0
-            },
-        ),
     };
     if let Must::Line(l) = case.must {
         if c.status != Some(0) || !c.text.lines().any(|x| x.starts_with(l)) {
