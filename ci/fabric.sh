@@ -13,7 +13,9 @@
 # (RDMA_FABRIC_ROUTING=updn), on ring and fattree: NAME-ours-updn; and with
 # RDMA_FABRIC_ROUTING=ftree,updn,minhop on fattree: fattree-ours-ftree; and the
 # partitions:: tests under each SM given ci/partitions-2sw2path4hca.conf as -P
-# (RDMA_FABRIC_PCONFIG): 2sw2path4hca-pkeys, 2sw2path4hca-ours-pkeys. The fault
+# (RDMA_FABRIC_PCONFIG): 2sw2path4hca-pkeys, 2sw2path4hca-ours-pkeys; and the lmc::
+# tests under each SM with LMC 2 as -l (RDMA_FABRIC_LMC): fattree-lmc,
+# fattree-ours-lmc. The fault
 # tests (sm_faults::: resets, lost NodeInfo, 5% packet loss; they wait for the SM's
 # sweeps, about a minute per topology) and the election tests (sm_election::: SMs
 # started, killed and restarted) run under each SM on the topologies of
@@ -71,7 +73,9 @@
 # RDMA_FABRIC_SWEEP (s between our SM's light sweeps, its --sweep; default 5;
 # OpenSM keeps its 10), RDMA_FABRIC_PCONFIG (a partitions file that either SM gets as
 # its -P; the partitions:: tests run with ci/partitions-2sw2path4hca.conf on
-# 2sw2path4hca; default: none, the default partition alone).
+# 2sw2path4hca; default: none, the default partition alone), RDMA_FABRIC_LMC (the
+# LMC that either SM gets as its -l, 0-7; the lmc:: tests run with 2 on fattree;
+# default: none, the SM's 0).
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -246,10 +250,10 @@ start_fabric() {
     if [ "$SM" = ours ]; then
         up_log=$RUN_DIR/sm.out sm_out=$RUN_DIR/sm.out
         (cd "$RUN_DIR" && LD_PRELOAD=$UMAD2SIM OSM_CACHE_DIR=$RUN_DIR \
-            exec "$SM_BIN" --sweep "$SWEEP" -R "$ROUTING" "${PCONFIG_ARGS[@]}" </dev/null >"$RUN_DIR/sm.out" 2>&1) &
+            exec "$SM_BIN" --sweep "$SWEEP" -R "$ROUTING" "${PCONFIG_ARGS[@]}" "${LMC_ARGS[@]}" </dev/null >"$RUN_DIR/sm.out" 2>&1) &
     else
         (cd "$RUN_DIR" && LD_PRELOAD=$UMAD2SIM OSM_TMP_DIR=$RUN_DIR OSM_CACHE_DIR=$RUN_DIR \
-            exec opensm -R "$ROUTING" "${PCONFIG_ARGS[@]}" -d 2 -f "$RUN_DIR/osm.log" </dev/null >"$RUN_DIR/opensm.out" 2>&1) &
+            exec opensm -R "$ROUTING" "${PCONFIG_ARGS[@]}" "${LMC_ARGS[@]}" -d 2 -f "$RUN_DIR/osm.log" </dev/null >"$RUN_DIR/opensm.out" 2>&1) &
     fi
     OPENSM_PID=$!
     local deadline sm=
@@ -480,6 +484,23 @@ suite() {
         PCONFIG_ARGS=()
         args=("${saved[@]}")
     fi
+    # LMC: the lmc:: tests under each SM with LMC 2 (the SM's -l) on fattree,
+    # unless an LMC was given for the whole suite: fattree-lmc, fattree-ours-lmc.
+    if [[ " ${nets[*]} " == *" fattree "* ]] && [ -z "${RDMA_FABRIC_LMC:-}" ]; then
+        local saved=("${args[@]}")
+        [ -n "${RDMA_FABRIC_FILTER:-}" ] || args=("lmc::")
+        export RDMA_FABRIC_LMC=2
+        LMC_ARGS=(-l "$RDMA_FABRIC_LMC")
+        for sm_choice in "${sms[@]}"; do
+            SM=$sm_choice
+            name=fattree-lmc
+            [ "$SM" = opensm ] || name=fattree-$SM-lmc
+            test_run "$name" "$(net_file fattree)"
+        done
+        unset RDMA_FABRIC_LMC
+        LMC_ARGS=()
+        args=("${saved[@]}")
+    fi
     summaries+=("fabric: $tp passed, $tf failed, $ts skipped")
     summaries+=("fabric: compare: $co ok, $cf failed")
     printf '%s\n' "${summaries[@]}" >"$CI_WORK/fabric.summary"
@@ -552,6 +573,11 @@ check_tools
 SM_BIN=${RDMA_FABRIC_SM_BIN:-$REPO_ROOT/target/debug/sm}
 SWEEP=${RDMA_FABRIC_SWEEP:-5}
 ROUTING=${RDMA_FABRIC_ROUTING:-minhop}
+LMC_ARGS=()
+if [ -n "${RDMA_FABRIC_LMC:-}" ]; then
+    [[ "$RDMA_FABRIC_LMC" =~ ^[0-7]$ ]] || die "RDMA_FABRIC_LMC=$RDMA_FABRIC_LMC: an LMC is 0-7"
+    LMC_ARGS=(-l "$RDMA_FABRIC_LMC")
+fi
 PCONFIG_ARGS=()
 if [ -n "${RDMA_FABRIC_PCONFIG:-}" ]; then
     [ -r "$RDMA_FABRIC_PCONFIG" ] || die "RDMA_FABRIC_PCONFIG=$RDMA_FABRIC_PCONFIG: no such file"

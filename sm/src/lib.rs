@@ -1,8 +1,9 @@
 //! A subnet manager and subnet administrator for an InfiniBand fabric, in
 //! the manner of OpenSM, over the `rdma` crate's umad ports and MAD codec.
 //!
-//! It sweeps the fabric with directed-route SMPs, assigns LIDs, routes by
-//! minimum hops, programs every switch's linear and multicast forwarding
+//! It sweeps the fabric with directed-route SMPs, assigns LIDs (2^LMC to
+//! each CA port with [`Config::lmc`]), routes by the engines of
+//! [`Config::routing`], programs every switch's linear and multicast forwarding
 //! tables, brings the ports to Active, answers SMInfo as master, and answers
 //! SA queries (NodeRecord, PortInfoRecord, PathRecord, LinkRecord,
 //! MCMemberRecord with joins and leaves, ServiceRecord with registrations,
@@ -105,6 +106,11 @@ pub struct Config {
     /// default: the default partition alone, every end port a full member,
     /// whose P_Key tables the SM leaves as the ports have them.
     pub partitions: partitions::Partitions,
+    /// The LID Mask Control (OpenSM's `-l`, 0-7): each CA and router port
+    /// gets 2^LMC LIDs, its paths spread over different links by the
+    /// routing engines; a switch's port 0 keeps one. Above 7, [`run`]
+    /// refuses to start.
+    pub lmc: u8,
 }
 
 impl Default for Config {
@@ -123,6 +129,7 @@ impl Default for Config {
             roots: Vec::new(),
             max_wire_smps: 4,
             partitions: partitions::Partitions::default(),
+            lmc: 0,
         }
     }
 }

@@ -68,6 +68,10 @@ struct Args {
     /// partition alone, every port a full member.
     #[arg(short = 'P', long = "Pconfig")]
     pconfig: Option<PathBuf>,
+    /// The LID Mask Control, as OpenSM's -l: each CA port gets 2^LMC LIDs
+    /// (0-7), its paths spread over different links.
+    #[arg(short = 'l', long = "lmc", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
+    lmc: u8,
     /// The most SMPs outstanding at once, as OpenSM's --maxsmps (0: no
     /// limit).
     #[arg(long = "maxsmps", default_value_t = 4)]
@@ -152,6 +156,7 @@ fn main() -> ExitCode {
         roots,
         max_wire_smps: args.maxsmps,
         partitions,
+        lmc: args.lmc,
     };
     // One thread: the SA answers each request where it arrives, without a
     // hand-over between workers (the sweep's SMPs wait on the network, not
@@ -237,6 +242,9 @@ mod tests {
             (a.sm_key, a.sminfo_polling_timeout, a.polling_retry_number),
             (0xabc, 500, 2)
         );
+        assert_eq!(Args::try_parse_from(["sm"]).unwrap().lmc, 0);
+        assert_eq!(Args::try_parse_from(["sm", "-l", "7"]).unwrap().lmc, 7);
+        assert_eq!(Args::try_parse_from(["sm", "--lmc", "2"]).unwrap().lmc, 2);
         assert_eq!(parse_guid("2c90300a0b0c1"), Ok(0x2_c903_00a0_b0c1));
         for bad in [
             &["sm", "-g", "zz"][..],
@@ -251,6 +259,8 @@ mod tests {
             &["sm", "--polling_retry_number", "0"],
             &["sm", "--sm_key", "key"],
             &["sm", "-P"],
+            &["sm", "-l", "8"],
+            &["sm", "-l", "-1"],
         ] {
             assert!(Args::try_parse_from(bad).is_err(), "{bad:?}");
         }

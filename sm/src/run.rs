@@ -46,6 +46,8 @@ fn sm_port(config: &Config) -> Result<(String, u32), Error> {
 /// GUID against the other SMs of the subnet (IBA 14.4); a standby takes over
 /// when the master stops answering or hands over.
 pub async fn run(config: Config) -> Result<(), Error> {
+    let lids = crate::subnet::Lids::with_lmc(config.lmc)
+        .ok_or_else(|| format!("LMC {} is above {}", config.lmc, crate::subnet::MAX_LMC))?;
     let (ca, port_num) = sm_port(&config)?;
     tracing::info!("running on {ca} port {port_num}");
     let port = AsyncPort::new(Port::open(&ca, port_num)?)?;
@@ -115,6 +117,7 @@ pub async fn run(config: Config) -> Result<(), Error> {
         config.max_wire_smps,
     );
     sm.partitions = config.partitions.clone();
+    *sm.lids_mut() = lids;
     if let Some(dir) = std::env::var_os("OSM_CACHE_DIR") {
         let path = std::path::Path::new(&dir).join("guid2lid");
         match std::fs::read_to_string(&path) {

@@ -138,12 +138,17 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>, reporter: Option<&Reporter>) 
         }
         (records::attr_id::PATH_RECORD, Method::GET | Method::GET_TABLE) => {
             let q = m.attribute::<PathRecord>().ok()?;
-            let hits = path_records(
-                &lock_r(subnet),
-                &q,
-                PathRecordMask::from_bits_truncate(mask),
-                req.addr.lid,
-            );
+            let pm = PathRecordMask::from_bits_truncate(mask);
+            // A Get: one path a pair of ports (IBA 1.2 erratum, as
+            // OpenSM); NumbPath: at most that many.
+            let limit = if h.method == Method::GET {
+                Some(1)
+            } else if pm.contains(PathRecordMask::NUMB_PATH) {
+                Some(usize::from(q.numb_path))
+            } else {
+                None
+            };
+            let hits = path_records(&lock_r(subnet), &q, pm, req.addr.lid, limit);
             reply(m, h.method, hits)
         }
         (records::attr_id::MC_MEMBER_RECORD, Method::GET | Method::GET_TABLE) => {
@@ -411,6 +416,8 @@ use multicast::{join, leave, member_records};
 use paths::{end_port, end_port_by_gid, path_records};
 use pkey_records::table_of_lid;
 
+#[cfg(test)]
+mod lmc_tests;
 #[cfg(test)]
 mod partition_tests;
 #[cfg(test)]

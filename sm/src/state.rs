@@ -36,9 +36,10 @@ pub struct Subnet {
     pub groups: Groups,
     /// Whether the first sweep is done.
     pub up: bool,
-    /// Each LID's end port: node, port number, port GUID.
+    /// Each LID's end port (every LID of a port's 2^LMC): node, port
+    /// number, port GUID.
     pub end_ports: HashMap<u16, (NodeId, u8, u64)>,
-    /// Every LID assigned, ascending.
+    /// The base LID of every end port, ascending.
     pub sorted_lids: Vec<u16>,
     /// The P_Key table entries of each end port (a switch's as port 0)
     /// and of each switch port that enforces partitions, by node and
@@ -57,7 +58,7 @@ impl Subnet {
     pub(crate) fn index_lids(&mut self) {
         self.end_ports = self
             .lids
-            .iter()
+            .iter_all()
             .filter_map(|(guid, lid)| {
                 let (id, p) = self.topo.end_port_of(guid)?;
                 Some((lid, (id, p, guid)))
@@ -68,14 +69,18 @@ impl Subnet {
     }
 }
 
-/// The LIDs in OpenSM's `guid2lid` format: `0x<port GUID> <LID> <LID>` a
-/// line, by LID.
+/// The LIDs in OpenSM's `guid2lid` format: `0x<port GUID> <base LID>
+/// <last LID>` a line, by LID.
 pub fn guid2lid(s: &RwLock<Subnet>) -> String {
     let s = lock_r(s);
-    let mut v: Vec<(u64, u16)> = s.lids.iter().collect();
-    v.sort_by_key(|&(_, l)| l);
+    let mut v: Vec<(u64, u16, u16)> = s
+        .lids
+        .iter()
+        .map(|(g, l)| (g, l, s.lids.range(g).map_or(l, |r| *r.end())))
+        .collect();
+    v.sort_by_key(|&(_, l, _)| l);
     v.iter()
-        .map(|(g, l)| format!("0x{g:016x} 0x{l:04x} 0x{l:04x}\n"))
+        .map(|(g, l, last)| format!("0x{g:016x} 0x{l:04x} 0x{last:04x}\n"))
         .collect()
 }
 

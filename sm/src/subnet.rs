@@ -28,13 +28,15 @@
 //! # Ok::<(), rdma_sm::subnet::Error>(())
 //! ```
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 pub mod cdg;
 mod ftree;
+mod lids;
 mod updn;
 
 pub use ftree::FatTreeError;
+pub use lids::{Lids, MAX_LMC, MAX_UNICAST_LID};
 pub use updn::UpDownError;
 
 /// What went wrong building a topology.
@@ -283,7 +285,9 @@ impl Topology {
             .collect();
         let mut tables = unrouted_tables(&switches, lids);
         let mut load: HashMap<(NodeId, u8), u32> = HashMap::new();
+        let mut spread = Spread::default();
         for (lid, dest, dport) in self.destinations(lids) {
+            spread.next_lid(dest, dport);
             let hops = self.switch_hops_to(dest, dport);
             let to_switch = self.node(dest).kind == NodeKind::Switch;
             for &s in &switches {
@@ -303,23 +307,35 @@ impl Topology {
                         Some(peer) => hops.get(&peer.node) == Some(&(h - 1)),
                         None => false,
                     })
-                    .min_by_key(|&p| (load.get(&(s, p)).copied().unwrap_or(0), p));
+                    .min_by_key(|&p| {
+                        (
+                            spread.taken(s, p),
+                            load.get(&(s, p)).copied().unwrap_or(0),
+                            p,
+                        )
+                    });
                 if let Some(p) = best {
                     table[usize::from(lid)] = p;
                     *load.entry((s, p)).or_default() += 1;
+                    spread.take(s, p);
                 }
             }
         }
         Routes { tables }
     }
 
-    /// The end ports of `lids` that are in the topology, by LID: (LID,
-    /// node, port).
+    /// Every LID of the end ports of `lids` that are in the topology, by
+    /// LID: (LID, node, port); the LIDs of one port (its 2^LMC) follow
+    /// each other.
     fn destinations(&self, lids: &Lids) -> Vec<(u16, NodeId, u8)> {
+        let ports: HashMap<u64, (NodeId, u8)> = self
+            .nodes()
+            .flat_map(|(id, n)| n.end_ports().map(move |p| (n.port_guid(p), (id, p))))
+            .collect();
         let mut dests: Vec<(u16, NodeId, u8)> = lids
-            .iter()
+            .iter_all()
             .filter_map(|(guid, lid)| {
-                let (id, port) = self.end_port_of(guid)?;
+                let &(id, port) = ports.get(&guid)?;
                 Some((lid, id, port))
             })
             .collect();
@@ -371,6 +387,38 @@ impl Topology {
     }
 }
 
+/// The links the LIDs of one end port took so far, switch by switch: with
+/// an LMC above 0 each LID of a port takes, among a switch's equally good
+/// ports, one that fewer of the port's other LIDs took (then the least
+/// loaded), so that the port's paths part on different links wherever
+/// the topology has them.
+#[derive(Default)]
+pub(crate) struct Spread {
+    port: Option<(NodeId, u8)>,
+    taken: HashMap<(NodeId, u8), u32>,
+}
+
+impl Spread {
+    /// The next LID is one of end port `port` of `dest`: forgets the links
+    /// of the port before when it is another.
+    pub(crate) fn next_lid(&mut self, dest: NodeId, port: u8) {
+        if self.port != Some((dest, port)) {
+            self.port = Some((dest, port));
+            self.taken.clear();
+        }
+    }
+
+    /// How many LIDs of the port switch `s` routes through its port `p`.
+    pub(crate) fn taken(&self, s: NodeId, p: u8) -> u32 {
+        self.taken.get(&(s, p)).copied().unwrap_or(0)
+    }
+
+    /// Switch `s` routes the LID through its port `p`.
+    pub(crate) fn take(&mut self, s: NodeId, p: u8) {
+        *self.taken.entry((s, p)).or_default() += 1;
+    }
+}
+
 /// A linear forwarding table entry for a LID that is not routed.
 pub const UNROUTED: u8 = 0xff;
 
@@ -378,143 +426,6 @@ pub const UNROUTED: u8 = 0xff;
 fn unrouted_tables(switches: &[NodeId], lids: &Lids) -> HashMap<NodeId, Vec<u8>> {
     let len = usize::from(lids.max_lid()) + 1;
     switches.iter().map(|&s| (s, vec![UNROUTED; len])).collect()
-}
-
-/// LIDs of end ports by port GUID, assigned once and kept: a port that
-/// comes back gets its LID again. LMC 0; unicast LIDs 1-0xbfff.
-///
-/// A master that starts on a running fabric keeps the LIDs the ports
-/// already have ([`Lids::keep_current`], from their PortInfo), then the
-/// LIDs an earlier run wrote ([`Lids::remember`], OpenSM's `guid2lid`),
-/// and only then hands out new ones.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Lids {
-    by_guid: HashMap<u64, u16>,
-    /// The LIDs of `by_guid`.
-    used: HashSet<u16>,
-    /// LIDs of an earlier run, by port GUID, given back when free.
-    remembered: HashMap<u64, u16>,
-    /// The LIDs of `remembered`: new ports take others first.
-    reserved: HashSet<u16>,
-    next: u16,
-}
-
-/// The highest unicast LID.
-pub const MAX_UNICAST_LID: u16 = 0xbfff;
-
-/// Whether `lid` is a unicast LID (1-0xbfff).
-fn is_unicast(lid: u16) -> bool {
-    (1..=MAX_UNICAST_LID).contains(&lid)
-}
-
-impl Lids {
-    /// No LIDs assigned yet.
-    pub fn new() -> Lids {
-        Lids {
-            next: 1,
-            ..Lids::default()
-        }
-    }
-
-    fn insert(&mut self, guid: u64, lid: u16) {
-        self.by_guid.insert(guid, lid);
-        self.used.insert(lid);
-    }
-
-    /// Gives each end port of `current` (node, port, the LID its PortInfo
-    /// holds) that has no LID here the one it holds, when that is unicast
-    /// and no other port holds it here: the LIDs of a running fabric stay
-    /// as they are when a new master takes it over. In the order given
-    /// (the first of two ports holding one LID keeps it); entries that are
-    /// not end ports of `topo` are skipped. Returns how many were kept.
-    pub fn keep_current(
-        &mut self,
-        topo: &Topology,
-        current: impl IntoIterator<Item = (NodeId, u8, u16)>,
-    ) -> usize {
-        let mut kept = 0;
-        for (id, port, lid) in current {
-            if id.0 >= topo.len() || !topo.node(id).end_ports().any(|p| p == port) {
-                continue;
-            }
-            let g = topo.node(id).port_guid(port);
-            if !is_unicast(lid) || self.by_guid.contains_key(&g) || self.used.contains(&lid) {
-                continue;
-            }
-            self.insert(g, lid);
-            kept += 1;
-        }
-        kept
-    }
-
-    /// Remembers LIDs of an earlier run (port GUID, LID; OpenSM's
-    /// `guid2lid`): [`Lids::assign`] gives a port without a LID its
-    /// remembered one when that is free. Non-unicast LIDs are ignored.
-    pub fn remember(&mut self, entries: impl IntoIterator<Item = (u64, u16)>) {
-        for (g, l) in entries {
-            if is_unicast(l) {
-                self.remembered.insert(g, l);
-                self.reserved.insert(l);
-            }
-        }
-    }
-
-    /// Gives every end port of `topo` without a LID its remembered LID if
-    /// free, else the next free one, in node order (the sweep's, so the
-    /// SM's own port first). Returns how many were new; stops when the
-    /// unicast LIDs run out.
-    pub fn assign(&mut self, topo: &Topology) -> usize {
-        let mut new = 0;
-        for (_, n) in topo.nodes() {
-            for p in n.end_ports() {
-                let g = n.port_guid(p);
-                if self.by_guid.contains_key(&g) {
-                    continue;
-                }
-                let lid = match self.remembered.get(&g) {
-                    Some(&l) if !self.used.contains(&l) => l,
-                    _ => match self.take_next() {
-                        Some(l) => l,
-                        None => return new,
-                    },
-                };
-                self.insert(g, lid);
-                new += 1;
-            }
-        }
-        new
-    }
-
-    fn take_next(&mut self) -> Option<u16> {
-        while self.next <= MAX_UNICAST_LID {
-            let l = self.next;
-            self.next += 1;
-            if !self.used.contains(&l) && !self.reserved.contains(&l) {
-                return Some(l);
-            }
-        }
-        None
-    }
-
-    /// The LID of the port with GUID `guid`.
-    pub fn get(&self, guid: u64) -> Option<u16> {
-        self.by_guid.get(&guid).copied()
-    }
-
-    /// The LID of end port `port` of `id`.
-    pub fn of(&self, topo: &Topology, id: NodeId, port: u8) -> Option<u16> {
-        self.get(topo.node(id).port_guid(port))
-    }
-
-    /// Every (port GUID, LID).
-    pub fn iter(&self) -> impl Iterator<Item = (u64, u16)> + '_ {
-        self.by_guid.iter().map(|(&g, &l)| (g, l))
-    }
-
-    /// The highest LID assigned (0 when none).
-    pub fn max_lid(&self) -> u16 {
-        self.by_guid.values().copied().max().unwrap_or(0)
-    }
 }
 
 /// The linear forwarding table of every switch: the egress port of each
@@ -636,25 +547,6 @@ mod tests {
     }
 
     #[test]
-    fn lids_are_kept_for_ports_that_return() {
-        let (mut t, s, h) = ring(3);
-        let mut lids = Lids::new();
-        assert_eq!(lids.assign(&t), 6);
-        let before = lids.of(&t, h[1], 1).unwrap();
-        t.unlink(h[1], 1);
-        assert_eq!(lids.assign(&t), 0);
-        t.link(s[1], 3, h[1], 1).unwrap();
-        assert_eq!(lids.assign(&t), 0);
-        assert_eq!(lids.of(&t, h[1], 1), Some(before));
-        let all: Vec<u16> = {
-            let mut v: Vec<u16> = lids.iter().map(|(_, l)| l).collect();
-            v.sort();
-            v
-        };
-        assert_eq!(all, vec![1, 2, 3, 4, 5, 6]);
-    }
-
-    #[test]
     fn every_switch_reaches_every_lid_on_a_ring_by_a_shortest_path() {
         let (t, s, h) = ring(6);
         let mut lids = Lids::new();
@@ -729,44 +621,5 @@ mod tests {
         assert_eq!(b.len(), 1);
         assert_eq!(b[0].1[usize::from(lone_lid)], UNROUTED);
         assert_eq!(b[0].1[63], UNROUTED);
-    }
-
-    #[test]
-    fn a_new_master_keeps_the_lids_ports_hold_then_remembered_ones() {
-        let (t, sw, hca) = ring(3);
-        let g = |id: NodeId, p: u8| t.node(id).port_guid(p);
-        let mut lids = Lids::new();
-        // Held: the first HCA 40, a switch 7; a second port claiming 40,
-        // and LIDs that are not unicast, are not kept; a port that is not
-        // an end port (a switch's port 1) is skipped.
-        let kept = lids.keep_current(
-            &t,
-            [
-                (hca[0], 1, 40),
-                (sw[1], 0, 7),
-                (hca[1], 1, 40),
-                (hca[2], 1, 0),
-                (sw[2], 0, 0xc000),
-                (sw[0], 1, 9),
-                (NodeId(99), 1, 11),
-            ],
-        );
-        assert_eq!(kept, 2);
-        // Remembered: hca[1] had 3 (free: given back); sw[0] had 7 (held
-        // by sw[1]: a new one); hca[2] had 0 (not unicast: a new one).
-        lids.remember([(g(hca[1], 1), 3), (g(sw[0], 0), 7), (g(hca[2], 1), 0)]);
-        assert_eq!(lids.assign(&t), 4);
-        assert_eq!(lids.of(&t, hca[0], 1), Some(40));
-        assert_eq!(lids.of(&t, sw[1], 0), Some(7));
-        assert_eq!(lids.of(&t, hca[1], 1), Some(3));
-        // New LIDs skip held and remembered ones.
-        let mut all: Vec<u16> = lids.iter().map(|(_, l)| l).collect();
-        all.sort_unstable();
-        assert_eq!(all, [1, 2, 3, 4, 7, 40]);
-        // Kept across sweeps: nothing new, and a port's current LID does
-        // not move a LID already given.
-        assert_eq!(lids.keep_current(&t, [(hca[0], 1, 41)]), 0);
-        assert_eq!(lids.assign(&t), 0);
-        assert_eq!(lids.of(&t, hca[0], 1), Some(40));
     }
 }

@@ -517,8 +517,10 @@ impl Sm {
                 let Some(pi) = s.port_info.get(&(id, p)) else {
                     continue;
                 };
+                let lmc = s.lids.lmc_of(n.port_guid(p)).unwrap_or(0);
                 if !rereg
                     && pi.lid == lid
+                    && pi.lmc == lmc
                     && pi.master_sm_lid == sm_lid
                     && pi.gid_prefix == SUBNET_PREFIX
                 {
@@ -528,7 +530,7 @@ impl Sm {
                 w.lid = lid;
                 w.master_sm_lid = sm_lid;
                 w.gid_prefix = SUBNET_PREFIX;
-                w.lmc = 0;
+                w.lmc = lmc;
                 w.port_state = PortState::NoChange;
                 w.port_physical_state = PhysPortState::NoChange;
                 w.subnet_timeout = 18;

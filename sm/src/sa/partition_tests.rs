@@ -59,7 +59,7 @@ fn paths(s: &Subnet, a: u16, b: u16, pkey: Option<u16>) -> Vec<PathRecord> {
         pkey: pkey.unwrap_or(0),
         ..PathRecord::default()
     };
-    path_records(s, &q, m, a)
+    path_records(s, &q, m, a, None)
 }
 
 #[test]

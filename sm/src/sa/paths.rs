@@ -1,6 +1,8 @@
 //! PathRecords: the route between two end ports, its MTU and rate, and
 //! the queries that select among them.
 
+use std::ops::RangeInclusive;
+
 use super::*;
 use crate::partitions::shared_pkey;
 
@@ -21,7 +23,7 @@ pub(super) fn end_port_by_gid(s: &Subnet, gid: Gid) -> Option<u16> {
 /// included), `None` if it is not routed.
 pub(super) fn path(s: &Subnet, slid: u16, dlid: u16) -> Option<PathRecord> {
     let (sn, sp, sguid) = end_port(s, slid)?;
-    let (_, _, dguid) = end_port(s, dlid)?;
+    let (dn, dp, dguid) = end_port(s, dlid)?;
     let mut ports: Vec<&PortInfo> = Vec::new();
     // A link's two ends; the far one where the sweep read it.
     fn link<'a>(s: &'a Subnet, ports: &mut Vec<&'a PortInfo>, node: NodeId, p: u8) -> Option<()> {
@@ -34,7 +36,7 @@ pub(super) fn path(s: &Subnet, slid: u16, dlid: u16) -> Option<PathRecord> {
     let at = match s.topo.node(sn).kind {
         NodeKind::Switch => Some(sn),
         _ => {
-            if slid == dlid {
+            if (sn, sp) == (dn, dp) {
                 ports.push(s.port_info.get(&(sn, sp))?);
                 None
             } else {
@@ -85,59 +87,113 @@ pub(super) fn path(s: &Subnet, slid: u16, dlid: u16) -> Option<PathRecord> {
     })
 }
 
+/// The LIDs of the end port `lid` is one of (all 2^LMC of them).
+fn lids_of_port(s: &Subnet, lid: u16) -> Option<RangeInclusive<u16>> {
+    let (_, _, guid) = end_port(s, lid)?;
+    s.lids.range(guid)
+}
+
+/// The PathRecords that answer query `q` (mask `m`) from `requester`:
+/// between each source and destination port (the query's LIDs or GIDs,
+/// else the requester's port and every port), at most `limit` a pair
+/// (`None`: every path). With an LMC above 0 a pair of ports has a path
+/// for each pair of their LIDs: first those whose LIDs have the same
+/// offset in their ports' ranges (the routes spread over different links,
+/// Preference 0), then the others (Preference 2), as OpenSM orders them.
 pub(super) fn path_records(
     s: &Subnet,
     q: &PathRecord,
     m: PathRecordMask,
     requester: u16,
+    limit: Option<usize>,
 ) -> Vec<PathRecord> {
-    let sources: Vec<u16> = if m.contains(PathRecordMask::SLID) {
-        vec![q.slid]
+    let sources: Vec<RangeInclusive<u16>> = if m.contains(PathRecordMask::SLID) {
+        vec![q.slid..=q.slid]
     } else if m.contains(PathRecordMask::SGID) {
-        end_port_by_gid(s, q.sgid).into_iter().collect()
+        end_port_by_gid(s, q.sgid)
+            .and_then(|l| lids_of_port(s, l))
+            .into_iter()
+            .collect()
     } else {
-        vec![requester]
+        lids_of_port(s, requester).into_iter().collect()
     };
-    let dests: Vec<u16> = if m.contains(PathRecordMask::DLID) {
-        vec![q.dlid]
+    let dests: Vec<RangeInclusive<u16>> = if m.contains(PathRecordMask::DLID) {
+        vec![q.dlid..=q.dlid]
     } else if m.contains(PathRecordMask::DGID) {
-        end_port_by_gid(s, q.dgid).into_iter().collect()
+        end_port_by_gid(s, q.dgid)
+            .and_then(|l| lids_of_port(s, l))
+            .into_iter()
+            .collect()
     } else {
-        s.sorted_lids.clone()
+        s.sorted_lids
+            .iter()
+            .filter_map(|&l| lids_of_port(s, l))
+            .collect()
     };
     let mut v = Vec::new();
-    for &sl in &sources {
-        for &dl in &dests {
-            let Some(mut p) = path(s, sl, dl) else {
-                continue;
-            };
-            // Only between ports that share a partition: the query's
-            // P_Key, or the first of the source's that the destination
-            // holds too.
-            let want = m.contains(PathRecordMask::PKEY).then_some(q.pkey);
-            let Some(pkey) = shared_pkey(table_of_lid(s, sl), table_of_lid(s, dl), want) else {
-                continue;
-            };
-            p.pkey = pkey;
-            if m.contains(PathRecordMask::SL) && q.sl != 0 {
-                continue;
+    for src in &sources {
+        for dst in &dests {
+            let mut found = 0;
+            for (sl, dl, preference) in lid_pairs(src, dst) {
+                if limit.is_some_and(|n| found >= n) {
+                    break;
+                }
+                if let Some(p) = selected_path(s, q, m, sl, dl) {
+                    v.push(PathRecord { preference, ..p });
+                    found += 1;
+                }
             }
-            if !selected(m, q, &p) {
-                continue;
-            }
-            if m.contains(PathRecordMask::SERVICE_ID) {
-                p.service_id = q.service_id;
-            }
-            v.push(p);
         }
     }
     v
 }
 
+/// The pairs of LIDs of a source and a destination port, with their
+/// Preference: the same offsets first (0), then the rest (2).
+fn lid_pairs(
+    src: &RangeInclusive<u16>,
+    dst: &RangeInclusive<u16>,
+) -> impl Iterator<Item = (u16, u16, u8)> {
+    let (s0, d0) = (*src.start(), *dst.start());
+    let same = src.clone().zip(dst.clone()).map(|(a, b)| (a, b, 0));
+    let (src, dst) = (src.clone(), dst.clone());
+    let rest = src
+        .flat_map(move |a| dst.clone().map(move |b| (a, b)))
+        .filter(move |&(a, b)| a - s0 != b - d0)
+        .map(|(a, b)| (a, b, 2));
+    same.chain(rest)
+}
+
+/// The path from `sl` to `dl` if it answers the query: routed, within a
+/// shared partition, its SL, MTU, rate and packet lifetime as asked.
+fn selected_path(
+    s: &Subnet,
+    q: &PathRecord,
+    m: PathRecordMask,
+    sl: u16,
+    dl: u16,
+) -> Option<PathRecord> {
+    let mut p = path(s, sl, dl)?;
+    // Only between ports that share a partition: the query's P_Key, or
+    // the first of the source's that the destination holds too.
+    let want = m.contains(PathRecordMask::PKEY).then_some(q.pkey);
+    p.pkey = shared_pkey(table_of_lid(s, sl), table_of_lid(s, dl), want)?;
+    if m.contains(PathRecordMask::SL) && q.sl != 0 {
+        return None;
+    }
+    if !selected(m, q, &p) {
+        return None;
+    }
+    if m.contains(PathRecordMask::SERVICE_ID) {
+        p.service_id = q.service_id;
+    }
+    Some(p)
+}
+
 /// Whether path `p` meets the query's MTU, rate and packet lifetime, each
 /// where the mask has it: greater than, less than or exactly the query's
 /// value by its selector (exactly when the mask has no selector), or the
-/// best there is (this path's: the only one between its ports).
+/// best there is (this path's own).
 pub(super) fn selected(m: PathRecordMask, q: &PathRecord, p: &PathRecord) -> bool {
     let meets =
         |value: PathRecordMask, selector: PathRecordMask, sel: Selector, have: u32, want: u32| {

@@ -96,6 +96,7 @@ fn path_queries_meet_their_mtu_rate_and_lifetime_selectors() {
             },
             base | m,
             a,
+            None,
         )
         .len()
     };

@@ -22,9 +22,10 @@ pub fn dependencies(
     lids: &Lids,
     routes: &Routes,
 ) -> HashMap<Channel, HashSet<Channel>> {
-    // Each CA end port: its LID and the switch it hangs on.
+    // Each LID of each CA end port (all 2^LMC of them) and the switch the
+    // port hangs on.
     let cas: Vec<(u16, NodeId)> = lids
-        .iter()
+        .iter_all()
         .filter_map(|(guid, lid)| {
             let (id, port) = topo.end_port_of(guid)?;
             if topo.node(id).kind == NodeKind::Switch {
@@ -35,7 +36,10 @@ pub fn dependencies(
         })
         .collect();
     let mut deps: HashMap<Channel, HashSet<Channel>> = HashMap::new();
-    for &(_, from) in &cas {
+    let mut sources: Vec<NodeId> = cas.iter().map(|&(_, s)| s).collect();
+    sources.sort_unstable();
+    sources.dedup();
+    for &from in &sources {
         for &(lid, _) in &cas {
             let Some(path) = routes.trace(topo, from, lid) else {
                 continue;

@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::{unrouted_tables, Lids, NodeId, NodeKind, Routes, Topology};
+use super::{unrouted_tables, Lids, NodeId, NodeKind, Routes, Spread, Topology};
 
 /// Why up/down routes could not be computed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,7 +83,9 @@ impl Topology {
         };
         let mut tables = unrouted_tables(&switches, lids);
         let mut load: HashMap<(NodeId, u8), u32> = HashMap::new();
+        let mut spread = Spread::default();
         for (lid, dest, dport) in self.destinations(lids) {
+            spread.next_lid(dest, dport);
             // The switch the destination is, or hangs on, and its port to it.
             let (sd, last) = if self.node(dest).kind == NodeKind::Switch {
                 (dest, 0)
@@ -139,7 +141,13 @@ impl Topology {
                 };
                 let chosen = candidates
                     .iter()
-                    .min_by_key(|&&(p, _)| (load.get(&(s, p)).copied().unwrap_or(0), p))
+                    .min_by_key(|&&(p, _)| {
+                        (
+                            spread.taken(s, p),
+                            load.get(&(s, p)).copied().unwrap_or(0),
+                            p,
+                        )
+                    })
                     .copied();
                 let (p, l) = match chosen {
                     Some(c) => c,
@@ -165,6 +173,7 @@ impl Topology {
                 };
                 table[usize::from(lid)] = p;
                 *load.entry((s, p)).or_default() += 1;
+                spread.take(s, p);
                 len.insert(s, l);
             }
         }
@@ -249,7 +258,7 @@ mod tests {
             if n.kind != NodeKind::Switch {
                 continue;
             }
-            for (guid, lid) in lids.iter() {
+            for (guid, lid) in lids.iter_all() {
                 let (dest, dport) = t.end_port_of(guid).unwrap();
                 let path = routes
                     .trace(t, s, lid)
@@ -304,6 +313,92 @@ mod tests {
             .of(&t, t.find(0x10_000 + 3 * 16 * 0x10).unwrap(), 1)
             .unwrap();
         assert_eq!(r.trace(&t, leaf0, far).unwrap().len(), 3);
+    }
+
+    /// With LMC 2 every LID of every CA is routed by each engine, up/down
+    /// and fat-tree routes stay free of credit loops, and the four LIDs
+    /// of a CA leave any other leaf on four different links up (one per
+    /// spine), where LMC 0 would send them all one way.
+    #[test]
+    fn the_lids_of_a_port_part_on_different_links() {
+        let (t, _) = fat_tree(4, 3, 2);
+        let mut lids = Lids::with_lmc(2).unwrap();
+        lids.assign(&t);
+        let engines: [(&str, Routes); 3] = [
+            ("minhop", t.min_hop_routes(&lids)),
+            // Rooted at every spine (from one, the others rank below the
+            // leaves, and up/down takes no route through them).
+            (
+                "updn",
+                t.up_down_routes(&lids, &[0x200, 0x201, 0x202, 0x203])
+                    .unwrap(),
+            ),
+            ("ftree", t.fat_tree_routes(&lids).unwrap()),
+        ];
+        let leaves: Vec<NodeId> = (0..3).map(|i| t.find(0x100 + i).unwrap()).collect();
+        let cas: Vec<NodeId> = t
+            .nodes()
+            .filter(|(_, n)| n.kind == NodeKind::Ca)
+            .map(|(id, _)| id)
+            .collect();
+        for (name, r) in &engines {
+            assert_all_routed(&t, &lids, r);
+            if *name != "minhop" {
+                assert_eq!(credit_loop(&dependencies(&t, &lids, r)), None, "{name}");
+            }
+            for &ca in &cas {
+                let home = t.peer(ca, 1).unwrap().node;
+                let range = lids.range(t.node(ca).port_guid(1)).unwrap();
+                for &leaf in leaves.iter().filter(|&&l| l != home) {
+                    let mut ups: Vec<u8> =
+                        range.clone().map(|l| r.port(leaf, l).unwrap()).collect();
+                    ups.sort_unstable();
+                    assert_eq!(ups, [1, 2, 3, 4], "{name}: {ca:?} from {leaf:?}");
+                }
+            }
+        }
+        // The test can fail: with LMC 0 there is one LID, one link.
+        let mut one = Lids::new();
+        one.assign(&t);
+        assert_eq!(one.iter_all().count(), one.iter().count());
+    }
+
+    /// Load alone would send both LIDs of a port one way when the other
+    /// link is busier: leaf A reaches two switches hung off spine 0 only
+    /// (lower LIDs, routed first), so its link to spine 1 is the less
+    /// loaded for both LIDs of B's CA; each LID of the CA still takes its
+    /// own link up, under minimum hops and up/down.
+    #[test]
+    fn the_lids_of_a_port_part_even_when_one_link_is_busier() {
+        let mut t = Topology::new();
+        let s0 = t.add_node(0x200, NodeKind::Switch, 4);
+        let s1 = t.add_node(0x201, NodeKind::Switch, 4);
+        let a = t.add_node(0x100, NodeKind::Switch, 3);
+        let b = t.add_node(0x101, NodeKind::Switch, 3);
+        for (i, x) in [0x300, 0x301].into_iter().enumerate() {
+            let x = t.add_node(x, NodeKind::Switch, 1);
+            t.link(s0, 3 + i as u8, x, 1).unwrap();
+        }
+        for (p, leaf) in [(1, a), (2, b)] {
+            t.link(leaf, 1, s0, p).unwrap();
+            t.link(leaf, 2, s1, p).unwrap();
+        }
+        let ca = t.add_node(0x1000, NodeKind::Ca, 1);
+        t.link(b, 3, ca, 1).unwrap();
+        let other = t.add_node(0x2000, NodeKind::Ca, 1);
+        t.link(a, 3, other, 1).unwrap();
+        let mut lids = Lids::with_lmc(1).unwrap();
+        lids.assign(&t);
+        let range = lids.range(0x1000 + 1).unwrap();
+        for (name, r) in [
+            ("minhop", t.min_hop_routes(&lids)),
+            ("updn", t.up_down_routes(&lids, &[0x200, 0x201]).unwrap()),
+        ] {
+            assert_all_routed(&t, &lids, &r);
+            let mut ups: Vec<u8> = range.clone().map(|l| r.port(a, l).unwrap()).collect();
+            ups.sort_unstable();
+            assert_eq!(ups, [1, 2], "{name}");
+        }
     }
 
     #[test]

@@ -202,6 +202,7 @@ impl Fabric {
                 if set {
                     let w = PortInfo::decode(data?).ok()?;
                     cur.lid = w.lid;
+                    cur.lmc = w.lmc;
                     cur.master_sm_lid = w.master_sm_lid;
                     cur.gid_prefix = w.gid_prefix;
                     cur.port_state = match (cur.port_state, w.port_state) {
@@ -363,6 +364,41 @@ fn a_switch_that_reset_has_its_tables_written_whole_again() {
     let f = fabric.lock().unwrap();
     assert_eq!(f.lft(SW), table);
     assert_ne!(f.port(SW, 0).lid, 0);
+}
+
+/// With LMC 2 the sweep writes every CA port a base LID aligned to 4 and
+/// LMC 2, the switch's port 0 LMC 0, LinearFDBTop up to the last CA's
+/// last LID, and a route for each of a CA's four LIDs to the CA's port; a
+/// second sweep has nothing to write again.
+#[test]
+fn with_an_lmc_each_ca_port_gets_its_block_and_each_lid_a_route() {
+    const SW: usize = 1;
+    let fabric = Arc::new(Mutex::new(Fabric::star(3, 4)));
+    let mut sm = sm(&fabric, 4);
+    sm.lids = Lids::with_lmc(2).unwrap();
+    let rep = run(sm.sweep()).unwrap();
+    assert!(rep.port_infos_set > 0, "{rep}");
+    {
+        let f = fabric.lock().unwrap();
+        let mut top = 0;
+        // CA 0 on switch port 1, CA i (node i + 1) on port i + 1.
+        for (node, sw_port) in [(0, 1), (2, 2), (3, 3)] {
+            let pi = f.port(node, 1);
+            assert_eq!(pi.lmc, 2, "node {node}");
+            assert!(pi.lid != 0 && pi.lid % 4 == 0, "LID {}", pi.lid);
+            for lid in pi.lid..pi.lid + 4 {
+                assert_eq!(f.lft(SW)[usize::from(lid)], sw_port, "LID {lid}");
+            }
+            top = top.max(pi.lid + 3);
+        }
+        let sw = f.port(SW, 0);
+        assert_eq!((sw.lmc, sw.lid % 4), (0, 0));
+        assert_eq!(f.lft(SW)[usize::from(sw.lid)], 0);
+        assert_eq!(f.lft(SW)[usize::from(sw.lid) + 1], 0xff, "not the switch's");
+        assert_eq!(f.nodes[SW].si.unwrap().linear_fdb_top, top);
+    }
+    let again = run(sm.sweep()).unwrap();
+    assert_eq!((again.port_infos_set, again.lft_blocks), (0, 0), "{again}");
 }
 
 /// A group of the CA ports of `guids` in the SA's groups, MLID 0xc001.

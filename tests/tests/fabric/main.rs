@@ -13,6 +13,7 @@
 mod compare;
 mod diags;
 mod ipoib;
+mod lmc;
 mod mads;
 mod partitions;
 mod sa_client;
@@ -41,6 +42,7 @@ fn main() -> std::process::ExitCode {
                 sm_groups::TESTS,
                 sm_election::TESTS,
                 partitions::TESTS,
+                lmc::TESTS,
                 tools::TESTS,
                 diags::TESTS,
                 ipoib::TESTS,
