@@ -11,7 +11,13 @@
 //! the old one and says so, so that the address handles made for it can
 //! go. The table holds at most [`Limits::entries`] entries and at most
 //! [`Limits::incomplete`] incomplete ones: a flood of packets to unknown
-//! addresses, or of requests, cannot grow it. Time is passed in.
+//! addresses, or of requests, cannot grow it. An entry that a request
+//! alone made (its sender, unasked) is *unsolicited* until a packet is sent
+//! to it or an answer confirms it, and room for a new entry is taken from
+//! the unsolicited ones first (the least recently made), then from stale
+//! ones: a flood of requests from made-up senders churns among its own
+//! entries and never keeps out a neighbour the program resolves. Time is
+//! passed in.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -64,6 +70,8 @@ enum State<T> {
         addr: LinkAddr,
         confirmed: Instant,
         used: Instant,
+        /// Made by a request alone: neither sent to nor answered since.
+        unsolicited: bool,
     },
 }
 
@@ -170,8 +178,10 @@ impl<T> Table<T> {
                 addr,
                 confirmed,
                 used,
+                unsolicited,
             }) => {
                 *used = now;
+                *unsolicited = false;
                 if now.saturating_duration_since(*confirmed) < self.limits.reachable {
                     Lookup::Send(*addr)
                 } else {
@@ -215,19 +225,26 @@ impl<T> Table<T> {
     /// neighbour advertisement or solicitation). `create`: take it even if
     /// the table has no entry for `ip` (a request addressed to us, whose
     /// sender we will answer); otherwise only entries that exist change.
+    /// A new entry made by `create` is unsolicited (see the module's text)
+    /// until it is used or answered.
     pub fn learn(&mut self, ip: IpAddr, addr: LinkAddr, now: Instant, create: bool) -> Learned<T> {
         let resolved = State::Resolved {
             addr,
             confirmed: now,
             used: now,
+            unsolicited: false,
         };
         match self.entries.get_mut(&ip) {
             Some(State::Resolved {
                 addr: old,
                 confirmed,
+                unsolicited,
                 ..
             }) => {
                 *confirmed = now;
+                if !create {
+                    *unsolicited = false;
+                }
                 if *old == addr {
                     Learned::Same
                 } else {
@@ -247,7 +264,15 @@ impl<T> Table<T> {
                 if !self.make_room(now) {
                     return Learned::Full;
                 }
-                self.entries.insert(ip, resolved);
+                self.entries.insert(
+                    ip,
+                    State::Resolved {
+                        addr,
+                        confirmed: now,
+                        used: now,
+                        unsolicited: true,
+                    },
+                );
                 Learned::New(Vec::new())
             }
             None => Learned::Same,
@@ -305,8 +330,9 @@ impl<T> Table<T> {
         due
     }
 
-    /// Room for one more entry: true when there is, after removing the
-    /// least recently used stale entry if the table is full.
+    /// Room for one more entry: true when there is, after removing, if the
+    /// table is full, the least recently made unsolicited entry, else the
+    /// least recently used stale one.
     fn make_room(&mut self, now: Instant) -> bool {
         if self.entries.len() < self.limits.entries {
             return true;
@@ -316,13 +342,19 @@ impl<T> Table<T> {
             .iter()
             .filter_map(|(ip, e)| match e {
                 State::Resolved {
-                    confirmed, used, ..
-                } if now.saturating_duration_since(*confirmed) >= self.limits.reachable => {
-                    Some((*used, *ip))
+                    confirmed,
+                    used,
+                    unsolicited,
+                    ..
+                } if *unsolicited
+                    || now.saturating_duration_since(*confirmed) >= self.limits.reachable =>
+                {
+                    Some((!*unsolicited, *used, *ip))
                 }
                 _ => None,
             })
-            .min();
+            .min()
+            .map(|(_, used, ip)| (used, ip));
         match victim {
             Some((_, ip)) => {
                 self.entries.remove(&ip);
@@ -464,9 +496,13 @@ mod tests {
             t.learn(ip(1000 + n), addr(n), t0, true);
         }
         assert_eq!(t.len(), 4, "the table holds 4");
-        assert_eq!(t.learn(ip(5000), addr(1), t0, true), Learned::Full);
+        // The two incomplete entries and the last two senders.
+        assert_eq!(t.resolved(), [(ip(1998), addr(998)), (ip(1999), addr(999))]);
         // Once the resolved entries are stale, a new one takes the least
         // recently used one's place.
+        for n in [1998, 1999] {
+            t.lookup(ip(n), t0);
+        }
         let later = t0 + Duration::from_secs(40);
         assert_eq!(
             t.learn(ip(5000), addr(1), later, true),
@@ -474,5 +510,44 @@ mod tests {
         );
         assert_eq!(t.len(), 4);
         assert_eq!(t.get(ip(5000)), Some(addr(1)));
+    }
+
+    /// Requests from made-up senders fill the table, then a neighbour the
+    /// program resolves still gets in (a made-up one makes room), and
+    /// neither it nor an entry that traffic uses is pushed out by more of
+    /// the flood; with only neighbours in use left, the flood is refused.
+    /// (Before unsolicited entries, a flood kept a new neighbour out until
+    /// its entries went stale, 30 s.)
+    #[test]
+    fn a_flood_of_requests_never_keeps_out_or_pushes_out_a_neighbour_in_use() {
+        let t0 = Instant::now();
+        let mut t: Table<u32> = Table::new(small());
+        // A peer that asked first, and whose address traffic then uses.
+        assert_eq!(t.learn(ip(7), addr(7), t0, true), Learned::New(vec![]));
+        assert_eq!(t.lookup(ip(7), t0), Lookup::Send(addr(7)));
+        for n in 0..1000 {
+            assert_eq!(
+                t.learn(ip(1000 + n), addr(n), t0, true),
+                Learned::New(vec![])
+            );
+        }
+        assert_eq!(t.len(), 4);
+        assert_eq!(t.lookup(ip(1), t0), Lookup::Resolve { solicit: true });
+        assert_eq!(t.learn(ip(1), addr(1), t0, false), Learned::New(vec![]));
+        for n in 0..1000 {
+            t.learn(ip(3000 + n), addr(n), t0, true);
+        }
+        assert_eq!(t.get(ip(1)), Some(addr(1)));
+        assert_eq!(t.get(ip(7)), Some(addr(7)));
+        assert_eq!(t.len(), 4);
+        // Two more neighbours in use: no unsolicited entry is left, none is
+        // stale, and the flood gets no room.
+        for n in [2, 3] {
+            assert_eq!(t.lookup(ip(n), t0), Lookup::Resolve { solicit: true });
+            assert_eq!(t.learn(ip(n), addr(n), t0, false), Learned::New(vec![]));
+        }
+        assert_eq!(t.learn(ip(9000), addr(9), t0, true), Learned::Full);
+        let in_use: Vec<IpAddr> = t.resolved().into_iter().map(|(ip, _)| ip).collect();
+        assert_eq!(in_use, [ip(1), ip(2), ip(3), ip(7)]);
     }
 }
