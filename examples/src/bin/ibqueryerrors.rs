@@ -7,13 +7,17 @@
 //! exit status is 1 when a port is beyond a threshold.
 //!
 //! Thresholds come from the C tool's file (`name=value` lines), 0 for a
-//! counter the file does not name. Not done: the SL of each destination
+//! counter the file does not name. `--data` adds a port's nonzero data
+//! counters to its errors, `--counters` prints every port's data counters
+//! instead of errors (both from PortCountersExtended where the PMA has
+//! it, else PortCounters; each with the C tool's scaled value). Not done: the SL of each destination
 //! (the C tool asks the SA for PathRecords to address the PMAs on them;
 //! these requests go on SL 0), and the 64-bit error counters of
 //! PortCountersExtended (CapabilityMask2 IsAdditionalPortCountersExtended).
 //!
-//! Usage: `ibqueryerrors [-s NAMES] [-c] [-r] [--details] [-k] [-K]
-//! [--switch] [--ca] [--router] [-G GUID | -D PATH] [--threshold-file FILE]`
+//! Usage: `ibqueryerrors [-s NAMES] [-c] [-r] [--details] [--data]
+//! [--counters] [-k] [-K] [--switch] [--ca] [--router] [-G GUID | -D PATH]
+//! [--threshold-file FILE]`
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -21,7 +25,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use rdma::mad::{attr_id, Attribute, ClassPortInfo, Method, PortCounters};
+use rdma::mad::{attr_id, Attribute, ClassPortInfo, Method, PortCounters, PortCountersExtended};
 use rdma_examples::discover::{clean, NodeRec, Sweep, CA, ROUTER, SWITCH};
 use rdma_examples::ibdiag::{self, Common, Dest, Diag};
 use rdma_examples::linkinfo::{link_state, peer};
@@ -72,6 +76,12 @@ struct Args {
     /// Add the details of PortXmitDiscards and PortRcvErrors.
     #[arg(long = "details")]
     details: bool,
+    /// Add the data counters to the ports with errors.
+    #[arg(long = "data")]
+    data: bool,
+    /// Print the data counters of every port only (no errors).
+    #[arg(long = "counters")]
+    counters_only: bool,
     /// Clear the error counters after reading them.
     #[arg(short = 'k', long = "clear-errors")]
     clear_errors: bool,
@@ -90,6 +100,8 @@ struct Args {
 /// ClassPortInfo:CapabilityMask bits of the PMA.
 const ALL_PORT_SELECT: u16 = 1 << 8;
 const EXT_WIDTH: u16 = (1 << 9) | (1 << 10);
+/// PortCountersExtended with its unicast and multicast counters (IETF).
+const EXT_WIDTH_IETF: u16 = 1 << 9;
 const XMIT_WAIT_SUP: u16 = 1 << 12;
 /// PortSelect of all ports.
 const ALL_PORTS: u8 = 0xff;
@@ -196,6 +208,75 @@ struct Summary {
     pma_failures: u32,
 }
 
+/// The data counters, named as libibmad names them, of PortCountersExtended
+/// where the PMA has it (with the unicast and multicast ones where it has
+/// those), else of PortCounters.
+fn data_counters(
+    pc: &PortCounters,
+    pce: Option<&PortCountersExtended>,
+    cap: u16,
+) -> Vec<(&'static str, u64)> {
+    let Some(x) = pce else {
+        return vec![
+            ("PortXmitData", pc.port_xmit_data.into()),
+            ("PortRcvData", pc.port_rcv_data.into()),
+            ("PortXmitPkts", pc.port_xmit_pkts.into()),
+            ("PortRcvPkts", pc.port_rcv_pkts.into()),
+        ];
+    };
+    let mut v = vec![
+        ("PortXmitData", x.port_xmit_data),
+        ("PortRcvData", x.port_rcv_data),
+        ("PortXmitPkts", x.port_xmit_pkts),
+        ("PortRcvPkts", x.port_rcv_pkts),
+    ];
+    if cap & EXT_WIDTH_IETF != 0 {
+        v.extend([
+            ("PortUnicastXmitPkts", x.port_unicast_xmit_pkts),
+            ("PortUnicastRcvPkts", x.port_unicast_rcv_pkts),
+            ("PortMulticastXmitPkts", x.port_multicast_xmit_pkts),
+            ("PortMulticastRcvPkts", x.port_multicast_rcv_pkts),
+        ]);
+    }
+    v
+}
+
+/// A counter scaled as the C tools scale it (`conv_cnt_human_readable`,
+/// in `float`): by powers of 1,024 with the unit's prefix; a data counter
+/// (4-byte words) in bytes, B to EB.
+fn human(v: u64, data: bool) -> (f32, &'static str) {
+    let mut tmp = v / 1024;
+    let mut ui = 0usize;
+    let mut div: u64 = 1;
+    while tmp != 0 {
+        ui += 1;
+        tmp /= 1024;
+        div = div.wrapping_mul(1024);
+    }
+    let mut val = v as f32;
+    if data {
+        val *= 4.0;
+        if val / div as f32 > 1024.0 {
+            ui += 1;
+            div = div.wrapping_mul(1024);
+        }
+    }
+    val /= div as f32;
+    let units: [&str; 7] = if data {
+        ["B", "KB", "MB", "GB", "TB", "PB", "EB"]
+    } else {
+        ["", "K", "M", "G", "T", "P", "E"]
+    };
+    (val, units.get(ui).copied().unwrap_or(""))
+}
+
+/// ` [name == value (scaled unit)]` of a data counter.
+fn data_field(name: &str, v: u64) -> String {
+    let bytes = matches!(name, "PortXmitData" | "PortRcvData");
+    let (val, unit) = human(v, bytes);
+    format!(" [{name} == {v} ({val:5.3}{unit})]")
+}
+
 struct Check<'a> {
     diag: &'a Diag,
     sweep: &'a Sweep<'a>,
@@ -258,18 +339,15 @@ impl Check<'_> {
             self.failed("IB_GSI_PORT_COUNTERS", name, lid, port);
             return false;
         };
-        if cap & EXT_WIDTH != 0
-            && self
-                .pma(
-                    Method::GET,
-                    attr_id::PORT_COUNTERS_EXTENDED,
-                    lid,
-                    &[0, port],
-                )
-                .is_err()
-        {
-            self.failed("IB_GSI_PORT_COUNTERS_EXT", name, lid, port);
-            return false;
+        let mut pce = None;
+        if cap & EXT_WIDTH != 0 {
+            match self.extended(lid, port) {
+                Some(x) => pce = Some(x),
+                None => {
+                    self.failed("IB_GSI_PORT_COUNTERS_EXT", name, lid, port);
+                    return false;
+                }
+            }
         }
         if cap & XMIT_WAIT_SUP == 0 {
             pc.port_xmit_wait = 0;
@@ -294,6 +372,13 @@ impl Check<'_> {
         if s.is_empty() {
             return false;
         }
+        if self.a.data {
+            for (c, v) in data_counters(&pc, pce.as_ref(), cap) {
+                if v != 0 {
+                    s.push_str(&data_field(c, v));
+                }
+            }
+        }
         let port0 = n.ports[0].as_ref().map_or(n.info.port_guid, |p| p.guid);
         if !*header {
             if n.info.node_type == SWITCH {
@@ -313,24 +398,76 @@ impl Check<'_> {
         let p = n.ports[usize::from(port)].as_ref();
         let guid = p.map_or(0, |p| p.guid);
         println!("   GUID 0x{guid:x} port {port}:{s}");
-        if let (true, Some(p)) = (self.a.report_port, p) {
-            let lid = if n.info.node_type == SWITCH {
-                n.smalid
-            } else {
-                p.base_lid
-            };
-            let remote = match p.remote {
-                Some(r) => peer(self.sweep, n, p, r, true),
-                None => "           [  ] \"\" ( )".to_string(),
-            };
-            println!(
-                "       Link info: {lid:6}{:4}[  ] =={}==>  {remote}",
-                p.num,
-                link_state(n, p)
-            );
-        }
+        self.link_info(n, port);
         self.sum.bad_ports += 1;
         true
+    }
+
+    /// `-r`: the link of `port`, as the C tool's `print_port_config`.
+    fn link_info(&self, n: &NodeRec, port: u8) {
+        let Some(p) = n.ports.get(usize::from(port)).and_then(|p| p.as_ref()) else {
+            return;
+        };
+        if !self.a.report_port {
+            return;
+        }
+        let lid = if n.info.node_type == SWITCH {
+            n.smalid
+        } else {
+            p.base_lid
+        };
+        let remote = match p.remote {
+            Some(r) => peer(self.sweep, n, p, r, true),
+            None => "           [  ] \"\" ( )".to_string(),
+        };
+        println!(
+            "       Link info: {lid:6}{:4}[  ] =={}==>  {remote}",
+            p.num,
+            link_state(n, p)
+        );
+    }
+
+    /// PortCountersExtended of `port`.
+    fn extended(&self, lid: u16, port: u8) -> Option<PortCountersExtended> {
+        let d = self
+            .pma(
+                Method::GET,
+                attr_id::PORT_COUNTERS_EXTENDED,
+                lid,
+                &[0, port],
+            )
+            .ok()?;
+        PortCountersExtended::decode(&d).ok()
+    }
+
+    /// `--counters`: every data counter of `port`, printed (a failed query:
+    /// warned of, nothing printed).
+    fn data(&mut self, n: &NodeRec, name: &str, lid: u16, port: u8, cap: u16, header: &mut bool) {
+        let counters = if cap & EXT_WIDTH != 0 {
+            let Some(x) = self.extended(lid, port) else {
+                self.failed("IB_GSI_PORT_COUNTERS_EXT", name, lid, port);
+                return;
+            };
+            data_counters(&PortCounters::default(), Some(&x), cap)
+        } else {
+            let pc = self
+                .pma(Method::GET, PortCounters::ID, lid, &[0, port])
+                .ok()
+                .and_then(|d| PortCounters::decode(&d).ok());
+            let Some(pc) = pc else {
+                self.failed("IB_GSI_PORT_COUNTERS", name, lid, port);
+                return;
+            };
+            data_counters(&pc, None, cap)
+        };
+        let guid = n.info.node_guid;
+        if !*header {
+            println!("Data Counters for 0x{guid:x} \"{name}\"");
+            *header = true;
+        }
+        let fields: String = counters.iter().map(|&(c, v)| data_field(c, v)).collect();
+        println!("   GUID 0x{guid:x} port {port}:{fields}");
+        self.link_info(n, port);
     }
 
     /// Clears the counters of `port` that `-k`/`-K` ask for.
@@ -402,7 +539,19 @@ impl Check<'_> {
         let all = cap & ALL_PORT_SELECT != 0;
         let mut header = false;
         let mut done = false;
-        if all && !self.errors(n, &name, lid, ALL_PORTS, cap, &mut header) {
+        if self.a.counters_only {
+            let first = if is_switch && n.enhsp0 { 0 } else { 1 };
+            for p in n.ports.iter().skip(first).flatten() {
+                let lid = if is_switch { n.smalid } else { p.base_lid };
+                self.data(n, &name, lid, p.num, cap, &mut header);
+                self.sum.ports_checked += 1;
+                if !all {
+                    self.clear(&name, lid, p.num, cap);
+                }
+            }
+            done = true;
+        }
+        if !done && all && !self.errors(n, &name, lid, ALL_PORTS, cap, &mut header) {
             self.sum.ports_checked += u32::from(n.info.num_ports);
             done = true;
         }
@@ -524,6 +673,31 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Args::command().debug_assert();
+    }
+
+    /// The C tool's scaling, as it prints it (`%5.3f` of a `float`).
+    #[test]
+    fn counters_scale_as_the_c_tool_scales_them() {
+        let shown = |v, data| {
+            let (val, unit) = human(v, data);
+            format!("{val:5.3}{unit}")
+        };
+        assert_eq!(shown(0, true), "0.000B");
+        assert_eq!(shown(0, false), "0.000");
+        assert_eq!(shown(100, true), "400.000B");
+        assert_eq!(shown(300, true), "1.172KB", "1,200 bytes: over 1,024");
+        assert_eq!(shown(256, true), "1024.000B", "1,024 bytes: not over");
+        assert_eq!(shown(1088, false), "1.062K", "a tie rounds to even");
+        assert_eq!(shown(5_000_000, false), "4.768M");
+        assert_eq!(shown(u64::MAX, true), "64.000EB");
+        assert_eq!(shown(1088, true), "4.250KB");
+        assert_eq!(shown(5_000_000, true), "19.073MB");
+        assert_eq!(shown(u64::MAX, false), "16.000E");
+        assert_eq!(
+            data_field("PortRcvData", 300),
+            " [PortRcvData == 300 (1.172KB)]"
+        );
+        assert_eq!(data_field("PortRcvPkts", 3), " [PortRcvPkts == 3 (3.000)]");
     }
 
     #[test]

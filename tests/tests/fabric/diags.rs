@@ -7,6 +7,7 @@
 use rdma_tests::fabric::{Fabric, FabricTest, NodeKind};
 use rdma_tests::{check, Outcome, TestResult};
 
+use crate::compare::norm::Norm::InlineTraffic;
 use crate::compare::{compare_group, At, Case, Ctx, Must, Outputs, Over};
 
 const fn c(name: &'static str, tool: &'static str, args: &'static [&'static str]) -> Case {
@@ -246,6 +247,18 @@ const IBQUERYERRORS: &[Case] = &[
         "ibqueryerrors",
         &["--threshold-file", "/nonexistent"],
     ),
+    // The data counters: the flow counters move with every MAD (normalised);
+    // the unicast and multicast ones are the injected values, compared.
+    c("ibqueryerrors-data", "ibqueryerrors", &["--data"])
+        .norm(&[InlineTraffic])
+        .must(Must::Exit(1)),
+    c(
+        "ibqueryerrors-counters-r",
+        "ibqueryerrors",
+        &["--counters", "-r"],
+    )
+    .norm(&[InlineTraffic])
+    .must(Must::Exit(0)),
     c("ibqueryerrors-no-guid", "ibqueryerrors", &["-G", NO_GUID]).must(Must::Exit(0)),
     c("ibqueryerrors-k", "ibqueryerrors", &["-k"])
         .before_each(INJECT)
@@ -487,10 +500,23 @@ fn ibqueryerrors(f: &Fabric) -> TestResult {
         (first, "PortRcvErrors", 2),
         (last, "PortRcvSwitchRelayErrors", 4),
     ];
+    // Data counters that no MAD moves (ibsim counts flow only), shown by
+    // --data and --counters with the C tool's scaling. (Not
+    // PortMulticastRcvPkts: ibsim sets it but its PMA answers 0.)
+    let data: [(&str, &str, u64); 3] = [
+        (first, "PortUnicastXmitPkts", 5_000_000),
+        (first, "PortMultiCastXmitPkts", 1_088),
+        (sw.name.as_str(), "PortUnicastRcvPkts", 123_456_789_012),
+    ];
     let mut script = String::from("set -e\nibqueryerrors -k -K >/dev/null || true\n");
     for (node, counter, v) in set {
         script += &format!(
             "echo 'PerformanceSet \"{node}\"[1] PortCounters.{counter}={v}' > \"$RDMA_FABRIC_CONSOLE\"\n"
+        );
+    }
+    for (node, counter, v) in data {
+        script += &format!(
+            "echo 'PerformanceSet \"{node}\"[1] PortCountersExtended.{counter}={v}' > \"$RDMA_FABRIC_CONSOLE\"\n"
         );
     }
     // ibsim reads its console when it gets to it: wait (up to 10 s) until
@@ -514,6 +540,24 @@ fn ibqueryerrors(f: &Fabric) -> TestResult {
             all.text.contains(&format!("[{counter} == {v}]")),
             "{node}: {counter} == {v} not reported:\n{}",
             all.text
+        );
+    }
+    let (_, counters) = outs
+        .iter()
+        .find(|(n, _)| *n == "ibqueryerrors-counters-r")
+        .ok_or("no ibqueryerrors --counters comparison")?;
+    for (node, shown) in [
+        (first, "[PortUnicastXmitPkts == 5000000 (4.768M)]"),
+        (first, "[PortMulticastXmitPkts == 1088 (1.062K)]"),
+        (
+            sw.name.as_str(),
+            "[PortUnicastRcvPkts == 123456789012 (114.978G)]",
+        ),
+    ] {
+        check!(
+            counters.text.contains(shown),
+            "{node}: {shown} not reported:\n{}",
+            counters.text
         );
     }
     Ok(Outcome::Passed)

@@ -10,6 +10,10 @@ pub enum Norm {
     /// and unicast/multicast forms) of ports that the queries themselves
     /// cross: every MAD of both tools increments them.
     Traffic,
+    /// The same counters as `ibqueryerrors --data`/`--counters` print them,
+    /// ` [PortXmitData == N (SCALED)]`: both numbers (the unicast and
+    /// multicast ones, which ibsim never moves, stay).
+    InlineTraffic,
     /// sminfo's `activity count` (the SM increments it as it sweeps).
     Activity,
     /// ibnetdiscover's `# Topology file: generated on DATE` line.
@@ -42,6 +46,7 @@ pub fn apply(norms: &[Norm], text: &str) -> String {
         for n in norms {
             l = match n {
                 Norm::Traffic => traffic(&l),
+                Norm::InlineTraffic => inline_traffic(&l),
                 Norm::Activity => activity(&l),
                 Norm::Generated => {
                     if l.starts_with("# Topology file: generated on ") {
@@ -98,6 +103,28 @@ fn traffic(l: &str) -> String {
     } else {
         l.into()
     }
+}
+
+/// ` [NAME == N (S)]` for the flow counters among a line's ` [NAME ==
+/// VALUE (SCALED)]` items.
+fn inline_traffic(l: &str) -> String {
+    const FLOW: [&str; 4] = ["PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts"];
+    let mut out = String::with_capacity(l.len());
+    let mut rest = l;
+    while let Some(i) = rest.find(" [") {
+        out.push_str(&rest[..i]);
+        let item = &rest[i..];
+        let end = item.find(']').map_or(item.len(), |e| e + 1);
+        let (head, tail) = item[2..end].split_once(" == ").unwrap_or(("", ""));
+        if FLOW.contains(&head) && tail.ends_with(")]") && tail.contains(" (") {
+            let _ = write!(out, " [{head} == N (S)]");
+        } else {
+            out.push_str(&item[..end]);
+        }
+        rest = &item[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `activity count N`.
