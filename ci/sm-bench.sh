@@ -14,7 +14,10 @@
 #   ci/sm-bench.sh [ROUNDS]     (default 5; RDMA_SM_BENCH_NETS: the topologies,
 #                                default "2sw2path4hca fattree ring"; the scale ones are
 #                                fat200, fat700 and fat2000, see ci/fabric.sh;
-#                                RDMA_SM_BENCH_UP_TIMEOUT: s to SUBNET UP, default 120)
+#                                RDMA_SM_BENCH_UP_TIMEOUT: s to SUBNET UP, default 120;
+#                                RDMA_SM_BENCH_PROFILE: release, the default, or debug:
+#                                the debug build the fabric suite made, as CI runs
+#                                fat700 once: that it comes up, not how fast)
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
@@ -25,8 +28,13 @@ UP_TIMEOUT=${RDMA_SM_BENCH_UP_TIMEOUT:-120}
 FABRIC_NETS=$CI_WORK/fabric
 read -ra NETS <<<"${RDMA_SM_BENCH_NETS:-2sw2path4hca fattree ring}"
 # Release builds: OpenSM is optimised C.
-cargo_cmd build --release -p rdma-sm --bin sm -p rdma-examples --bin sa_bench
-BIN=$REPO_ROOT/target/release
+PROFILE=${RDMA_SM_BENCH_PROFILE:-release}
+case $PROFILE in
+    release) cargo_cmd build --release -p rdma-sm --bin sm -p rdma-examples --bin sa_bench ;;
+    debug) cargo_cmd build -p rdma-sm --bin sm -p rdma-examples --bin sa_bench ;;
+    *) die "RDMA_SM_BENCH_PROFILE=$PROFILE: release or debug" ;;
+esac
+BIN=$REPO_ROOT/target/$PROFILE
 OUT=$CI_WORK/sm-bench
 mkdir -p "$OUT"
 rm -f "$OUT"/*.txt
@@ -87,6 +95,6 @@ for net in "${NETS[@]}"; do
     netf=$FABRIC_NETS/$net.net
     [ -f "$netf" ] || netf=/usr/share/doc/ibsim-utils/net-examples/net.$net
     read -r sw hca < <(python3 "$CI_DIR/topology.py" count "$netf" 2>/dev/null || echo "? ?")
-    SUMMARY+=("sm-bench $net ($sw switches, $hca HCAs; median of $ROUNDS): ready ours $o_ms ms, OpenSM $c_ms ms, ratio $(awk -v a="$o_ms" -v b="$c_ms" 'BEGIN { printf "%.2f", a / b }'); PathRecords/s ours $o_r, OpenSM $c_r, ratio $(awk -v a="$o_r" -v b="$c_r" 'BEGIN { printf "%.2f", a / b }'); peak RSS ours $o_m kB, OpenSM $c_m kB, ratio $(awk -v a="$o_m" -v b="$c_m" 'BEGIN { printf "%.2f", a / b }')")
+    SUMMARY+=("sm-bench $net ($sw switches, $hca HCAs; $PROFILE build, median of $ROUNDS): ready ours $o_ms ms, OpenSM $c_ms ms, ratio $(awk -v a="$o_ms" -v b="$c_ms" 'BEGIN { printf "%.2f", a / b }'); PathRecords/s ours $o_r, OpenSM $c_r, ratio $(awk -v a="$o_r" -v b="$c_r" 'BEGIN { printf "%.2f", a / b }'); peak RSS ours $o_m kB, OpenSM $c_m kB, ratio $(awk -v a="$o_m" -v b="$c_m" 'BEGIN { printf "%.2f", a / b }')")
 done
 printf '%s\n' "${SUMMARY[@]}" | tee "$CI_WORK/sm-bench.summary"

@@ -103,6 +103,12 @@ if [ "${RDMA_CI_SKIP_FABRIC:-0}" != 1 ] && [ -z "${RDMA_TEST_FILTER:-}" ] && [ -
     T_FAB=$(now)
     rm -f "$CI_WORK/fabric.summary"
     bash "$CI_DIR/fabric.sh" --suite || FAIL+=("ci/fabric.sh --suite: the fabric tests failed")
+    # Scale: fat700 (700 nodes) brought up once by each SM, with the debug build
+    # the suite made (that it comes up and answers the SA, not how fast: the
+    # timed comparison is ci/sm-bench.sh's release build, docs/performance.md).
+    RDMA_SM_BENCH_PROFILE=debug RDMA_SM_BENCH_NETS=fat700 bash "$CI_DIR/sm-bench.sh" 1 ||
+        FAIL+=("ci/sm-bench.sh: fat700 did not come up under both SMs")
+    SUMMARIES+=("$(cat "$CI_WORK/sm-bench.summary" 2>/dev/null || echo "sm-bench: no summary")")
     TIMINGS+=("fabric $(elapsed "$T_FAB")s")
     disk_note fabric
     mapfile -t FAB < <(cat "$CI_WORK/fabric.summary" 2>/dev/null || echo "fabric: no summary")
