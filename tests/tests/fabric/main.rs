@@ -14,6 +14,7 @@ mod compare;
 mod diags;
 mod ipoib;
 mod mads;
+mod multicast;
 mod partitions;
 mod sa_client;
 mod sa_records;
@@ -39,6 +40,7 @@ fn main() -> std::process::ExitCode {
                 sm::TESTS,
                 sm_faults::TESTS,
                 sm_groups::TESTS,
+                multicast::TESTS,
                 sm_election::TESTS,
                 partitions::TESTS,
                 tools::TESTS,

@@ -76,7 +76,7 @@ pub(crate) fn gated(f: &Fabric) -> Option<TestResult> {
 
 /// The links of the net file: (node, port, peer node, peer port), each
 /// once per side.
-fn links(f: &Fabric) -> Res<Vec<(String, u8, String, u8)>> {
+pub(crate) fn links(f: &Fabric) -> Res<Vec<(String, u8, String, u8)>> {
     let text = std::fs::read_to_string(&f.net)?;
     let mut out = Vec::new();
     let mut at: Option<String> = None;
@@ -134,7 +134,7 @@ fn victim(f: &Fabric) -> Res<Option<(String, Vec<String>)>> {
 
 /// Each node's LID by its name (its node description), from `smpquery
 /// nodedesc` of every LID of the SM's `guid2lid`.
-fn lids_by_name(f: &Fabric) -> Res<BTreeMap<String, u16>> {
+pub(crate) fn lids_by_name(f: &Fabric) -> Res<BTreeMap<String, u16>> {
     let mut out = BTreeMap::new();
     for (_, lid) in f.lids()? {
         let t = tool(f, &["smpquery", "nodedesc", &lid.to_string()])?;
