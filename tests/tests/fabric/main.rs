@@ -17,6 +17,7 @@ mod mads;
 mod multicast;
 mod partitions;
 mod sa_client;
+mod sa_paths;
 mod sa_records;
 mod sa_server;
 mod sm;
@@ -37,6 +38,7 @@ fn main() -> std::process::ExitCode {
                 sa_client::TESTS,
                 sa_server::TESTS,
                 sa_records::TESTS,
+                sa_paths::TESTS,
                 sm::TESTS,
                 sm_faults::TESTS,
                 sm_groups::TESTS,
