@@ -22,7 +22,7 @@ use rdma_tests::{check, fail, Outcome, TestResult};
 
 use crate::sa_client::{async_port, runtime};
 use crate::sa_records::kept_in;
-use crate::sm::sm_name;
+use crate::sm::{sm_name, tool};
 
 pub const TESTS: &[FabricTest] = &[FabricTest {
     name: "sa_paths::selectors_are_met_and_answered_as_opensm_answers_them",
@@ -187,6 +187,25 @@ fn pairs(hcas: &[String]) -> Vec<(String, String)> {
     v
 }
 
+/// Each HCA's LID by its name, from one `ibnetdiscover`: a CA's header
+/// line names it (`Ca 1 "H-..." # "hca-3-3"`), its port line gives its
+/// LID (`[1](10001f) "S-..."[6] # lid 22 lmc 0 ...`).
+fn hca_lids(f: &Fabric) -> Res<BTreeMap<String, u16>> {
+    let text = tool(f, &["ibnetdiscover"])?;
+    let mut out = BTreeMap::new();
+    let mut name: Option<String> = None;
+    for l in text.lines() {
+        if l.starts_with("Ca") {
+            name = l.rsplit('"').nth(1).map(str::to_owned);
+        } else if let (Some(n), Some((_, rest))) = (&name, l.split_once("# lid ")) {
+            let lid = rest.split_whitespace().next().unwrap_or("").parse()?;
+            out.insert(n.clone(), lid);
+            name = None;
+        }
+    }
+    Ok(out)
+}
+
 fn selectors_are_met_and_answered_as_opensm_answers_them(f: &Fabric) -> TestResult {
     let hcas: Vec<String> = f
         .nodes
@@ -204,7 +223,7 @@ fn selectors_are_met_and_answered_as_opensm_answers_them(f: &Fabric) -> TestResu
                 .into(),
         ));
     }
-    let lids: BTreeMap<String, u16> = crate::sm_faults::lids_by_name(f)?;
+    let lids = hca_lids(f)?;
     let lid = |name: &str| -> Res<u16> {
         lids.get(name)
             .copied()

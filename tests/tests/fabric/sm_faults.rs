@@ -134,7 +134,7 @@ fn victim(f: &Fabric) -> Res<Option<(String, Vec<String>)>> {
 
 /// Each node's LID by its name (its node description), from `smpquery
 /// nodedesc` of every LID of the SM's `guid2lid`.
-pub(crate) fn lids_by_name(f: &Fabric) -> Res<BTreeMap<String, u16>> {
+fn lids_by_name(f: &Fabric) -> Res<BTreeMap<String, u16>> {
     let mut out = BTreeMap::new();
     for (_, lid) in f.lids()? {
         let t = tool(f, &["smpquery", "nodedesc", &lid.to_string()])?;
