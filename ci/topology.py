@@ -6,6 +6,7 @@ Usage:
     ci/topology.py fattree [--spines N] [--leaves N] [--hcas-per-leaf N]
     ci/topology.py ring [--switches N] [--hcas-per-switch N]
     ci/topology.py fattree3 [--cores N] [--pods N] [--aggs N] [--edges N] [--hcas-per-edge N]
+    ci/topology.py wide [--ports N]
     ci/topology.py count NETFILE      # "SWITCHES HCAS" of any net file
 
 The output is deterministic (the same arguments give the same bytes). The first node
@@ -25,6 +26,13 @@ with a switch, so that the suite runs OpenSM both on an HCA and on a switch.
   group i. Defaults: 16 cores (4 groups of 4), 16 pods of 4 aggregation and 8 edge
   switches, 14 HCAs per edge (208 switches + 1792 HCAs = 2000 nodes, under ibsim's
   limits of 2048 nodes and 256 switches).
+- wide: one switch of many ports (default 254, the most a NodeInfo's NumPorts
+  allows OpenSM; ibsim has no limit of its own below 255), its HCAs on ports on
+  both sides of 64 and at the edges of the 16-port positions of a multicast port
+  mask (1, 2, 15, 16, 63, 64, 65, 127, 128, 200 and the last), and a second
+  switch of 8 ports behind port 130 with 2 HCAs (ports 2 and 3): a multicast
+  tree through a high port. The first node is the HCA on port 1
+  (2 switches + 13 HCAs = 15 nodes).
 
 Scale: `fattree --spines 8 --leaves 16 --hcas-per-leaf 12` is 216 nodes,
 `fattree --spines 16 --leaves 36 --hcas-per-leaf 18` 700 (ci/fabric.sh's fat200 and
@@ -157,6 +165,32 @@ def ring(switches, hcas_per_switch):
     return net.render(title, "ring-0")
 
 
+# The wide switch's ports with an HCA (the last port is added), and its port to
+# the second switch.
+WIDE_HCA_PORTS = [1, 2, 15, 16, 63, 64, 65, 127, 128, 200]
+WIDE_UPLINK = 130
+
+
+def wide(ports):
+    if ports < WIDE_UPLINK or ports > 254:
+        raise SystemExit(f"wide: between {WIDE_UPLINK} and 254 ports")
+    net = Net()
+    net.add("Switch", ports, "wide-0")
+    net.add("Switch", 8, "wide-1")
+    for p in sorted(set(WIDE_HCA_PORTS + [ports])):
+        name = f"hca-w-{p}"
+        net.add("Hca", 1, name)
+        net.link("wide-0", p, name, 1)
+    net.link("wide-0", WIDE_UPLINK, "wide-1", 1)
+    net.hcas("wide-1", 2, "x", 2)
+    title = (
+        f"wide: a switch of {ports} ports, HCAs on ports "
+        f"{', '.join(map(str, sorted(set(WIDE_HCA_PORTS + [ports]))))}, "
+        f"a switch of 8 ports behind port {WIDE_UPLINK} with 2 HCAs"
+    )
+    return net.render(title, "hca-w-1")
+
+
 HEADER = re.compile(r'^\s*(Switch|Hca|Ca)\s+\d+\s+"')
 
 
@@ -190,6 +224,8 @@ def main():
     f3.add_argument("--aggs", type=int, default=4)
     f3.add_argument("--edges", type=int, default=8)
     f3.add_argument("--hcas-per-edge", type=int, default=14)
+    wd = sub.add_parser("wide")
+    wd.add_argument("--ports", type=int, default=254)
     ct = sub.add_parser("count")
     ct.add_argument("netfile")
     a = ap.parse_args()
@@ -197,6 +233,8 @@ def main():
         sys.stdout.write(fattree(a.spines, a.leaves, a.hcas_per_leaf))
     elif a.cmd == "fattree3":
         sys.stdout.write(fattree3(a.cores, a.pods, a.aggs, a.edges, a.hcas_per_edge))
+    elif a.cmd == "wide":
+        sys.stdout.write(wide(a.ports))
     elif a.cmd == "ring":
         sys.stdout.write(ring(a.switches, a.hcas_per_switch))
     else:

@@ -15,8 +15,10 @@ mod diags;
 mod ipoib;
 mod lmc;
 mod mads;
+mod multicast;
 mod partitions;
 mod sa_client;
+mod sa_paths;
 mod sa_records;
 mod sa_server;
 mod sm;
@@ -37,9 +39,11 @@ fn main() -> std::process::ExitCode {
                 sa_client::TESTS,
                 sa_server::TESTS,
                 sa_records::TESTS,
+                sa_paths::TESTS,
                 sm::TESTS,
                 sm_faults::TESTS,
                 sm_groups::TESTS,
+                multicast::TESTS,
                 sm_election::TESTS,
                 partitions::TESTS,
                 lmc::TESTS,

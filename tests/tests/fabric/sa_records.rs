@@ -154,6 +154,13 @@ fn normalize(text: &str, lids: &BTreeMap<u16, u64>) -> String {
 /// Where the answers under OpenSM of the fabric's topology are kept: the
 /// fabric work folder (the parent of the runs' folder) of `ci/fabric.sh`.
 fn kept(f: &Fabric) -> Res<PathBuf> {
+    kept_in(f, "sa-records")
+}
+
+/// Where a test keeps OpenSM's answers on the fabric's topology:
+/// `folder/NAME.opensm` in the fabric work folder (the parent of the runs'
+/// folder) of `ci/fabric.sh`, NAME the topology's.
+pub(crate) fn kept_in(f: &Fabric, folder: &str) -> Res<PathBuf> {
     let work = f
         .dir
         .parent()
@@ -162,7 +169,7 @@ fn kept(f: &Fabric) -> Res<PathBuf> {
     // The topology's name: the fabric's, without the suffix of a run under
     // ours (`NAME-ours-sm`, `NAME-ours-updn`).
     let topology = f.name.split("-ours").next().unwrap_or(&f.name);
-    Ok(work.join("sa-records").join(format!("{topology}.opensm")))
+    Ok(work.join(folder).join(format!("{topology}.opensm")))
 }
 
 fn saquery_answers_each_record_as_opensm_does(f: &Fabric) -> TestResult {

@@ -70,11 +70,11 @@ fn role() -> Option<String> {
     std::env::var(ROLE).ok()
 }
 
-fn hex(g: Gid) -> String {
+pub(crate) fn hex(g: Gid) -> String {
     g.0.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn parse_gid(s: &str) -> Res<Gid> {
+pub(crate) fn parse_gid(s: &str) -> Res<Gid> {
     let s = s.trim();
     if s.len() != 32 {
         fail!("not a GID of 32 hex digits: {s:?}");

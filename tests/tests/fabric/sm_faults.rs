@@ -76,7 +76,7 @@ pub(crate) fn gated(f: &Fabric) -> Option<TestResult> {
 
 /// The links of the net file: (node, port, peer node, peer port), each
 /// once per side.
-fn links(f: &Fabric) -> Res<Vec<(String, u8, String, u8)>> {
+pub(crate) fn links(f: &Fabric) -> Res<Vec<(String, u8, String, u8)>> {
     let text = std::fs::read_to_string(&f.net)?;
     let mut out = Vec::new();
     let mut at: Option<String> = None;

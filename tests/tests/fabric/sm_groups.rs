@@ -73,7 +73,7 @@ fn group_mgid(tag: u16, lid: u16) -> [u8; 16] {
 
 /// The record of a full member `me` of the group `mgid`, with what a join
 /// that creates the group names ([`CREATE`]).
-fn full_member(mgid: [u8; 16], me: Gid) -> McMemberRecord {
+pub(crate) fn full_member(mgid: [u8; 16], me: Gid) -> McMemberRecord {
     McMemberRecord {
         mgid: Gid(mgid),
         port_gid: me,
@@ -90,7 +90,7 @@ fn full_member(mgid: [u8; 16], me: Gid) -> McMemberRecord {
 }
 
 /// The components of a join that may create its group.
-const CREATE: McMemberRecordMask = McMemberRecordMask::MGID
+pub(crate) const CREATE: McMemberRecordMask = McMemberRecordMask::MGID
     .union(McMemberRecordMask::PORT_GID)
     .union(McMemberRecordMask::QKEY)
     .union(McMemberRecordMask::PKEY)
@@ -100,7 +100,7 @@ const CREATE: McMemberRecordMask = McMemberRecordMask::MGID
     .union(McMemberRecordMask::JOIN_STATE);
 
 /// The components of a leave.
-const LEAVE: McMemberRecordMask = McMemberRecordMask::MGID
+pub(crate) const LEAVE: McMemberRecordMask = McMemberRecordMask::MGID
     .union(McMemberRecordMask::PORT_GID)
     .union(McMemberRecordMask::JOIN_STATE);
 
