@@ -62,6 +62,7 @@ pub(crate) fn rate_code(pi: &PortInfo) -> u8 {
 }
 
 /// The nominal rate of a rate code in tenths of Gb/s (0: no such code).
+#[cfg(test)]
 pub(crate) fn rate_tenths(code: u8) -> u32 {
     CODES
         .iter()
@@ -69,9 +70,67 @@ pub(crate) fn rate_tenths(code: u8) -> u32 {
         .map_or(0, |&(_, t)| t)
 }
 
+/// The rate codes from the slowest to the fastest as OpenSM orders them
+/// (`ordered_rates` of libopensm): by the rate of the link before its
+/// encoding, so that 14, 25 and 28 Gb/s (64b/66b) stand as 17, 31.25 and
+/// 35 Gb/s among the 8b/10b rates, after 30 Gb/s and 20 Gb/s.
+const ORDER: [u8; 23] = [
+    2, 5, 3, 11, 6, 4, 15, 19, 7, 8, 20, 12, 9, 10, 16, 13, 14, 17, 18, 21, 22, 23, 24,
+];
+
+/// The rank of a rate code in [`ORDER`], from 1 (0: no such code): what
+/// the SA compares rates by, as OpenSM's `ib_path_compare_rates`.
+pub(crate) fn rate_rank(code: u8) -> u32 {
+    ORDER
+        .iter()
+        .position(|&c| c == code)
+        .map_or(0, |i| i as u32 + 1)
+}
+
+/// The rate code ranked just below `code` (OpenSM's
+/// `ib_path_rate_get_prev`); `None` below the lowest or for no code.
+pub(crate) fn rate_below(code: u8) -> Option<u8> {
+    match rate_rank(code) {
+        0 | 1 => None,
+        r => Some(ORDER[r as usize - 2]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The order holds every code once, and agrees with the nominal rates
+    /// except where the encoding moves a rate (14, 25, 28 Gb/s).
+    #[test]
+    fn rates_rank_as_opensm_orders_them() {
+        let mut codes: Vec<u8> = CODES.iter().map(|&(c, _)| c).collect();
+        codes.sort_unstable();
+        let mut order = ORDER.to_vec();
+        order.sort_unstable();
+        assert_eq!(codes, order);
+        assert_eq!((rate_rank(0), rate_rank(1), rate_rank(25)), (0, 0, 0));
+        assert_eq!(rate_below(4), Some(6), "below 30 Gb/s: 20");
+        assert_eq!(rate_below(6), Some(11), "below 20 Gb/s: 14");
+        assert_eq!(rate_below(3), Some(5), "below 10 Gb/s: 5");
+        assert_eq!(rate_below(2), None);
+        assert_eq!(rate_below(99), None);
+        assert!(
+            rate_rank(15) > rate_rank(4),
+            "25 Gb/s (64b/66b) above 30 (8b/10b)"
+        );
+        // Within each encoding (8b/10b: codes 2-10; 64b/66b: 11 and up),
+        // by the nominal rate.
+        for old in [true, false] {
+            let v: Vec<u32> = ORDER
+                .iter()
+                .filter(|&&c| (c <= 10) == old)
+                .map(|&c| rate_tenths(c))
+                .collect();
+            assert!(v.windows(2).all(|w| w[0] < w[1]), "{v:?}");
+        }
+    }
+
     use rdma::mad::LinkWidth;
 
     fn port(width: LinkWidth, speed: LinkSpeed, ext: LinkSpeedExt) -> PortInfo {

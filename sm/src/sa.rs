@@ -19,7 +19,7 @@ use rdma::umad::{AgentView, Received};
 use rdma::Gid;
 
 use crate::groups::{Group, DEFAULT_PKEY, PACKET_LIFE};
-use crate::rate::{rate_code, rate_tenths};
+use crate::rate::rate_code;
 use crate::state::{lock_r, lock_w, Subnet, SUBNET_PREFIX};
 
 /// The SA's handler ([`AsyncPort::register_responder`]): answers each

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::partitions::holds;
+use crate::rate::rate_rank;
 
 /// The candidates of an MCMemberRecord query: a record per member of each
 /// group, and a group with no members as its own record unless the query
@@ -33,12 +34,86 @@ pub(super) fn member_records(
     v
 }
 
-/// The rate of the port with GID `gid`, in tenths of Gb/s.
+/// The rate of the port with GID `gid`, as its rank (`rate_rank`).
 fn port_rate(s: &Subnet, gid: Gid) -> Option<u32> {
     let lid = end_port_by_gid(s, gid)?;
     let (id, p, _) = end_port(s, lid)?;
     let pi = s.port_info.get(&(id, p))?;
-    Some(rate_tenths(rate_code(pi)))
+    Some(rate_rank(rate_code(pi)))
+}
+
+/// The MTU and rate of a group that a join creates, with their selectors,
+/// as OpenSM chooses them (`mgrp_request_is_realizable`): where the query
+/// names a value with its selector (other than largest), exactly that
+/// value; greater than: the requesting port's (its NeighborMTU, its
+/// link's rate), which must be greater; less than: the requesting port's
+/// if the query's is above it, else the next value below the query's;
+/// otherwise the requesting port's, or MTU 2048 and 10 Gb/s for a port the
+/// sweep did not read. A value out of range: ERR_REQ_INVALID.
+/// A value of a new group with its selector.
+type Chosen = (Selector, u8);
+
+fn new_group_mtu_rate(
+    s: &Subnet,
+    q: &McMemberRecord,
+    m: McMemberRecordMask,
+    requester: u16,
+) -> Result<(Chosen, Chosen), SaStatusCode> {
+    let pi = end_port(s, requester).and_then(|(id, p, _)| s.port_info.get(&(id, p)));
+    let port_mtu = pi.map_or(0, |pi| match pi.neighbor_mtu {
+        1..=5 => pi.neighbor_mtu,
+        _ => pi.mtu_cap,
+    });
+    let port_rate = pi.map_or(0, rate_code);
+    let named = |value, selector, sel| m.contains(value | selector) && sel != Selector::Best;
+    let mtu = if !named(
+        McMemberRecordMask::MTU,
+        McMemberRecordMask::MTU_SELECTOR,
+        q.mtu_selector,
+    ) {
+        (Selector::Exactly, if port_mtu != 0 { port_mtu } else { 4 })
+    } else {
+        let want = q.mtu;
+        let v = match q.mtu_selector {
+            Selector::GreaterThan if port_mtu != 0 && want >= port_mtu => {
+                return Err(SaStatusCode::ReqInvalid)
+            }
+            Selector::GreaterThan if port_mtu != 0 => port_mtu,
+            Selector::GreaterThan => want.saturating_add(1),
+            Selector::LessThan if port_mtu != 0 && want > port_mtu => port_mtu,
+            Selector::LessThan => want.wrapping_sub(1),
+            _ => want,
+        };
+        if !(1..=5).contains(&v) {
+            return Err(SaStatusCode::ReqInvalid);
+        }
+        (q.mtu_selector, v)
+    };
+    let rate = if !named(
+        McMemberRecordMask::RATE,
+        McMemberRecordMask::RATE_SELECTOR,
+        q.rate_selector,
+    ) {
+        (
+            Selector::Exactly,
+            if port_rate != 0 { port_rate } else { 3 },
+        )
+    } else {
+        let want = q.rate;
+        let (w, p) = (rate_rank(want), rate_rank(port_rate));
+        let v = match q.rate_selector {
+            Selector::GreaterThan if w >= p => return Err(SaStatusCode::ReqInvalid),
+            Selector::GreaterThan => port_rate,
+            Selector::LessThan if w > p => port_rate,
+            Selector::LessThan => crate::rate::rate_below(want).unwrap_or(0),
+            _ => want,
+        };
+        if rate_rank(v) == 0 {
+            return Err(SaStatusCode::ReqInvalid);
+        }
+        (q.rate_selector, v)
+    };
+    Ok((mtu, rate))
 }
 
 /// The P_Key table of the port of GID `gid` (none: no such port).
@@ -105,7 +180,7 @@ pub(super) fn join(
             if !g.members.contains_key(&q.port_gid.0) && proxy {
                 s.groups.proxies.insert((q.mgid.0, q.port_gid.0));
             }
-            if rate < rate_tenths(g.rec.rate) {
+            if rate < rate_rank(g.rec.rate) {
                 return Err(SaStatusCode::ReqInvalid);
             }
             let js = g.members.entry(q.port_gid.0).or_insert(JoinState::empty());
@@ -148,22 +223,15 @@ pub(super) fn join(
     } else {
         q.mgid.0
     };
+    let ((mtu_selector, mtu), (rate_selector, rate)) = new_group_mtu_rate(s, q, m, requester)?;
     let rec = McMemberRecord {
         mgid: Gid(mgid),
         port_gid: Gid::default(),
         mlid,
-        mtu_selector: Selector::Exactly,
-        mtu: if m.contains(McMemberRecordMask::MTU) {
-            q.mtu
-        } else {
-            4
-        },
-        rate_selector: Selector::Exactly,
-        rate: if m.contains(McMemberRecordMask::RATE) {
-            q.rate
-        } else {
-            3
-        },
+        mtu_selector,
+        mtu,
+        rate_selector,
+        rate,
         packet_life_time_selector: Selector::Exactly,
         packet_life_time: PACKET_LIFE,
         join_state: JoinState::empty(),

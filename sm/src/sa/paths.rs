@@ -5,6 +5,7 @@ use std::ops::RangeInclusive;
 
 use super::*;
 use crate::partitions::shared_pkey;
+use crate::rate::rate_rank;
 
 /// The end port of `lid`.
 pub(super) fn end_port(s: &Subnet, lid: u16) -> Option<(NodeId, u8, u64)> {
@@ -66,7 +67,7 @@ pub(super) fn path(s: &Subnet, slid: u16, dlid: u16) -> Option<PathRecord> {
     let rate = links
         .iter()
         .map(|p| rate_code(p))
-        .min_by_key(|&c| rate_tenths(c))
+        .min_by_key(|&c| crate::rate::rate_rank(c))
         .unwrap_or(3);
     Some(PathRecord {
         dgid: Gid::from_parts(SUBNET_PREFIX, dguid),
@@ -82,7 +83,8 @@ pub(super) fn path(s: &Subnet, slid: u16, dlid: u16) -> Option<PathRecord> {
         rate_selector: Selector::Exactly,
         rate,
         packet_life_time_selector: Selector::Exactly,
-        packet_life_time: PACKET_LIFE,
+        // A loopback path's is 0 (IBA 1.2 table 205, as OpenSM).
+        packet_life_time: if (sn, sp) == (dn, dp) { 0 } else { PACKET_LIFE },
         ..PathRecord::default()
     })
 }
@@ -181,53 +183,56 @@ fn selected_path(
     if m.contains(PathRecordMask::SL) && q.sl != 0 {
         return None;
     }
-    if !selected(m, q, &p) {
-        return None;
-    }
+    let mut p = selected(m, q, p)?;
     if m.contains(PathRecordMask::SERVICE_ID) {
         p.service_id = q.service_id;
     }
     Some(p)
 }
 
-/// Whether path `p` meets the query's MTU, rate and packet lifetime, each
-/// where the mask has it: greater than, less than or exactly the query's
-/// value by its selector (exactly when the mask has no selector), or the
-/// best there is (this path's own).
-pub(super) fn selected(m: PathRecordMask, q: &PathRecord, p: &PathRecord) -> bool {
-    let meets =
-        |value: PathRecordMask, selector: PathRecordMask, sel: Selector, have: u32, want: u32| {
-            if !m.contains(value) {
-                return true;
-            }
-            match if m.contains(selector) {
-                sel
-            } else {
-                Selector::Exactly
-            } {
-                Selector::GreaterThan => have > want,
-                Selector::LessThan => have < want,
-                Selector::Exactly => have == want,
-                Selector::Best => true,
-            }
+/// Path `p` as it answers the query's MTU, rate and packet lifetime
+/// selectors, as OpenSM adjusts a path (IBA 15.2.5.16; a value counts only
+/// with its selector in the mask): greater than, the path's value must be;
+/// less than, the path is offered at the highest value below the query's
+/// (the MTU or lifetime one less, the next lower rate) when its own is not
+/// already below; exactly, at the query's value when the path's is at
+/// least that (rates: equal); largest (smallest lifetime), as it is.
+/// `None` when the path cannot meet one.
+pub(super) fn selected(m: PathRecordMask, q: &PathRecord, mut p: PathRecord) -> Option<PathRecord> {
+    let asked = |value: PathRecordMask, selector: PathRecordMask| m.contains(value | selector);
+    if asked(PathRecordMask::MTU, PathRecordMask::MTU_SELECTOR) {
+        p.mtu = adjust(q.mtu_selector, p.mtu, q.mtu)?;
+    }
+    if asked(PathRecordMask::RATE, PathRecordMask::RATE_SELECTOR) {
+        let (have, want) = (rate_rank(p.rate), rate_rank(q.rate));
+        p.rate = match q.rate_selector {
+            Selector::GreaterThan => (have > want).then_some(p.rate)?,
+            Selector::LessThan if have >= want => crate::rate::rate_below(q.rate)?,
+            Selector::LessThan | Selector::Best => p.rate,
+            Selector::Exactly => (have == want).then_some(q.rate)?,
         };
-    meets(
-        PathRecordMask::MTU,
-        PathRecordMask::MTU_SELECTOR,
-        q.mtu_selector,
-        u32::from(p.mtu),
-        u32::from(q.mtu),
-    ) && meets(
-        PathRecordMask::RATE,
-        PathRecordMask::RATE_SELECTOR,
-        q.rate_selector,
-        rate_tenths(p.rate),
-        rate_tenths(q.rate),
-    ) && meets(
+    }
+    if asked(
         PathRecordMask::PACKET_LIFE_TIME,
         PathRecordMask::PACKET_LIFE_TIME_SELECTOR,
-        q.packet_life_time_selector,
-        u32::from(p.packet_life_time),
-        u32::from(q.packet_life_time),
-    )
+    ) {
+        p.packet_life_time = adjust(
+            q.packet_life_time_selector,
+            p.packet_life_time,
+            q.packet_life_time,
+        )?;
+    }
+    Some(p)
+}
+
+/// A path's MTU or packet lifetime `have` under selector `sel` and the
+/// query's `want` (see [`selected`]): less than a value of 1 or below has
+/// nothing to offer.
+fn adjust(sel: Selector, have: u8, want: u8) -> Option<u8> {
+    match sel {
+        Selector::GreaterThan => (have > want).then_some(have),
+        Selector::LessThan if have >= want => (want > 1).then(|| want - 1),
+        Selector::LessThan | Selector::Best => Some(have),
+        Selector::Exactly => (have >= want).then_some(want),
+    }
 }

@@ -82,12 +82,18 @@ fn a_path_takes_the_destinations_mtu_and_extended_speeds() {
     assert_eq!((back.mtu, back.rate), (3, 16));
 }
 
+/// The selectors as OpenSM applies them (the path: MTU 1024 (3), 100 Gb/s
+/// (16), lifetime 18): greater than, the path's value must be; less than,
+/// the path at the highest value below the query's; exactly, at the query's
+/// value when the path's is at least that (rates: equal); largest, as it
+/// is; a value without its selector, or a selector without its value,
+/// ignored. The path's (MTU, rate, lifetime), or `None` for ERR_NO_RECORDS.
 #[test]
 fn path_queries_meet_their_mtu_rate_and_lifetime_selectors() {
     let (s, a, b) = two_cas_one_small();
     let base = PathRecordMask::SLID | PathRecordMask::DLID;
     let ask = |m: PathRecordMask, q: PathRecord| {
-        path_records(
+        let v = path_records(
             &s,
             &PathRecord {
                 slid: a,
@@ -97,8 +103,9 @@ fn path_queries_meet_their_mtu_rate_and_lifetime_selectors() {
             base | m,
             a,
             None,
-        )
-        .len()
+        );
+        assert!(v.len() <= 1, "{v:?}");
+        v.first().map(|p| (p.mtu, p.rate, p.packet_life_time))
     };
     let mtu = |sel, mtu| PathRecord {
         mtu_selector: sel,
@@ -106,18 +113,26 @@ fn path_queries_meet_their_mtu_rate_and_lifetime_selectors() {
         ..PathRecord::default()
     };
     let with_mtu = PathRecordMask::MTU | PathRecordMask::MTU_SELECTOR;
-    assert_eq!(ask(base, PathRecord::default()), 1);
+    let path = Some((3, 16, PACKET_LIFE));
+    assert_eq!(ask(base, PathRecord::default()), path);
+    assert_eq!(ask(with_mtu, mtu(Selector::GreaterThan, 4)), None, "> 2048");
+    assert_eq!(ask(with_mtu, mtu(Selector::GreaterThan, 2)), path);
+    assert_eq!(ask(with_mtu, mtu(Selector::LessThan, 3)), Some((2, 16, 18)));
+    assert_eq!(ask(with_mtu, mtu(Selector::LessThan, 5)), path);
+    assert_eq!(ask(with_mtu, mtu(Selector::LessThan, 1)), None, "< 256");
+    assert_eq!(ask(with_mtu, mtu(Selector::Exactly, 3)), path);
+    assert_eq!(ask(with_mtu, mtu(Selector::Exactly, 1)), Some((1, 16, 18)));
+    assert_eq!(ask(with_mtu, mtu(Selector::Exactly, 4)), None);
+    assert_eq!(ask(with_mtu, mtu(Selector::Best, 5)), path);
+    // A value or a selector alone: ignored.
     assert_eq!(
-        ask(with_mtu, mtu(Selector::GreaterThan, 4)),
-        0,
-        "> 2048: the path has 1024"
+        ask(PathRecordMask::MTU, mtu(Selector::GreaterThan, 4)),
+        path
     );
-    assert_eq!(ask(with_mtu, mtu(Selector::GreaterThan, 2)), 1);
-    assert_eq!(ask(with_mtu, mtu(Selector::LessThan, 3)), 0);
-    assert_eq!(ask(with_mtu, mtu(Selector::Exactly, 3)), 1);
-    assert_eq!(ask(with_mtu, mtu(Selector::Best, 5)), 1);
-    // Without its selector, a value must match exactly.
-    assert_eq!(ask(PathRecordMask::MTU, mtu(Selector::GreaterThan, 2)), 0);
+    assert_eq!(
+        ask(PathRecordMask::MTU_SELECTOR, mtu(Selector::GreaterThan, 4)),
+        path
+    );
     let rate = |sel, rate| PathRecord {
         rate_selector: sel,
         rate,
@@ -126,14 +141,31 @@ fn path_queries_meet_their_mtu_rate_and_lifetime_selectors() {
     let with_rate = PathRecordMask::RATE | PathRecordMask::RATE_SELECTOR;
     assert_eq!(
         ask(with_rate, rate(Selector::GreaterThan, 7)),
-        1,
+        path,
         "100 > 40 Gb/s"
     );
-    assert_eq!(ask(with_rate, rate(Selector::GreaterThan, 16)), 0);
+    assert_eq!(ask(with_rate, rate(Selector::GreaterThan, 16)), None);
     assert_eq!(
         ask(with_rate, rate(Selector::LessThan, 17)),
-        1,
+        path,
         "100 < 200 Gb/s"
+    );
+    // Less than 20 Gb/s: the next rate below, 14 Gb/s (code 11); less than
+    // 10: 5 Gb/s (code 5); less than 2.5: nothing.
+    assert_eq!(
+        ask(with_rate, rate(Selector::LessThan, 6)),
+        Some((3, 11, 18))
+    );
+    assert_eq!(
+        ask(with_rate, rate(Selector::LessThan, 3)),
+        Some((3, 5, 18))
+    );
+    assert_eq!(ask(with_rate, rate(Selector::LessThan, 2)), None);
+    assert_eq!(ask(with_rate, rate(Selector::Exactly, 16)), path);
+    assert_eq!(
+        ask(with_rate, rate(Selector::Exactly, 7)),
+        None,
+        "not 40 Gb/s"
     );
     let life = |sel, l| PathRecord {
         packet_life_time_selector: sel,
@@ -141,8 +173,34 @@ fn path_queries_meet_their_mtu_rate_and_lifetime_selectors() {
         ..PathRecord::default()
     };
     let with_life = PathRecordMask::PACKET_LIFE_TIME | PathRecordMask::PACKET_LIFE_TIME_SELECTOR;
-    assert_eq!(ask(with_life, life(Selector::LessThan, PACKET_LIFE)), 0);
-    assert_eq!(ask(with_life, life(Selector::LessThan, PACKET_LIFE + 1)), 1);
+    assert_eq!(
+        ask(with_life, life(Selector::LessThan, PACKET_LIFE)),
+        Some((3, 16, 17))
+    );
+    assert_eq!(
+        ask(with_life, life(Selector::LessThan, PACKET_LIFE + 1)),
+        path
+    );
+    assert_eq!(ask(with_life, life(Selector::LessThan, 1)), None);
+    assert_eq!(ask(with_life, life(Selector::Exactly, 5)), Some((3, 16, 5)));
+    assert_eq!(
+        ask(with_life, life(Selector::Exactly, PACKET_LIFE + 1)),
+        None
+    );
+    assert_eq!(
+        ask(with_life, life(Selector::GreaterThan, PACKET_LIFE)),
+        None
+    );
+    assert_eq!(ask(with_life, life(Selector::Best, 0)), path);
+    // A port to itself: lifetime 0, so greater than 0 is no path.
+    let q = |sel| PathRecord {
+        slid: a,
+        dlid: a,
+        ..life(sel, 0)
+    };
+    let to_self = |sel| path_records(&s, &q(sel), base | with_life, a, None);
+    assert_eq!(to_self(Selector::Best)[0].packet_life_time, 0);
+    assert!(to_self(Selector::GreaterThan).is_empty());
 }
 
 /// A join that creates the group `mgid` (its last two bytes) for the
@@ -515,4 +573,119 @@ fn reports_go_to_the_subscriptions_that_match() {
         (a, 3, 4)
     );
     assert_eq!(Notice::issuer_gid(&r[0].1).unwrap(), ports[0]);
+}
+
+/// A join that creates a group without naming MTU and rate gives the group
+/// the requesting port's (as OpenSM): a 2.5 Gb/s port's group takes the
+/// next 2.5 Gb/s port (a fixed 10 Gb/s refused it); with selectors, the
+/// values OpenSM picks, and ERR_REQ_INVALID where none fits.
+#[test]
+fn a_new_group_takes_its_creators_mtu_and_rate_or_what_the_selectors_pick() {
+    let (mut s, ports) = subnet_of_cas(3);
+    let slow = PortInfo {
+        mtu_cap: 5,
+        neighbor_mtu: 3,
+        link_width_active: rdma::mad::LinkWidth::X1,
+        link_speed_active: rdma::mad::LinkSpeed::Sdr,
+        ..PortInfo::default()
+    };
+    for i in 1..=3 {
+        let id = s.topo.find(0x1000 * i).unwrap();
+        s.port_info.insert((id, 1), slow);
+    }
+    let mgid = |n: u16| {
+        let mut g = [0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        g[14..].copy_from_slice(&n.to_be_bytes());
+        Gid(g)
+    };
+    let base = McMemberRecordMask::MGID
+        | McMemberRecordMask::PORT_GID
+        | McMemberRecordMask::QKEY
+        | McMemberRecordMask::PKEY
+        | McMemberRecordMask::SL
+        | McMemberRecordMask::FLOW_LABEL
+        | McMemberRecordMask::TCLASS
+        | McMemberRecordMask::JOIN_STATE;
+    let ask = |s: &mut Subnet, n: u16, port: usize, m: McMemberRecordMask, q: McMemberRecord| {
+        let q = McMemberRecord {
+            mgid: mgid(n),
+            port_gid: ports[port],
+            qkey: 0x1234,
+            pkey: 0xffff,
+            join_state: JoinState::FULL_MEMBER,
+            ..q
+        };
+        let me = end_port_by_gid(s, ports[port]).unwrap();
+        join(s, &q, base | m, me).map(|r| (r.mtu, r.rate))
+    };
+    let none = McMemberRecordMask::empty();
+    assert_eq!(
+        ask(&mut s, 1, 0, none, McMemberRecord::default()),
+        Ok((3, 2))
+    );
+    assert_eq!(
+        ask(&mut s, 1, 1, none, McMemberRecord::default()),
+        Ok((3, 2)),
+        "a second 2.5 Gb/s port"
+    );
+    let mtu = McMemberRecordMask::MTU | McMemberRecordMask::MTU_SELECTOR;
+    let rate = McMemberRecordMask::RATE | McMemberRecordMask::RATE_SELECTOR;
+    let q = |mtu_selector, mtu, rate_selector, rate| McMemberRecord {
+        mtu_selector,
+        mtu,
+        rate_selector,
+        rate,
+        ..McMemberRecord::default()
+    };
+    use Selector::*;
+    // Greater than the port's own: refused; than less: the port's.
+    assert_eq!(
+        ask(&mut s, 2, 0, mtu, q(GreaterThan, 3, Exactly, 0)),
+        Err(SaStatusCode::ReqInvalid)
+    );
+    assert_eq!(
+        ask(&mut s, 3, 0, mtu, q(GreaterThan, 1, Exactly, 0)),
+        Ok((3, 2))
+    );
+    // Less than: the port's when the query's is above it, else one below.
+    assert_eq!(
+        ask(&mut s, 4, 0, mtu, q(LessThan, 5, Exactly, 0)),
+        Ok((3, 2))
+    );
+    assert_eq!(
+        ask(&mut s, 5, 0, mtu, q(LessThan, 2, Exactly, 0)),
+        Ok((1, 2))
+    );
+    assert_eq!(
+        ask(&mut s, 6, 0, mtu, q(LessThan, 1, Exactly, 0)),
+        Err(SaStatusCode::ReqInvalid)
+    );
+    // Exactly and largest.
+    assert_eq!(
+        ask(&mut s, 7, 0, mtu, q(Exactly, 5, Exactly, 0)),
+        Ok((5, 2))
+    );
+    assert_eq!(ask(&mut s, 8, 0, mtu, q(Best, 1, Exactly, 0)), Ok((3, 2)));
+    // Rates by speed: greater than 2.5 on a 2.5 Gb/s port refused; less
+    // than 10 Gb/s (above the port's): the port's; less than 5: 2.5.
+    assert_eq!(
+        ask(&mut s, 9, 0, rate, q(Exactly, 0, GreaterThan, 2)),
+        Err(SaStatusCode::ReqInvalid)
+    );
+    assert_eq!(
+        ask(&mut s, 10, 0, rate, q(Exactly, 0, LessThan, 3)),
+        Ok((3, 2))
+    );
+    assert_eq!(
+        ask(&mut s, 11, 0, rate, q(Exactly, 0, LessThan, 5)),
+        Ok((3, 2))
+    );
+    assert_eq!(
+        ask(&mut s, 12, 0, rate, q(Exactly, 0, LessThan, 2)),
+        Err(SaStatusCode::ReqInvalid)
+    );
+    assert_eq!(
+        ask(&mut s, 13, 0, rate, q(Exactly, 0, Exactly, 7)),
+        Ok((3, 7))
+    );
 }
