@@ -13,7 +13,7 @@
 //! [`Limits::incomplete`] incomplete ones: a flood of packets to unknown
 //! addresses, or of requests, cannot grow it. An entry that a request
 //! alone made (its sender, unasked) is *unsolicited* until a packet is sent
-//! to it or an answer confirms it, and room for a new entry is taken from
+//! to it (answers and other requests naming it do not change that), and room for a new entry is taken from
 //! the unsolicited ones first (the least recently made), then from stale
 //! ones: a flood of requests from made-up senders churns among its own
 //! entries and never keeps out a neighbour the program resolves. Time is
@@ -226,7 +226,7 @@ impl<T> Table<T> {
     /// the table has no entry for `ip` (a request addressed to us, whose
     /// sender we will answer); otherwise only entries that exist change.
     /// A new entry made by `create` is unsolicited (see the module's text)
-    /// until it is used or answered.
+    /// until a packet is sent to it.
     pub fn learn(&mut self, ip: IpAddr, addr: LinkAddr, now: Instant, create: bool) -> Learned<T> {
         let resolved = State::Resolved {
             addr,
@@ -238,13 +238,12 @@ impl<T> Table<T> {
             Some(State::Resolved {
                 addr: old,
                 confirmed,
-                unsolicited,
                 ..
             }) => {
+                // An unsolicited entry stays so: only traffic to it
+                // (`lookup`) makes it one the program uses; answers and
+                // requests naming it, which anyone can send, do not.
                 *confirmed = now;
-                if !create {
-                    *unsolicited = false;
-                }
                 if *old == addr {
                     Learned::Same
                 } else {
@@ -510,6 +509,24 @@ mod tests {
         );
         assert_eq!(t.len(), 4);
         assert_eq!(t.get(ip(5000)), Some(addr(1)));
+    }
+
+    /// Each made-up sender named twice, by a request for us (which makes
+    /// its entry) and by an answer or a request for another address (which
+    /// confirms it): the entries stay unsolicited, and a neighbour the
+    /// program resolves still gets in.
+    #[test]
+    fn a_flood_that_names_each_sender_twice_still_makes_room() {
+        let t0 = Instant::now();
+        let mut t: Table<u32> = Table::new(small());
+        for n in 0..1000 {
+            t.learn(ip(1000 + n), addr(n), t0, true);
+            t.learn(ip(1000 + n), addr(n), t0, false);
+        }
+        let soon = t0 + Duration::from_secs(29);
+        assert_eq!(t.lookup(ip(1), soon), Lookup::Resolve { solicit: true });
+        assert_eq!(t.learn(ip(1), addr(1), soon, false), Learned::New(vec![]));
+        assert_eq!(t.get(ip(1)), Some(addr(1)));
     }
 
     /// Requests from made-up senders fill the table, then a neighbour the
