@@ -115,16 +115,24 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>, reporter: Option<&Reporter>) 
             r
         }
         (records::attr_id::NODE_RECORD, Method::GET | Method::GET_TABLE) => {
-            let q = m.attribute::<NodeRecord>().ok()?;
-            match matching(&q, mask, node_records(&lock_r(subnet))) {
+            let mut q = m.attribute::<NodeRecord>().ok()?;
+            let s = lock_r(subnet);
+            if mask & rdma::mad::sa::NodeRecordMask::LID.bits() != 0 {
+                q.lid = base_of(&s, q.lid);
+            }
+            match matching(&q, mask, node_records(&s)) {
                 Ok(hits) => reply(m, h.method, hits),
                 Err(code) => error(m, code),
             }
         }
         (records::attr_id::PORT_INFO_RECORD, Method::GET | Method::GET_TABLE) => {
-            let q = m.attribute::<PortInfoRecord>().ok()?;
+            let mut q = m.attribute::<PortInfoRecord>().ok()?;
+            let s = lock_r(subnet);
+            if mask & PortInfoRecordMask::LID.bits() != 0 {
+                q.endport_lid = base_of(&s, q.endport_lid);
+            }
             let bitwise_caps = h.attr_mod & 1 << 31 != 0;
-            match port_info_matching(&q, mask, bitwise_caps, port_info_records(&lock_r(subnet))) {
+            match port_info_matching(&q, mask, bitwise_caps, port_info_records(&s)) {
                 Ok(hits) => reply(m, h.method, hits),
                 Err(code) => error(m, code),
             }
@@ -139,8 +147,9 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>, reporter: Option<&Reporter>) 
         (records::attr_id::PATH_RECORD, Method::GET | Method::GET_TABLE) => {
             let q = m.attribute::<PathRecord>().ok()?;
             let pm = PathRecordMask::from_bits_truncate(mask);
-            // A Get: one path a pair of ports (IBA 1.2 erratum, as
-            // OpenSM); NumbPath: at most that many.
+            // A Get: one path (IBA 1.2 erratum, as OpenSM: the first of
+            // the first pair of ports that has one); NumbPath: at most that
+            // many a pair.
             let limit = if h.method == Method::GET {
                 Some(1)
             } else if pm.contains(PathRecordMask::NUMB_PATH) {
@@ -148,7 +157,11 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>, reporter: Option<&Reporter>) 
             } else {
                 None
             };
-            let hits = path_records(&lock_r(subnet), &q, pm, req.addr.lid, limit);
+            let mut hits = path_records(&lock_r(subnet), &q, pm, req.addr.lid, limit);
+            // A Get ends at the first pair of ports that has a path.
+            if h.method == Method::GET {
+                hits.truncate(1);
+            }
             reply(m, h.method, hits)
         }
         (records::attr_id::MC_MEMBER_RECORD, Method::GET | Method::GET_TABLE) => {
@@ -269,6 +282,15 @@ fn base_lid(s: &Subnet, id: NodeId, port: u8) -> Option<u16> {
         NodeKind::Switch => s.lids.of(&s.topo, id, 0),
         _ => s.lids.of(&s.topo, id, port),
     }
+}
+
+/// The base LID of the port that answers to `lid` (any of its 2^LMC, as
+/// OpenSM looks a port up for NodeRecord and PortInfoRecord queries); `lid`
+/// itself where no port does.
+fn base_of(s: &Subnet, lid: u16) -> u16 {
+    end_port(s, lid)
+        .and_then(|(_, _, guid)| s.lids.get(guid))
+        .unwrap_or(lid)
 }
 
 fn node_records(s: &Subnet) -> Vec<NodeRecord> {

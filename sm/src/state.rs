@@ -56,11 +56,16 @@ impl Subnet {
     /// Fills the LID indexes ([`Subnet::end_ports`], [`Subnet::sorted_lids`])
     /// from the LIDs and the topology.
     pub(crate) fn index_lids(&mut self) {
+        let ports: HashMap<u64, (NodeId, u8)> = self
+            .topo
+            .nodes()
+            .flat_map(|(id, n)| n.end_ports().map(move |p| (n.port_guid(p), (id, p))))
+            .collect();
         self.end_ports = self
             .lids
             .iter_all()
             .filter_map(|(guid, lid)| {
-                let (id, p) = self.topo.end_port_of(guid)?;
+                let &(id, p) = ports.get(&guid)?;
                 Some((lid, (id, p, guid)))
             })
             .collect();

@@ -286,9 +286,12 @@ impl Topology {
         let mut tables = unrouted_tables(&switches, lids);
         let mut load: HashMap<(NodeId, u8), u32> = HashMap::new();
         let mut spread = Spread::default();
+        let mut hops = HashMap::new();
         for (lid, dest, dport) in self.destinations(lids) {
-            spread.next_lid(dest, dport);
-            let hops = self.switch_hops_to(dest, dport);
+            // The hops to a port are those of each of its LIDs.
+            if spread.next_lid(dest, dport) {
+                hops = self.switch_hops_to(dest, dport);
+            }
             let to_switch = self.node(dest).kind == NodeKind::Switch;
             for &s in &switches {
                 let Some(&h) = hops.get(&s) else { continue };
@@ -400,12 +403,14 @@ pub(crate) struct Spread {
 
 impl Spread {
     /// The next LID is one of end port `port` of `dest`: forgets the links
-    /// of the port before when it is another.
-    pub(crate) fn next_lid(&mut self, dest: NodeId, port: u8) {
-        if self.port != Some((dest, port)) {
-            self.port = Some((dest, port));
-            self.taken.clear();
+    /// of the port before when it is another, and says so.
+    pub(crate) fn next_lid(&mut self, dest: NodeId, port: u8) -> bool {
+        if self.port == Some((dest, port)) {
+            return false;
         }
+        self.port = Some((dest, port));
+        self.taken.clear();
+        true
     }
 
     /// How many LIDs of the port switch `s` routes through its port `p`.

@@ -135,3 +135,48 @@ fn a_port_reaches_itself_by_any_two_of_its_lids() {
     let p = path(&s, la, la + 1).unwrap();
     assert_eq!((p.sgid, p.dgid), (a, a));
 }
+
+/// NodeRecords and PortInfoRecords asked by any LID of a port's range
+/// are the port's, with its base LID (as OpenSM looks the port up); a LID
+/// of a switch's block past its base is nobody's.
+#[test]
+fn records_by_any_lid_of_a_range_are_the_ports() {
+    let (mut s, a, _) = two_cas_lmc2();
+    for (id, _) in s
+        .topo
+        .nodes()
+        .map(|(id, n)| (id, n.kind))
+        .collect::<Vec<_>>()
+    {
+        s.node_info.insert(id, rdma::mad::NodeInfo::default());
+    }
+    let la = s.lids.get(a.interface_id()).unwrap();
+    let sw = s.lids.get(0x10).unwrap();
+    let s = std::sync::RwLock::new(s);
+    use super::records_tests::table;
+    use rdma::mad::sa::{NodeRecord, PortInfoRecord, PortInfoRecordMask};
+    for lid in la..la + 4 {
+        let q = NodeRecord {
+            lid,
+            ..NodeRecord::default()
+        };
+        let v = table(&s, &q, rdma::mad::sa::NodeRecordMask::LID.bits()).unwrap();
+        assert_eq!(
+            v.iter().map(|r| r.lid).collect::<Vec<_>>(),
+            [la],
+            "NodeRecord by {lid}"
+        );
+        let q = PortInfoRecord {
+            endport_lid: lid,
+            ..PortInfoRecord::default()
+        };
+        let v = table(&s, &q, PortInfoRecordMask::LID.bits()).unwrap();
+        assert_eq!(v.len(), 1, "PortInfoRecord by {lid}");
+        assert_eq!(v[0].endport_lid, la);
+    }
+    let q = NodeRecord {
+        lid: sw + 1,
+        ..NodeRecord::default()
+    };
+    assert!(table(&s, &q, rdma::mad::sa::NodeRecordMask::LID.bits()).map_or(true, |v| v.is_empty()));
+}

@@ -100,7 +100,8 @@ fn lids_of_port(s: &Subnet, lid: u16) -> Option<RangeInclusive<u16>> {
 /// else the requester's port and every port), at most `limit` a pair
 /// (`None`: every path). With an LMC above 0 a pair of ports has a path
 /// for each pair of their LIDs: first those whose LIDs have the same
-/// offset in their ports' ranges (the routes spread over different links,
+/// offset from the first LID of each side (the port's base, or the SLID or
+/// DLID the query gives; the routes spread over different links,
 /// Preference 0), then the others (Preference 2), as OpenSM orders them.
 pub(super) fn path_records(
     s: &Subnet,

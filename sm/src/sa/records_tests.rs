@@ -108,7 +108,7 @@ fn ask(s: &RwLock<Subnet>, mad: Mad, from: u16) -> Mad {
 }
 
 /// The records of a GetTable of `q` on `mask`, or the SA status.
-fn table<R: SaRecord>(s: &RwLock<Subnet>, q: &R, mask: u64) -> Result<Vec<R>, u8> {
+pub(super) fn table<R: SaRecord>(s: &RwLock<Subnet>, q: &R, mask: u64) -> Result<Vec<R>, u8> {
     let mad = SaRequest::get_table(1).attribute(q, mask).unwrap();
     let r = ask(s, mad, 1);
     let st = r.header().status;

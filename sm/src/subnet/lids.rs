@@ -1,13 +1,13 @@
 //! LIDs of end ports by port GUID, with the LID Mask Control (LMC): each
-//! end port gets a block of 2^LMC LIDs, its base LID aligned to the block
-//! (IBA 7.11.1), assigned once and kept across sweeps.
+//! CA or router port gets a block of 2^LMC LIDs, its base LID aligned to
+//! the block (IBA 7.11.1), assigned once and kept across sweeps.
 //!
 //! A CA's or router's port answers to every LID of its block (the low LMC
 //! bits are its path bits: one route per LID, spread by the routing
-//! engines over different links). A switch's port 0 answers to its base
-//! LID only (LMC 0 on a base switch port 0, as OpenSM without
-//! `lmc_esp0`), but its block is reserved all the same, so that every
-//! base LID is aligned.
+//! engines over different links). A switch's port 0 has one LID (LMC 0 on
+//! a base switch port 0, as OpenSM without `lmc_esp0`), any free one: as
+//! OpenSM, switches fill the LIDs that the CAs' blocks leave, and keep an
+//! unaligned LID they hold.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::RangeInclusive;
@@ -35,14 +35,14 @@ struct Block {
 }
 
 impl Block {
-    fn last(self) -> u16 {
-        self.base + ((1u16 << self.lmc) - 1)
+    fn lids(self) -> RangeInclusive<u16> {
+        self.base..=self.base + ((1u16 << self.lmc) - 1)
     }
 }
 
 /// LIDs of end ports by port GUID, assigned once and kept: a port that
-/// comes back gets its LIDs again. Unicast LIDs 1-0xbfff, in aligned
-/// blocks of 2^LMC (see the module's text).
+/// comes back gets its LIDs again. Unicast LIDs 1-0xbfff, a CA port's in
+/// an aligned block of 2^LMC (see the module's text).
 ///
 /// A master that starts on a running fabric keeps the LIDs the ports
 /// already have ([`Lids::keep_current`], from their PortInfo), then the
@@ -52,14 +52,17 @@ impl Block {
 pub struct Lids {
     lmc: u8,
     by_guid: HashMap<u64, Block>,
-    /// The base LIDs of the blocks of `by_guid` (each block whole).
+    /// Every LID of every block of `by_guid`.
     used: HashSet<u16>,
     /// Base LIDs of an earlier run, by port GUID, given back when free.
     remembered: HashMap<u64, u16>,
-    /// The blocks of `remembered` (base LIDs): new ports take others first.
+    /// The LIDs of `remembered`: new ports take others first.
     reserved: HashSet<u16>,
-    /// The next block's base LID to try.
-    next: u32,
+    /// Below these, every LID (switches) and every block (CAs) is taken:
+    /// where the search for a free one starts (LIDs are never given back
+    /// within a run).
+    next_lid: u32,
+    next_block: u32,
 }
 
 impl Default for Lids {
@@ -77,7 +80,8 @@ impl Lids {
             used: HashSet::new(),
             remembered: HashMap::new(),
             reserved: HashSet::new(),
-            next: 1,
+            next_lid: 1,
+            next_block: 1,
         }
     }
 
@@ -86,7 +90,7 @@ impl Lids {
     pub fn with_lmc(lmc: u8) -> Option<Lids> {
         (lmc <= MAX_LMC).then(|| Lids {
             lmc,
-            next: 1 << lmc,
+            next_block: 1 << lmc,
             ..Lids::new()
         })
     }
@@ -96,27 +100,7 @@ impl Lids {
         self.lmc
     }
 
-    /// The base of the block `lid` falls in.
-    fn block_of(&self, lid: u16) -> u16 {
-        lid & !((1u16 << self.lmc) - 1)
-    }
-
-    /// Whether `base` starts a whole block of unicast LIDs: aligned, not
-    /// 0 (LID 0 is reserved, so the first block starts at 2^LMC), its last
-    /// LID at most [`MAX_UNICAST_LID`].
-    fn is_block(&self, base: u16) -> bool {
-        let size = 1u32 << self.lmc;
-        base != 0
-            && self.block_of(base) == base
-            && u32::from(base) + size - 1 <= u32::from(MAX_UNICAST_LID)
-    }
-
-    fn insert(&mut self, guid: u64, base: u16, lmc: u8) {
-        self.by_guid.insert(guid, Block { base, lmc });
-        self.used.insert(base);
-    }
-
-    /// The LMC of end port `port` of `kind`: 0 on a switch's port 0.
+    /// The LMC of an end port of a node of `kind`: 0 on a switch's port 0.
     fn lmc_for(&self, kind: NodeKind) -> u8 {
         match kind {
             NodeKind::Switch => 0,
@@ -124,14 +108,31 @@ impl Lids {
         }
     }
 
+    /// Whether `base` can start the LIDs of a port of LMC `lmc`: unicast,
+    /// aligned to 2^`lmc`, the last LID at most [`MAX_UNICAST_LID`], and
+    /// none of them in `taken`.
+    fn fits(&self, base: u16, lmc: u8, taken: &HashSet<u16>) -> bool {
+        let size = 1u32 << lmc;
+        is_unicast(base)
+            && u32::from(base) % size == 0
+            && u32::from(base) + size - 1 <= u32::from(MAX_UNICAST_LID)
+            && (u32::from(base)..u32::from(base) + size).all(|l| !taken.contains(&(l as u16)))
+    }
+
+    fn insert(&mut self, guid: u64, base: u16, lmc: u8) {
+        let b = Block { base, lmc };
+        self.used.extend(b.lids());
+        self.by_guid.insert(guid, b);
+    }
+
     /// Gives each end port of `current` (node, port, the LID its PortInfo
-    /// holds) that has no LID here the one it holds, when that starts a
-    /// block of the subnet's LMC (a LID off the block is moved, as OpenSM
-    /// does) and no other port holds that block here: the LIDs of a
-    /// running fabric stay as they are when a new master takes it over.
-    /// In the order given (the first of two ports holding one block keeps
-    /// it); entries that are not end ports of `topo` are skipped. Returns
-    /// how many were kept.
+    /// holds) that has no LID here the one it holds, when its LIDs are
+    /// free here and, on a CA port, the LID starts a block of the subnet's
+    /// LMC (a LID off the block is moved, as OpenSM does; a switch keeps any
+    /// unicast LID): the LIDs of a running fabric stay as they are when a
+    /// new master takes it over. In the order given (the first of two ports
+    /// holding one LID keeps it); entries that are not end ports of `topo`
+    /// are skipped. Returns how many were kept.
     pub fn keep_current(
         &mut self,
         topo: &Topology,
@@ -144,14 +145,11 @@ impl Lids {
             }
             let node = topo.node(id);
             let g = node.port_guid(port);
-            if !is_unicast(lid)
-                || !self.is_block(lid)
-                || self.by_guid.contains_key(&g)
-                || self.used.contains(&lid)
-            {
+            let lmc = self.lmc_for(node.kind);
+            if self.by_guid.contains_key(&g) || !self.fits(lid, lmc, &self.used) {
                 continue;
             }
-            self.insert(g, lid, self.lmc_for(node.kind));
+            self.insert(g, lid, lmc);
             kept += 1;
         }
         kept
@@ -159,51 +157,63 @@ impl Lids {
 
     /// Remembers base LIDs of an earlier run (port GUID, LID; OpenSM's
     /// `guid2lid`): [`Lids::assign`] gives a port without a LID its
-    /// remembered one when that starts a block and the block is free.
-    /// Others are ignored.
+    /// remembered one when it fits the port (as for
+    /// [`Lids::keep_current`]) and is free. LIDs that are not unicast are
+    /// ignored.
     pub fn remember(&mut self, entries: impl IntoIterator<Item = (u64, u16)>) {
         for (g, l) in entries {
-            if self.is_block(l) {
+            if is_unicast(l) {
                 self.remembered.insert(g, l);
                 self.reserved.insert(l);
             }
         }
     }
 
-    /// Gives every end port of `topo` without a LID its remembered block
-    /// if free, else the next free one, in node order (the sweep's, so the
-    /// SM's own port first). Returns how many were new; stops when the
-    /// unicast LIDs run out.
+    /// Gives every end port of `topo` without a LID its remembered LID if
+    /// it fits and is free, else the lowest free LID (a switch) or block
+    /// (a CA port) that no remembered LID is in, in node order (the
+    /// sweep's, so the SM's own port first). Returns how many were new;
+    /// stops when the unicast LIDs run out.
     pub fn assign(&mut self, topo: &Topology) -> usize {
         let mut new = 0;
         for (_, n) in topo.nodes() {
+            let lmc = self.lmc_for(n.kind);
             for p in n.end_ports() {
                 let g = n.port_guid(p);
                 if self.by_guid.contains_key(&g) {
                     continue;
                 }
                 let base = match self.remembered.get(&g) {
-                    Some(&l) if !self.used.contains(&l) => l,
-                    _ => match self.take_next() {
+                    Some(&l) if self.fits(l, lmc, &self.used) => l,
+                    _ => match self.take_next(lmc) {
                         Some(l) => l,
                         None => return new,
                     },
                 };
-                self.insert(g, base, self.lmc_for(n.kind));
+                self.insert(g, base, lmc);
                 new += 1;
             }
         }
         new
     }
 
-    fn take_next(&mut self) -> Option<u16> {
-        let size = 1u32 << self.lmc;
-        while self.next + size - 1 <= u32::from(MAX_UNICAST_LID) {
-            let l = self.next as u16;
-            self.next += size;
-            if !self.used.contains(&l) && !self.reserved.contains(&l) {
+    /// The lowest free LID (LMC 0) or aligned block (the subnet's LMC)
+    /// with no LID used or remembered.
+    fn take_next(&mut self, lmc: u8) -> Option<u16> {
+        let size = 1u32 << lmc;
+        let next = if lmc == 0 {
+            &mut self.next_lid
+        } else {
+            &mut self.next_block
+        };
+        while *next + size - 1 <= u32::from(MAX_UNICAST_LID) {
+            let l = *next as u16;
+            let free = (*next..*next + size)
+                .all(|x| !self.used.contains(&(x as u16)) && !self.reserved.contains(&(x as u16)));
+            if free {
                 return Some(l);
             }
+            *next += size;
         }
         None
     }
@@ -221,7 +231,7 @@ impl Lids {
     /// Every LID the port with GUID `guid` answers to: its base LID and
     /// the 2^LMC - 1 after it (the base alone on a switch).
     pub fn range(&self, guid: u64) -> Option<RangeInclusive<u16>> {
-        self.by_guid.get(&guid).map(|b| b.base..=b.last())
+        self.by_guid.get(&guid).map(|b| b.lids())
     }
 
     /// The LMC of the port with GUID `guid` (0 on a switch's port 0).
@@ -238,12 +248,16 @@ impl Lids {
     pub fn iter_all(&self) -> impl Iterator<Item = (u64, u16)> + '_ {
         self.by_guid
             .iter()
-            .flat_map(|(&g, b)| (b.base..=b.last()).map(move |l| (g, l)))
+            .flat_map(|(&g, b)| b.lids().map(move |l| (g, l)))
     }
 
     /// The highest LID a port answers to (0 when none).
     pub fn max_lid(&self) -> u16 {
-        self.by_guid.values().map(|b| b.last()).max().unwrap_or(0)
+        self.by_guid
+            .values()
+            .map(|b| *b.lids().end())
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -327,8 +341,8 @@ mod tests {
         assert_eq!(lids.of(&t, hca[0], 1), Some(40));
     }
 
-    /// With LMC 2 every port's base LID is aligned to 4 and its block of 4
-    /// is its own; a CA answers to all four, a switch to its base alone.
+    /// With LMC 2 every CA port's base LID is aligned to 4 and its block of
+    /// 4 is its own; a switch has one LID, any free one.
     #[test]
     fn with_an_lmc_each_port_gets_an_aligned_block_of_its_own() {
         assert_eq!(Lids::with_lmc(8), None);
@@ -347,23 +361,24 @@ mod tests {
         for &s in &sw {
             let g = t.node(s).port_guid(0);
             let r = lids.range(g).unwrap();
-            assert_eq!(r.start() % 4, 0);
             assert_eq!(r.clone().count(), 1);
             assert_eq!(lids.lmc_of(g), Some(0));
-            // The rest of the switch's block is nobody's.
-            assert!(seen.insert(*r.start()));
-        }
-        for l in 1..=lids.max_lid() {
-            if l % 4 != 0 {
-                continue;
-            }
-            let owners = lids.iter().filter(|&(_, b)| b == l).count();
-            assert!(owners <= 1, "block {l} given twice");
+            assert!(seen.insert(*r.start()), "{r:?} is a CA's too");
         }
         assert_eq!(lids.iter_all().count(), 3 * 4 + 3);
-        // Six blocks of four from LID 4: the switches 4, 8, 12, the CAs
-        // 16-19, 20-23, 24-27.
-        assert_eq!(lids.max_lid(), 27);
+        // The switches (first in node order) 1, 2, 3 below the first block
+        // of four; the CAs 4-7, 8-11, 12-15.
+        let mut sws: Vec<u16> = sw.iter().map(|&s| lids.of(&t, s, 0).unwrap()).collect();
+        sws.sort_unstable();
+        assert_eq!(sws, [1, 2, 3]);
+        assert_eq!(lids.max_lid(), 15);
+        // A switch keeps a LID off any block; a CA port does not.
+        let mut again = Lids::with_lmc(2).unwrap();
+        let held = [(sw[0], 0, 17), (hca[0], 1, 21), (hca[1], 1, 24)];
+        assert_eq!(again.keep_current(&t, held), 2);
+        assert_eq!(again.of(&t, sw[0], 0), Some(17));
+        assert_eq!(again.of(&t, hca[1], 1), Some(24));
+        assert_eq!(again.of(&t, hca[0], 1), None);
     }
 
     /// A held or remembered LID off the block, or whose block would pass
@@ -385,13 +400,19 @@ mod tests {
         // 0xbff8 + 7 = 0xbfff: the last block fits; with LMC 7 the block
         // of 0xbf80 ends at 0xbfff too, and no block starts at 0.
         let l7 = Lids::with_lmc(7).unwrap();
-        assert!(l7.is_block(0xbf80));
-        assert!(!l7.is_block(0));
-        assert!(!l7.is_block(0xbf81));
+        let none = HashSet::new();
+        assert!(l7.fits(0xbf80, 7, &none));
+        assert!(!l7.fits(0, 7, &none));
+        assert!(!l7.fits(0xbf81, 7, &none));
+        assert!(
+            l7.fits(0xbf81, 0, &none),
+            "a switch's LID need not be aligned"
+        );
     }
 
     /// The LIDs run out without a panic or an overlapping block: LMC 7
-    /// leaves 383 blocks of 128 (LID 0's block is not one).
+    /// leaves 383 blocks of 128 (LID 0's block is not one), and switches
+    /// the LIDs below the first.
     #[test]
     fn blocks_run_out_without_overlap() {
         let mut t = Topology::new();
@@ -407,11 +428,18 @@ mod tests {
             t.link(s2, i + 1, h, 1).unwrap();
         }
         let mut lids = Lids::with_lmc(7).unwrap();
-        assert_eq!(lids.assign(&t), 383);
+        // 383 CA blocks and the two switches' LIDs below the first block.
+        assert_eq!(lids.assign(&t), 385);
         assert_eq!(lids.assign(&t), 0);
         assert_eq!(lids.max_lid(), MAX_UNICAST_LID);
-        let mut bases: Vec<u16> = lids.iter().map(|(_, b)| b).collect();
+        let mut bases: Vec<u16> = lids
+            .iter()
+            .filter(|&(g, _)| lids.lmc_of(g) == Some(7))
+            .map(|(_, b)| b)
+            .collect();
         bases.sort_unstable();
+        assert_eq!(bases.len(), 383);
         assert!(bases.windows(2).all(|w| w[1] - w[0] >= 128));
+        assert_eq!((lids.get(1), lids.get(2)), (Some(1), Some(2)));
     }
 }

@@ -367,7 +367,7 @@ fn a_switch_that_reset_has_its_tables_written_whole_again() {
 }
 
 /// With LMC 2 the sweep writes every CA port a base LID aligned to 4 and
-/// LMC 2, the switch's port 0 LMC 0, LinearFDBTop up to the last CA's
+/// LMC 2, the switch's port 0 a LID of its own and LMC 0, LinearFDBTop up to the last CA's
 /// last LID, and a route for each of a CA's four LIDs to the CA's port; a
 /// second sweep has nothing to write again.
 #[test]
@@ -392,7 +392,8 @@ fn with_an_lmc_each_ca_port_gets_its_block_and_each_lid_a_route() {
             top = top.max(pi.lid + 3);
         }
         let sw = f.port(SW, 0);
-        assert_eq!((sw.lmc, sw.lid % 4), (0, 0));
+        // One LID, below the CAs' first block.
+        assert_eq!((sw.lmc, sw.lid), (0, 1));
         assert_eq!(f.lft(SW)[usize::from(sw.lid)], 0);
         assert_eq!(f.lft(SW)[usize::from(sw.lid) + 1], 0xff, "not the switch's");
         assert_eq!(f.nodes[SW].si.unwrap().linear_fdb_top, top);
