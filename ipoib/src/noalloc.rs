@@ -336,10 +336,11 @@ fn connected_mode_packets_allocate_nothing() {
     let big4 = ip4(MY4, PEER4, 8000);
     let big_d4 = ip4(MY4, dpeer4, 8000);
     let big_d6 = ip6(MY6, PEER6, 8000);
-    // As a connection delivers it: no GRH, the peer's UD QPN.
+    // As a connection delivers it: the peer's UD QPN (from the private
+    // data) and the GID of its address.
     let from_rc = Source {
         qpn: cpeer.qpn(),
-        gid: None,
+        gid: Some(cpeer.gid()),
     };
     let in4 = datagram(encap::ETHERTYPE_IPV4, &ip4(PEER4, MY4, 8000));
     let mut answers = 0u64;

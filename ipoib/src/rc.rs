@@ -47,8 +47,8 @@ use std::time::{Duration, Instant};
 
 use rdma::cm::{AsyncCm, AsyncCmId, CmEvent, ConnParam, ConnectRequest, Listener};
 use rdma::{
-    AccessFlags, CompletionQueue, MemoryRegion, ProtectionDomain, QpCaps, QpType, RecvWr, SendWr,
-    WcStatus, WorkCompletion,
+    AccessFlags, CompletionQueue, Gid, MemoryRegion, ProtectionDomain, QpCaps, QpType, RecvWr,
+    SendWr, WcStatus, WorkCompletion,
 };
 use rdma_ipoib::connected::{self, Limits, PrivateData, Route, Table};
 use rdma_ipoib::encap::{self, Source};
@@ -120,8 +120,10 @@ struct Rx {
     /// `None` while the accept runs (its task has the id).
     id: Option<AsyncCmId>,
     ring: MemoryRegion,
-    /// The peer's UD QPN, from the request.
+    /// The peer's UD QPN, from the request, and its GID (its address):
+    /// the sender a message's link-layer addresses are checked against.
     peer_qpn: u32,
+    peer_gid: Option<Gid>,
     used: Instant,
     /// Buffers that completed before the accept returned, to post again
     /// then (a bit per slot).
@@ -191,8 +193,12 @@ impl Connections {
         let mut at = bind;
         at.set_port(connected::port(qpn));
         let listener = cm.listen(at, 64)?;
-        let scq = rdma::AsyncCompletionQueue::create(ctx, (SENDS + 1) as i32)?;
-        let rcq = rdma::AsyncCompletionQueue::create(ctx, (ACCEPTED as u32 * RECVS + 1) as i32)?;
+        // Twice the work requests that may be posted: the completions of a
+        // closed connection's requests (their slots posted again at once)
+        // may still be queued.
+        let scq = rdma::AsyncCompletionQueue::create(ctx, (2 * SENDS + 1) as i32)?;
+        let rcq =
+            rdma::AsyncCompletionQueue::create(ctx, (2 * ACCEPTED as u32 * RECVS + 1) as i32)?;
         let smr = MemoryRegion::new(pd, SENDS as usize * MSG, AccessFlags::LOCAL_WRITE)?;
         let (report, setups) = mpsc::unbounded_channel();
         let limits = Limits {
@@ -386,6 +392,10 @@ impl Connections {
             id: None,
             ring,
             peer_qpn: pd.qpn,
+            peer_gid: req.id().peer_addr().map(|a| match a.ip() {
+                IpAddr::V6(v6) => Gid::from(v6),
+                IpAddr::V4(v4) => Gid::from(v4.to_ipv6_mapped()),
+            }),
             used: now,
             pending: 0,
         });
@@ -600,7 +610,7 @@ impl Connections {
             len,
             Source {
                 qpn: rx.peer_qpn,
-                gid: None,
+                gid: rx.peer_gid,
             },
         ))
     }
