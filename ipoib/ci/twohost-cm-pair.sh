@@ -14,7 +14,8 @@
 # b changes (and its connection to b goes), and pings of 8,000 bytes both
 # ways still get through: a answers its kernel's packets too long for a
 # datagram with "fragmentation needed" / "packet too big" (its too_big
-# counter), after which the kernels fragment. Last, each stops ipoib with
+# counter), after which the kernels fragment. Before that, b connects to a
+# with bad input (see below). Last, each stops ipoib with
 # SIGTERM: exit 0, the interface gone, rxe0's kernel objects as before.
 set -uo pipefail
 role=${1:?role a or b}
@@ -69,7 +70,7 @@ rcfield() { sed -E "s/.*RcStats \{[^}]*[{ ]$1: ([0-9]+)[,} ].*/\1/" <<<"$2"; }
 pings() {
     local dst=10.77.0.$peer
     [ "$1" = 6 ] && dst=fd77::$peer
-    for _ in 1 2 3; do ping "-$1" -c 1 -W 2 -s 8000 "$dst" >/dev/null && break; done
+    for _ in 1 2 3; do ping "-$1" -c 1 -W 2 -s 8000 "$dst" | grep -E 'bytes from|received' && break; done
     ping "-$1" -c "$2" -W 2 -s 8000 "$dst" || fail "IPv$1 ping -s 8000 to $dst"
 }
 objects() { rdma res show | grep -E '^[0-9]+: rxe0:'; }
@@ -101,27 +102,53 @@ echo "ipoib: the connections carried $tx bytes out, $rx in during the pings"
 grep "^ipoib: connected to " "$log" || fail "no connection line"
 mark "connected-mode pings done"
 
+# b's ipoib-cm-inject (ipoib/src/bin/ipoib-cm-inject.rs) then connects to
+# a as a hostile peer: two requests with bad private data (rejected), and
+# on a connection it may make, four messages a must drop (each counted by
+# its reason) and one longer than a's receive buffers (a closes that
+# connection); a's own connection to b carries on.
 if [ "$role" = a ]; then
-    listen 7793 || fail "host b did not report its pings done"
+    listen 7793 || fail "host b did not report its pings and bad input done"
+    s=$(stats)
+    echo "$s"
+    for want in "short: 1" "ether_type: 1" "ip: 1" "forged: 1"; do
+        grep -qE "[ {]${want}[, ]" <<<"${s#*Drops}" || fail "bad input: want $want in ${s#*Drops}"
+    done
+    [ "$(rcfield rejected "$s")" = 2 ] || fail "bad requests: want 2 rejected: $s"
+    [ "$(rcfield rx_errors "$s")" = 1 ] || fail "the long message: want 1 rx_errors: $s"
+    grep -q "^ipoib: accepted connection failed" "$log" || fail "the failed connection was not closed"
+    grep -E '^ipoib: [0-9]+ accepted connections up' "$log" | tail -1 | grep -q '^ipoib: 1 accepted' ||
+        fail "b's connection to a did not stay up beside the failed one"
+    pings 4 2
+    mark "bad input counted"
+    tell "$RDMA_B_IPV4" 7797 || fail "host b never listened (bad input counted)"
     listen 7794 || fail "host b did not restart in datagram mode"
     s0=$(stats)
+    echo "$s0"
+    [ "$(field too_big "$s0")" = 0 ] || fail "too-big answers before the fallback: $s0"
     pings 4 3
-    pings 6 3
     s1=$(stats)
-    echo "$s1"
+    pings 6 3
+    s2=$(stats)
+    echo "$s2"
     grep "^ipoib: neighbour 10.77.0.$peer lladdr 00:.* (was 80:" "$log" ||
         fail "the IPv4 entry did not change to the datagram-mode address"
-    tb=$(($(field too_big "$s1") - $(field too_big "$s0")))
-    echo "ipoib: $tb packets too big for a datagram answered"
-    [ "$tb" -ge 2 ] || fail "no too-big answer for each family: $tb"
+    tb4=$(field too_big "$s1") tb6=$(($(field too_big "$s2") - $(field too_big "$s1")))
+    echo "ipoib: packets too big for a datagram answered: $tb4 IPv4, $tb6 IPv6"
+    if [ "$tb4" -lt 1 ] || [ "$tb6" -lt 1 ]; then fail "no too-big answer for each family: $tb4 and $tb6"; fi
     tell "$RDMA_B_IPV4" 7795 || fail "host b never listened"
     listen 7796 || fail "host b did not report its fallback pings done"
     mark "fallback pings done"
 else
+    lla=$(sed -nE "s/^ipoib: neighbour 10.77.0.$peer lladdr ([0-9a-f:]+)$/\1/p" "$log" | tail -1)
+    "$BIN/ipoib-cm-inject" --to "$lla" || fail "ipoib-cm-inject to $lla"
+    mark "bad input sent"
     tell "$RDMA_A_IPV4" 7793 || fail "host a never listened"
+    listen 7797 || fail "host a did not report the bad input counted"
     kill -TERM "$pid"
     wait "$pid" || fail "ipoib exited $? after SIGTERM (restart)"
-    grep -E '^ipoib: [0-9]+ accepted connections up' "$log" | tail -1
+    echo "--- ipoib output before the restart:"
+    cat "$log"
     [ "$(objects)" = "$objects0" ] || fail "kernel objects left after the restart: $(objects)"
     up datagram 4092
     mark "restarted in datagram mode"

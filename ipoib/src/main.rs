@@ -237,8 +237,9 @@ async fn run(a: Args) -> Result<()> {
     // groups, the QP.
     drop(tun);
     if let Some(rc) = &mut link.wire.rc {
-        rc.shutdown().await;
         rc.dump();
+        rc.shutdown().await;
+        println!("ipoib: {:?}", rc.stats);
     }
     link.wire.rc = None;
     drop(queues);

@@ -29,7 +29,10 @@
 //! those it accepts (`rx`, each with a ring of [`RECVS`] registered
 //! buffers of 65,524 bytes, posted before the accept and again as each
 //! completes). Sends take one of [`SENDS`] registered slots shared by the
-//! `tx` connections. Nothing is allocated per packet. The CM steps run as
+//! `tx` connections. Nothing is allocated per packet. A receive completion
+//! names its connection by its QP's number (a failed one's work request
+//! ID may be anything: rxe reports some errors with 0); a failed receive
+//! (a message longer than the buffers, say) closes that connection. The CM steps run as
 //! tasks of the runtime's `LocalSet`, which report back through a channel;
 //! meanwhile the peer's packets go as datagrams (longer ones are dropped
 //! and counted: `held`). A connection whose peer disconnects, or whose
@@ -124,6 +127,8 @@ struct Rx {
     /// the sender a message's link-layer addresses are checked against.
     peer_qpn: u32,
     peer_gid: Option<Gid>,
+    /// Its QP's number.
+    qpn: u32,
     used: Instant,
     /// Buffers that completed before the accept returned, to post again
     /// then (a bit per slot).
@@ -377,9 +382,9 @@ impl Connections {
                 let sge = [ring.sge(off..off + MSG)?];
                 qp.post_recv(&mut [RecvWr::new(rx_wr_id(gen, idx, slot), &sge)])?;
             }
-            Ok::<_, rdma::Error>(ring)
+            Ok::<_, rdma::Error>((ring, qp.qp_num()))
         })();
-        let ring = match made {
+        let (ring, qpn) = match made {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("ipoib: connection request: {e}");
@@ -396,6 +401,7 @@ impl Connections {
                 IpAddr::V6(v6) => Gid::from(v6),
                 IpAddr::V4(v4) => Gid::from(v4.to_ipv6_mapped()),
             }),
+            qpn,
             used: now,
             pending: 0,
         });
@@ -574,16 +580,26 @@ impl Connections {
     /// again.
     pub fn on_recv(&mut self, wc: &WorkCompletion, out: &mut [u8]) -> Option<(usize, Source)> {
         let (gen, idx, slot) = split_rx_wr_id(wc.wr_id());
-        if self.rx_gen.get(idx) != Some(&gen) {
-            return None;
-        }
-        let rx = self.rx.get_mut(idx)?.as_mut()?;
+        // The connection is the one of the completion's QP: a failed
+        // completion's work request ID may be anything (rxe reports some
+        // errors with 0), and that of a closed connection's is stale.
+        let qpn = wc.qp_num();
+        let idx = self.rx_of(qpn, idx, gen)?;
         if !wc.is_success() {
+            // Flushed: the connection is ending. Anything else (a message
+            // longer than the buffer, say) put the QP in the error state:
+            // the connection goes now rather than when idle.
             if wc.status() != WcStatus::WorkRequestFlushed {
                 self.stats.rx_errors += 1;
+                println!(
+                    "ipoib: accepted connection failed ({:?}): closed",
+                    wc.status()
+                );
+                self.close_rx(idx);
             }
             return None;
         }
+        let rx = self.rx.get_mut(idx)?.as_mut()?;
         let off = slot as usize * MSG;
         let len = (wc.byte_len() as usize).min(MSG).min(out.len());
         let read = rx.ring.read(off, &mut out[..len]);
@@ -613,6 +629,16 @@ impl Connections {
                 gid: rx.peer_gid,
             },
         ))
+    }
+
+    /// The accepted connection of QP `qpn`: `idx` (generation `gen`, from
+    /// a work request ID) when that is it, else the one found by QPN.
+    fn rx_of(&self, qpn: u32, idx: usize, gen: u32) -> Option<usize> {
+        let is = |i: usize| matches!(&self.rx[i], Some(r) if r.qpn == qpn);
+        if idx < self.rx.len() && self.rx_gen[idx] == gen && is(idx) {
+            return Some(idx);
+        }
+        (0..self.rx.len()).find(|&i| is(i))
     }
 
     /// The timers: idle connections go, and refusals past their time.
