@@ -10,6 +10,10 @@
 //! - [`arp`]: ARP with hardware type 32 and 20-byte addresses;
 //! - [`nd`]: IPv6 neighbour discovery with the IPoIB link-layer option;
 //! - [`neigh`]: the bounded neighbour table that resolution fills;
+//! - [`connected`]: connected mode (RFC 4755): the private data of its
+//!   connections, their service IDs and ports, the table of connections;
+//! - [`icmp`]: the "fragmentation needed" and "packet too big" answers to
+//!   a packet too long for its path;
 //! - [`sa`]: on InfiniBand, the MCMemberRecord joins and leaves and the
 //!   PathRecords, through the subnet administrator.
 //!
@@ -19,7 +23,9 @@
 #![warn(missing_docs)]
 
 pub mod arp;
+pub mod connected;
 pub mod encap;
+pub mod icmp;
 pub mod mgid;
 pub mod nd;
 pub mod neigh;

@@ -11,6 +11,7 @@ use std::time::Instant;
 use rdma::Gid;
 use rdma_ipoib::arp::{self, Arp};
 use rdma_ipoib::encap::{self, Drops, Frame, Source};
+use rdma_ipoib::icmp;
 use rdma_ipoib::nd::{self, Nd};
 use rdma_ipoib::{mgid, neigh, LinkAddr};
 
@@ -43,6 +44,13 @@ pub struct Stats {
     pub tx_errors: u64,
     /// Packets the kernel did not take.
     pub tun_errors: u64,
+    /// Packets too long for the way to their peer (connected mode, a
+    /// peer in datagram mode): answered with "fragmentation needed" or
+    /// "packet too big".
+    pub too_big: u64,
+    /// Packets longer than a datagram while their peer's connection was
+    /// being made.
+    pub held: u64,
 }
 
 /// The link's state.
@@ -54,6 +62,9 @@ pub struct Link<W> {
     pool: Vec<Box<[u8]>>,
     pool_len: Vec<usize>,
     pool_free: Vec<usize>,
+    /// The ICMP answer to a packet too big, for the kernel.
+    reply: Box<[u8]>,
+    reply_len: usize,
     pub drops: Drops,
     pub stats: Stats,
 }
@@ -74,6 +85,8 @@ impl<W: Wire> Link<W> {
                 .collect(),
             pool_len: vec![0; waiting],
             pool_free: (0..waiting).collect(),
+            reply: vec![0u8; icmp::MAX_LEN].into(),
+            reply_len: 0,
             drops: Drops::default(),
             stats: Stats::default(),
         }
@@ -133,7 +146,21 @@ impl<W: Wire> Link<W> {
 
     fn send_unicast(&mut self, to: LinkAddr, ether_type: u16, p: &[u8]) {
         let r = self.wire.to_peer(to, ether_type, p);
+        if let Sent::TooBig(mtu) = r {
+            let mtu = u32::try_from(mtu).unwrap_or(u32::MAX);
+            if let Some(n) = icmp::too_big(p, mtu, &mut self.reply) {
+                self.reply_len = n;
+            }
+        }
         self.count_send(r, p.len());
+    }
+
+    /// The ICMP answer to the last packet too big for its way, once: for
+    /// the kernel, after [`on_tun_packet`](Self::on_tun_packet) and
+    /// [`on_datagram`](Self::on_datagram).
+    pub fn take_reply(&mut self) -> Option<&[u8]> {
+        let n = std::mem::take(&mut self.reply_len);
+        (n > 0).then(|| &self.reply[..n])
     }
 
     fn count_send(&mut self, r: Sent, len: usize) {
@@ -144,6 +171,8 @@ impl<W: Wire> Link<W> {
             }
             Sent::Dropped => self.stats.tx_dropped += 1,
             Sent::Failed => self.stats.tx_errors += 1,
+            Sent::TooBig(_) => self.stats.too_big += 1,
+            Sent::Held => self.stats.held += 1,
         }
     }
 
@@ -208,6 +237,7 @@ impl<W: Wire> Link<W> {
             }
             neigh::Learned::Changed(old) => {
                 println!("ipoib: neighbour {ip} lladdr {addr} (was {old})");
+                self.wire.moved(old);
                 if old.gid() != addr.gid() {
                     self.wire.forget(old.gid());
                 }
@@ -345,6 +375,7 @@ mod tests {
     struct Record {
         sent: Vec<(To, u16, Vec<u8>)>,
         forgotten: Vec<Gid>,
+        moved: Vec<LinkAddr>,
     }
 
     impl Wire for Record {
@@ -359,6 +390,9 @@ mod tests {
         }
         fn forget(&mut self, gid: Gid) {
             self.forgotten.push(gid);
+        }
+        fn moved(&mut self, old: LinkAddr) {
+            self.moved.push(old);
         }
     }
 
@@ -678,6 +712,8 @@ mod tests {
             now,
         );
         assert_eq!(l.wire.forgotten, [gid(2)]);
+        // Each change lets the old address's connection go.
+        assert_eq!(l.wire.moved, [peer(), again]);
         l.on_tun_packet(&ip4(MY4, PEER4, 3), now);
         assert_eq!(l.wire.sent.last().unwrap().0, To::Peer(moved));
         // Our announcement: a gratuitous ARP, an unsolicited advertisement.

@@ -1,8 +1,10 @@
-//! ipoib: IP over InfiniBand (RFC 4391) in user space, datagram mode: a
-//! TUN interface whose packets travel as UD datagrams of one queue pair.
+//! ipoib: IP over InfiniBand (RFC 4391) in user space: a TUN interface
+//! whose packets travel as UD datagrams of one queue pair, and in
+//! connected mode (RFC 4755, `--mode connected`) unicast to peers in
+//! connected mode on reliable connections (see `rc`).
 //!
 //! ```text
-//! ipoib -d DEVICE [-i PORT] --ip ADDR/PREFIX [--ip6 ADDR/PREFIX] [--name IFNAME] [--pkey PKEY]
+//! ipoib -d DEVICE [-i PORT] --ip ADDR/PREFIX [--ip6 ADDR/PREFIX] [--name IFNAME] [--pkey PKEY] [--mode datagram|connected]
 //! ```
 //!
 //! It joins the partition's IPv4 broadcast group (and, with `--ip6`, the
@@ -19,6 +21,7 @@ mod join;
 mod link;
 #[cfg(test)]
 mod noalloc;
+mod rc;
 mod route;
 mod tun;
 mod ud;
@@ -35,6 +38,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::join::{CmJoins, Group, Joins};
 use crate::link::Link;
+use crate::rc::{Connections, Queues};
 use crate::route::Me;
 use crate::tun::Tun;
 use crate::ud::{Ud, GRH};
@@ -43,7 +47,16 @@ use crate::wire::UdWire;
 type Error = Box<dyn std::error::Error>;
 type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// IP over InfiniBand in user space (datagram mode).
+/// The IPoIB mode.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// RFC 4391: every packet a UD datagram.
+    Datagram,
+    /// RFC 4755: unicast to peers in connected mode on RC connections.
+    Connected,
+}
+
+/// IP over InfiniBand in user space (datagram or connected mode).
 #[derive(Parser, Debug)]
 #[command(name = "ipoib")]
 struct Args {
@@ -69,6 +82,11 @@ struct Args {
     /// first RoCE v2 IPv6 GID, a global one before a link-local one).
     #[arg(long)]
     bind: Option<IpAddr>,
+    /// Datagram mode (RFC 4391) or connected mode (RFC 4755: the
+    /// interface's MTU is 65,520, unicast to peers in connected mode goes
+    /// on RC connections).
+    #[arg(long, value_enum, default_value_t = Mode::Datagram)]
+    mode: Mode,
 }
 
 /// A P_Key in hexadecimal, with or without `0x`; the membership bit may
@@ -174,26 +192,57 @@ async fn run(a: Args) -> Result<()> {
         ud.qp.attach_mcast(g.mgid, g.mlid)?;
     }
     let gid = ctx.query_gid(a.port, u32::from(bcast.path.sgid_index))?;
-    let lladdr = LinkAddr::new(0, ud.qp.qp_num(), gid);
+    let max_payload = ud.max_payload();
+    // Connected mode: listening at the port of the QPN, or (that port
+    // taken) datagram mode.
+    let mut rc = None;
+    if a.mode == Mode::Connected {
+        match Connections::new(&ud.pd, bind, ud.qp.qp_num(), max_payload) {
+            Ok(c) => rc = Some(c),
+            Err(e) => eprintln!("ipoib: connected mode: {e}; datagram mode"),
+        }
+    }
+    let (flags, if_mtu) = match rc {
+        Some(_) => (LinkAddr::CONNECTED, rdma_ipoib::connected::MAX_MTU),
+        None => (0, mtu - rdma_ipoib::encap::HEADER_LEN as u32),
+    };
+    let lladdr = LinkAddr::new(flags, ud.qp.qp_num(), gid);
 
     let tun = Tun::open(&a.name)?;
-    tun.configure(mtu - rdma_ipoib::encap::HEADER_LEN as u32, a.ip, a.ip6)?;
+    tun.configure(if_mtu, a.ip, a.ip6)?;
     let me = Me {
         v4: a.ip.0,
         prefix4: a.ip.1,
         v6: a.ip6.map(|v| v.0),
         pkey: a.pkey,
     };
-    let max_payload = ud.max_payload();
-    let wire = UdWire::new(ud, bcast.path, a.port);
+    let mut wire = UdWire::new(ud, bcast.path, a.port);
+    let (conns, mut queues) = rc.unzip();
+    wire.rc = conns;
     let mut link = Link::new(wire, me, lladdr, max_payload);
     link.announce();
-    println!("ipoib: {} up, lladdr {lladdr}", tun.name());
+    let mode = if link.wire.rc.is_some() {
+        "connected"
+    } else {
+        "datagram"
+    };
+    println!(
+        "ipoib: {} up, lladdr {lladdr}, {mode} mode, MTU {if_mtu}",
+        tun.name()
+    );
 
-    let result = carry(&mut link, &tun, mtu as usize).await;
+    let result = carry(&mut link, &tun, queues.as_mut(), if_mtu as usize).await;
 
-    // The interface first (no more packets), then the groups, then the QP.
+    // The interface first (no more packets), then the connections, the
+    // groups, the QP.
     drop(tun);
+    if let Some(rc) = &mut link.wire.rc {
+        rc.dump();
+        rc.shutdown().await;
+        println!("ipoib: {:?}", rc.stats);
+    }
+    link.wire.rc = None;
+    drop(queues);
     joins.leave_all();
     for g in &groups {
         let _ = link.wire.ud.qp.detach_mcast(g.mgid, g.mlid);
@@ -203,18 +252,36 @@ async fn run(a: Args) -> Result<()> {
     result
 }
 
-/// Carries packets until a signal to stop.
-async fn carry(link: &mut Link<UdWire>, tun: &Tun, mtu: usize) -> Result<()> {
+/// The completions of `cq` (never, without one).
+async fn completions<'a>(
+    cq: Option<&rdma::AsyncCompletionQueue>,
+    wc: &'a mut [WorkCompletion],
+) -> rdma::Result<&'a mut [WorkCompletion]> {
+    match cq {
+        Some(cq) => cq.wait(wc).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Carries packets until a signal to stop; `q`: connected mode's queues.
+async fn carry(
+    link: &mut Link<UdWire>,
+    tun: &Tun,
+    mut q: Option<&mut Queues>,
+    mtu: usize,
+) -> Result<()> {
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut usr1 = signal(SignalKind::user_defined1())?;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut rwc = [WorkCompletion::ZERO; 32];
     let mut swc = [WorkCompletion::ZERO; 32];
+    let mut crwc = [WorkCompletion::ZERO; 16];
+    let mut cswc = [WorkCompletion::ZERO; 32];
     // One byte more than a datagram may carry, so that a longer packet
     // shows as one.
     let mut pkt = vec![0u8; mtu + 1];
-    let mut rx = vec![0u8; mtu];
+    let mut rx = vec![0u8; mtu.max(rc::MSG)];
     let mut grh = [0u8; GRH];
     let mut tun_ready = true;
     loop {
@@ -224,7 +291,12 @@ async fn carry(link: &mut Link<UdWire>, tun: &Tun, mtu: usize) -> Result<()> {
                     break;
                 }
                 match tun.try_read(&mut pkt)? {
-                    Some(n) => link.on_tun_packet(&pkt[..n], Instant::now()),
+                    Some(n) => {
+                        link.on_tun_packet(&pkt[..n], Instant::now());
+                        if let Some(r) = link.take_reply() {
+                            let _ = tun.write(r);
+                        }
+                    }
                     None => {
                         tun_ready = false;
                         break;
@@ -233,6 +305,15 @@ async fn carry(link: &mut Link<UdWire>, tun: &Tun, mtu: usize) -> Result<()> {
             }
         }
         let more = tun_ready && link.wire.ud.can_send();
+        let (crcq, cscq, listener, setups) = match q.as_deref_mut() {
+            Some(Queues {
+                rcq,
+                scq,
+                listener,
+                setups,
+            }) => (Some(&*rcq), Some(&*scq), Some(listener), Some(setups)),
+            None => (None, None, None, None),
+        };
         tokio::select! {
             r = tun.readable(), if !tun_ready => {
                 r?;
@@ -249,6 +330,44 @@ async fn carry(link: &mut Link<UdWire>, tun: &Tun, mtu: usize) -> Result<()> {
                         None => link.on_recv_error(),
                     }
                 }
+                if let Some(r) = link.take_reply() {
+                    let _ = tun.write(r);
+                }
+            }
+            r = completions(crcq, &mut crwc) => {
+                let now = Instant::now();
+                for wc in r?.iter() {
+                    let Some(rc) = link.wire.rc.as_mut() else { break };
+                    if let Some((n, from)) = rc.on_recv(wc, &mut rx) {
+                        link.on_datagram(&rx[..n], from, now, &mut |p| tun.write(p).is_ok());
+                    }
+                }
+                if let Some(r) = link.take_reply() {
+                    let _ = tun.write(r);
+                }
+            }
+            r = completions(cscq, &mut cswc) => {
+                for wc in r?.iter() {
+                    if let Some(rc) = link.wire.rc.as_mut() {
+                        let ok = rc.on_sent(wc);
+                        link.on_sent(ok);
+                    }
+                }
+            }
+            r = accept(listener) => {
+                if let Some(rc) = link.wire.rc.as_mut() {
+                    rc.on_request(r?, Instant::now());
+                }
+            }
+            Some(s) = setup(setups) => {
+                if let Some(rc) = link.wire.rc.as_mut() {
+                    rc.on_setup(s, Instant::now());
+                }
+            }
+            (tx, i, ev) = rc::events(link.wire.rc.as_mut()) => {
+                if let Some(rc) = link.wire.rc.as_mut() {
+                    rc.on_event(tx, i, ev);
+                }
             }
             r = link.wire.ud.scq.wait(&mut swc) => {
                 for wc in r?.iter() {
@@ -256,11 +375,40 @@ async fn carry(link: &mut Link<UdWire>, tun: &Tun, mtu: usize) -> Result<()> {
                     link.on_sent(ok);
                 }
             }
-            _ = tick.tick() => link.tick(Instant::now()),
+            _ = tick.tick() => {
+                let now = Instant::now();
+                link.tick(now);
+                if let Some(rc) = link.wire.rc.as_mut() {
+                    rc.tick(now);
+                }
+            }
             _ = int.recv() => return Ok(()),
             _ = term.recv() => return Ok(()),
-            _ = usr1.recv() => link.dump(),
+            _ = usr1.recv() => {
+                link.dump();
+                if let Some(rc) = &link.wire.rc {
+                    rc.dump();
+                }
+            }
         }
+    }
+}
+
+/// The next connection request (never, without a listener).
+async fn accept(l: Option<&mut rdma::cm::Listener>) -> rdma::Result<rdma::cm::ConnectRequest> {
+    match l {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next report of a CM task (never, without connected mode).
+async fn setup(
+    r: Option<&mut tokio::sync::mpsc::UnboundedReceiver<rc::Setup>>,
+) -> Option<rc::Setup> {
+    match r {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -276,7 +424,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(run(a)) {
+    // The CM steps of connected mode run as local tasks.
+    let local = tokio::task::LocalSet::new();
+    match rt.block_on(local.run_until(run(a))) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ipoib: {e}");
@@ -325,6 +475,14 @@ mod tests {
         ])
         .unwrap();
         assert_eq!((a.port, a.ip6.map(|v| v.1), a.pkey), (2, Some(64), 0x8001));
+        assert_eq!(a.mode, Mode::Datagram);
+        let mode = |m: &str| {
+            Args::try_parse_from(["ipoib", "-d", "rxe0", "--ip", "10.0.0.1/8", "--mode", m])
+                .map(|a| a.mode)
+        };
+        assert_eq!(mode("connected").unwrap(), Mode::Connected);
+        assert_eq!(mode("datagram").unwrap(), Mode::Datagram);
+        assert!(mode("cm").is_err() && mode("").is_err());
         for bad in [
             &["ipoib", "-d", "rxe0"][..],
             &["ipoib", "--ip", "10.0.0.1/8"],

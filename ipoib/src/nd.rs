@@ -78,7 +78,7 @@ pub enum NdError {
 }
 
 /// The ICMPv6 checksum of `msg` between `src` and `dst`.
-fn checksum(src: Ipv6Addr, dst: Ipv6Addr, msg: &[u8]) -> u16 {
+pub(crate) fn checksum(src: Ipv6Addr, dst: Ipv6Addr, msg: &[u8]) -> u16 {
     let mut sum: u32 = 0;
     let mut add = |b: &[u8]| {
         for c in b.chunks(2) {

@@ -1,7 +1,10 @@
 //! The data path allocates nothing per packet: this test binary's global
 //! allocator counts the allocations of each thread, and the link carries
 //! packets both ways (IPv4 and IPv6, from the TUN interface to a resolved
-//! neighbour and from the fabric to the kernel) between two readings.
+//! neighbour and from the fabric to the kernel) between two readings; in
+//! connected mode too (packets of 8,000 bytes on a peer's connection, a
+//! peer in datagram mode answered "too big", messages from a connection
+//! to the kernel).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -10,6 +13,7 @@ use std::time::Instant;
 
 use rdma::Gid;
 use rdma_ipoib::arp::Arp;
+use rdma_ipoib::connected::{self, PrivateData, Route, Table};
 use rdma_ipoib::encap::{self, Source};
 use rdma_ipoib::{nd, LinkAddr};
 
@@ -238,4 +242,132 @@ fn packets_both_ways_allocate_nothing() {
         (s.tx_dropped, s.unresolved, s.unroutable, link.drops.total()),
         (0, 0, 0, 0)
     );
+}
+
+/// The connected-mode wire as `rc::Connections::unicast` routes: the
+/// connection table picks the way, a connection's message is copied into
+/// one registered slot of the connected-mode size, a datagram into one of
+/// the UD size.
+struct CmSlots {
+    table: Table<usize>,
+    msg: Box<[u8]>,
+    dgram: Slot,
+    rc_sent: u64,
+}
+
+impl Wire for CmSlots {
+    fn to_group(&mut self, _: Gid, ether_type: u16, payload: &[u8]) -> Sent {
+        self.dgram.copy(ether_type, payload)
+    }
+    fn to_peer(&mut self, to: LinkAddr, ether_type: u16, payload: &[u8]) -> Sent {
+        match self.table.route(to, payload.len(), Instant::now()).0 {
+            Route::Rc(_) => {
+                let n = encap::HEADER_LEN + payload.len();
+                self.msg[..encap::HEADER_LEN].copy_from_slice(&encap::header(ether_type));
+                self.msg[encap::HEADER_LEN..n].copy_from_slice(payload);
+                self.rc_sent += 1;
+                Sent::Posted
+            }
+            Route::Ud => self.dgram.copy(ether_type, payload),
+            Route::TooBig(m) => Sent::TooBig(m),
+            Route::Held => Sent::Held,
+        }
+    }
+    fn forget(&mut self, _: Gid) {}
+}
+
+#[test]
+fn connected_mode_packets_allocate_nothing() {
+    let now = Instant::now();
+    let me = LinkAddr::new(LinkAddr::CONNECTED, 0x11, gid(1));
+    // 10.77.0.2 in connected mode, 10.77.0.3 in datagram mode.
+    let cpeer = LinkAddr::new(LinkAddr::CONNECTED, 0x22, gid(2));
+    let dpeer = LinkAddr::new(0, 0x33, gid(3));
+    let dpeer4 = Ipv4Addr::new(10, 77, 0, 3);
+    let mut table = Table::new(connected::Limits::default());
+    assert!(table.route(cpeer, 100, now).1);
+    let pd = PrivateData {
+        qpn: cpeer.qpn(),
+        mtu: connected::MAX_MTU + 4,
+    };
+    assert!(table.established(cpeer, 0, pd, now));
+    let wire = CmSlots {
+        table,
+        msg: vec![0u8; 4 + connected::MAX_MTU as usize].into(),
+        dgram: Slot {
+            buf: [0; 4096],
+            sent: 0,
+            bytes: 0,
+            to_peer: 0,
+        },
+        rc_sent: 0,
+    };
+    let m = Me {
+        v4: MY4,
+        prefix4: 24,
+        v6: Some(MY6),
+        pkey: 0xffff,
+    };
+    let mut link = Link::new(wire, m, me, 4092);
+    let delivered = Cell::new(0u64);
+    let mut kernel = |p: &[u8]| {
+        delivered.set(delivered.get() + p.len() as u64);
+        true
+    };
+    for (peer, ip) in [(cpeer, PEER4), (dpeer, dpeer4)] {
+        let from = Source {
+            qpn: peer.qpn(),
+            gid: Some(peer.gid()),
+        };
+        let arp = datagram(
+            encap::ETHERTYPE_ARP,
+            &Arp::request(peer, ip, MY4).to_bytes(),
+        );
+        link.on_datagram(&arp, from, now, &mut kernel);
+    }
+    let ns = datagram(encap::ETHERTYPE_IPV6, &nd::solicitation(PEER6, dpeer, MY6));
+    let from_d = Source {
+        qpn: dpeer.qpn(),
+        gid: Some(dpeer.gid()),
+    };
+    link.on_datagram(&ns, from_d, now, &mut kernel);
+    let _ = link.take_reply();
+
+    let big4 = ip4(MY4, PEER4, 8000);
+    let big_d4 = ip4(MY4, dpeer4, 8000);
+    let big_d6 = ip6(MY6, PEER6, 8000);
+    // As a connection delivers it: the peer's UD QPN (from the private
+    // data) and the GID of its address.
+    let from_rc = Source {
+        qpn: cpeer.qpn(),
+        gid: Some(cpeer.gid()),
+    };
+    let in4 = datagram(encap::ETHERTYPE_IPV4, &ip4(PEER4, MY4, 8000));
+    let mut answers = 0u64;
+    let mut carry = |link: &mut Link<CmSlots>, kernel: &mut dyn FnMut(&[u8]) -> bool| {
+        link.on_tun_packet(&big4, now);
+        for p in [&big_d4, &big_d6] {
+            link.on_tun_packet(p, now);
+            let r = link.take_reply().expect("an answer");
+            answers += 1;
+            // From the packet's destination, quoting its header.
+            assert!(r.len() <= rdma_ipoib::icmp::MAX_LEN && r[0] >> 4 == p[0] >> 4);
+        }
+        link.on_datagram(&in4, from_rc, now, &mut |p| kernel(p));
+    };
+    carry(&mut link, &mut kernel);
+    let (rc0, s0, d0) = (link.wire.rc_sent, link.stats, delivered.get());
+
+    const N: u64 = 1000;
+    let a0 = allocs();
+    for _ in 0..N {
+        carry(&mut link, &mut kernel);
+    }
+    let allocated = allocs() - a0;
+    assert_eq!(allocated, 0, "allocations over {N} rounds");
+    let s = link.stats;
+    assert_eq!(link.wire.rc_sent - rc0, N, "8,000 bytes on the connection");
+    assert_eq!((s.too_big - s0.too_big, answers), (2 * N, 2 * (N + 1)));
+    assert_eq!(delivered.get() - d0, N * 8000);
+    assert_eq!((s.tx_dropped, s.held, link.drops.total()), (0, 0, 0));
 }

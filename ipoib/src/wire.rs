@@ -7,6 +7,7 @@ use rdma::{AddressHandle, Gid, Path, WorkCompletion};
 use rdma_ipoib::encap::Source;
 use rdma_ipoib::LinkAddr;
 
+use crate::rc::Connections;
 use crate::route;
 use crate::ud::{Ud, GRH};
 
@@ -23,6 +24,12 @@ pub enum Sent {
     Dropped,
     /// The post failed.
     Failed,
+    /// Not sent: longer than the way to the peer takes, whose limit this
+    /// is (connected mode: a peer in datagram mode).
+    TooBig(usize),
+    /// Not sent: longer than a datagram while the peer's connection is
+    /// being made.
+    Held,
 }
 
 /// Sends datagrams of the link.
@@ -34,11 +41,15 @@ pub trait Wire {
     /// A neighbour left `gid` for another address: what was made for it
     /// may go.
     fn forget(&mut self, gid: Gid);
+    /// A neighbour's address changed from `old`: its connection goes.
+    fn moved(&mut self, _old: LinkAddr) {}
 }
 
-/// The UD queue pair as a [`Wire`].
+/// The UD queue pair as a [`Wire`], and in connected mode the
+/// connections, which unicast to a peer in connected mode takes.
 pub struct UdWire {
     pub ud: Ud,
+    pub rc: Option<Connections>,
     /// The path to the broadcast group, the pattern of a path to a group.
     group_path: Path,
     port: u8,
@@ -52,6 +63,7 @@ impl UdWire {
     pub fn new(ud: Ud, group_path: Path, port: u8) -> UdWire {
         UdWire {
             ud,
+            rc: None,
             group_path,
             port,
             groups: HashMap::new(),
@@ -158,6 +170,11 @@ impl Wire for UdWire {
     }
 
     fn to_peer(&mut self, to: LinkAddr, ether_type: u16, payload: &[u8]) -> Sent {
+        if let Some(rc) = &mut self.rc {
+            if let Some(s) = rc.unicast(to, ether_type, payload) {
+                return s;
+            }
+        }
         let gid = to.gid();
         let path = Path {
             traffic_class: self.group_path.traffic_class,
@@ -172,5 +189,11 @@ impl Wire for UdWire {
 
     fn forget(&mut self, gid: Gid) {
         self.peers.remove(&gid);
+    }
+
+    fn moved(&mut self, old: LinkAddr) {
+        if let Some(rc) = &mut self.rc {
+            rc.forget(old);
+        }
     }
 }
