@@ -554,9 +554,19 @@ fn ibqueryerrors(f: &Fabric) -> TestResult {
             "[PortUnicastRcvPkts == 123456789012 (114.978G)]",
         ),
     ] {
+        // In the node's own block: from its header to the next one.
+        let block = counters
+            .text
+            .split("Data Counters for ")
+            .find(|b| {
+                b.lines()
+                    .next()
+                    .is_some_and(|h| h.ends_with(&format!("\"{node}\"")))
+            })
+            .unwrap_or("");
         check!(
-            counters.text.contains(shown),
-            "{node}: {shown} not reported:\n{}",
+            block.contains(shown),
+            "{node}: {shown} not reported in its block:\n{}",
             counters.text
         );
     }
