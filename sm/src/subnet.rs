@@ -283,48 +283,77 @@ impl Topology {
             .filter(|(_, n)| n.kind == NodeKind::Switch)
             .map(|(id, _)| id)
             .collect();
-        let mut tables = unrouted_tables(&switches, lids);
-        let mut load: HashMap<(NodeId, u8), u32> = HashMap::new();
-        let mut spread = Spread::default();
-        let mut hops = HashMap::new();
+        // Per-port counters in flat vectors, by node and port: the first
+        // index of each node's ports.
+        let mut first = Vec::with_capacity(self.nodes.len() + 1);
+        let mut total = 0usize;
+        for n in &self.nodes {
+            first.push(total);
+            total += usize::from(n.num_ports) + 1;
+        }
+        let mut load = vec![0u32; total];
+        // The links each LID of the current port took, and which to clear.
+        let mut taken = vec![0u32; total];
+        let mut touched: Vec<usize> = Vec::new();
+        let len = usize::from(lids.max_lid()) + 1;
+        let mut tables: Vec<Vec<u8>> = vec![vec![UNROUTED; len]; switches.len()];
+        let mut hops: Vec<u32> = Vec::new();
+        let mut current = None;
         for (lid, dest, dport) in self.destinations(lids) {
             // The hops to a port are those of each of its LIDs.
-            if spread.next_lid(dest, dport) {
-                hops = self.switch_hops_to(dest, dport);
+            if current != Some((dest, dport)) {
+                current = Some((dest, dport));
+                hops = self.switch_hops_vec(dest, dport);
+                for i in touched.drain(..) {
+                    taken[i] = 0;
+                }
             }
             let to_switch = self.node(dest).kind == NodeKind::Switch;
-            for &s in &switches {
-                let Some(&h) = hops.get(&s) else { continue };
-                let table = tables.get_mut(&s).expect("a table per switch");
+            for (si, &s) in switches.iter().enumerate() {
+                let h = hops[s.0];
+                if h == u32::MAX {
+                    continue;
+                }
                 if h == 0 {
-                    table[usize::from(lid)] = 0;
+                    tables[si][usize::from(lid)] = 0;
                     continue;
                 }
                 let n = self.node(s);
-                let best = (1..=n.num_ports)
-                    .filter(|&p| match self.peer(s, p) {
+                let base = first[s.0];
+                let mut best: Option<(u32, u32, u8)> = None;
+                for p in 1..=n.num_ports {
+                    let Some(peer) = n.links[usize::from(p)] else {
+                        continue;
+                    };
+                    let on_path = if !to_switch && h == 1 {
                         // The last hop to a CA's port is its own link.
-                        Some(peer) if !to_switch && h == 1 => {
-                            peer.node == dest && peer.port == dport
-                        }
-                        Some(peer) => hops.get(&peer.node) == Some(&(h - 1)),
-                        None => false,
-                    })
-                    .min_by_key(|&p| {
-                        (
-                            spread.taken(s, p),
-                            load.get(&(s, p)).copied().unwrap_or(0),
-                            p,
-                        )
-                    });
-                if let Some(p) = best {
-                    table[usize::from(lid)] = p;
-                    *load.entry((s, p)).or_default() += 1;
-                    spread.take(s, p);
+                        peer.node == dest && peer.port == dport
+                    } else {
+                        hops[peer.node.0] == h - 1
+                    };
+                    if !on_path {
+                        continue;
+                    }
+                    let i = base + usize::from(p);
+                    let key = (taken[i], load[i], p);
+                    if best.is_none_or(|b| key < b) {
+                        best = Some(key);
+                    }
+                }
+                if let Some((_, _, p)) = best {
+                    let i = base + usize::from(p);
+                    tables[si][usize::from(lid)] = p;
+                    load[i] += 1;
+                    if taken[i] == 0 {
+                        touched.push(i);
+                    }
+                    taken[i] += 1;
                 }
             }
         }
-        Routes { tables }
+        Routes {
+            tables: switches.into_iter().zip(tables).collect(),
+        }
     }
 
     /// Every LID of the end ports of `lids` that are in the topology, by
@@ -358,30 +387,39 @@ impl Topology {
     /// Hops from each switch to the end port `port` of `dest` (0: the
     /// destination is that switch), by breadth-first search over links.
     fn switch_hops_to(&self, dest: NodeId, port: u8) -> HashMap<NodeId, u32> {
-        let mut hops = HashMap::new();
+        self.switch_hops_vec(dest, port)
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, h)| h != u32::MAX)
+            .map(|(i, h)| (NodeId(i), h))
+            .collect()
+    }
+
+    /// Hops from each switch to the end port `port` of `dest`, by node
+    /// index (`u32::MAX`: not reached; CAs never are), by breadth-first
+    /// search over links: 0 when the destination is that switch.
+    fn switch_hops_vec(&self, dest: NodeId, port: u8) -> Vec<u32> {
+        let mut hops = vec![u32::MAX; self.nodes.len()];
         let mut queue = VecDeque::new();
         match self.node(dest).kind {
             NodeKind::Switch => {
-                hops.insert(dest, 0);
+                hops[dest.0] = 0;
                 queue.push_back(dest);
             }
             _ => {
                 if let Some(peer) = self.peer(dest, port) {
                     if self.node(peer.node).kind == NodeKind::Switch {
-                        hops.insert(peer.node, 1);
+                        hops[peer.node.0] = 1;
                         queue.push_back(peer.node);
                     }
                 }
             }
         }
         while let Some(s) = queue.pop_front() {
-            let h = hops[&s];
-            for p in 1..=self.node(s).num_ports {
-                let Some(peer) = self.peer(s, p) else {
-                    continue;
-                };
-                if self.node(peer.node).kind == NodeKind::Switch && !hops.contains_key(&peer.node) {
-                    hops.insert(peer.node, h + 1);
+            let h = hops[s.0];
+            for peer in self.node(s).links.iter().skip(1).flatten() {
+                if hops[peer.node.0] == u32::MAX && self.node(peer.node).kind == NodeKind::Switch {
+                    hops[peer.node.0] = h + 1;
                     queue.push_back(peer.node);
                 }
             }
