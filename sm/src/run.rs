@@ -269,8 +269,8 @@ impl Machine {
     /// Discovery, then the other SMs decide: STANDBY under a master or a
     /// better SM, else MASTER.
     async fn discovering(&mut self) -> Flow {
-        let s = match self.sm.discover_subnet().await {
-            Ok(s) => s,
+        let d = match self.sm.discover_subnet().await {
+            Ok(d) => d,
             Err(e) => {
                 tracing::error!("discovery failed: {e}");
                 let until = tokio::time::Instant::now() + self.config.sweep;
@@ -281,7 +281,8 @@ impl Machine {
             }
         };
         let own = self.info();
-        let remotes = election::survey(&self.smi, election::sm_ports(&s, own.guid), &own).await;
+        let s = &d.subnet;
+        let remotes = election::survey(&self.smi, election::sm_ports(s, own.guid), &own).await;
         // A HANDOVER meanwhile: discover again (the sender is standby now).
         if let Ok((Control::Handover, from)) = self.controls.try_recv() {
             tracing::info!("HANDOVER from {:#x} while discovering", from.guid);
@@ -292,6 +293,7 @@ impl Machine {
                 self.set_state(SmInfo::MASTER, "no master and no better SM");
                 self.sm.reregister = true;
                 self.sm.forget_tables();
+                self.sm.adopt(d);
             }
             Outcome::Standby(r) => {
                 let why = format!(
@@ -430,7 +432,7 @@ impl Machine {
                 Wake::Control(Control::Standby, from) => {
                     let own = self.info();
                     let found = match self.sm.discover_subnet().await {
-                        Ok(s) => election::sm_ports(&s, own.guid)
+                        Ok(d) => election::sm_ports(&d.subnet, own.guid)
                             .into_iter()
                             .find(|(g, _, _)| *g == from.guid),
                         Err(_) => None,

@@ -51,6 +51,17 @@ pub struct Sm {
     /// Set ClientReregister in the PortInfo of every CA port at the next
     /// sweep (the first as master), so that hosts re-join and re-subscribe.
     pub reregister: bool,
+    /// A discovery the next sweep starts from instead of its own (the one
+    /// that made this SM master, [`Sm::adopt`]).
+    adopted: Option<Discovery>,
+}
+
+/// A discovery that cleared no PortStateChange: the subnet found and each
+/// switch's SwitchInfo as read.
+pub struct Discovery {
+    /// Nodes, ports, links, what was read of them.
+    pub subnet: Subnet,
+    switch_infos: HashMap<NodeId, SwitchInfo>,
 }
 
 /// What one sweep found and did.
@@ -129,6 +140,7 @@ impl Sm {
             roots,
             resweep: None,
             reregister: false,
+            adopted: None,
         }
     }
 
@@ -147,20 +159,41 @@ impl Sm {
 
     /// Discovery alone, the subnet it found (an SM that is not master
     /// looks for the other SMs in it).
-    pub async fn discover_subnet(&self) -> Result<Subnet, Error> {
-        let mut s = Subnet::default();
+    pub async fn discover_subnet(&self) -> Result<Discovery, Error> {
+        let mut subnet = Subnet::default();
         // Read only: PortStateChange is the master's to clear.
-        self.discover(&mut s, false).await?;
-        Ok(s)
+        let switch_infos = self.discover(&mut subnet, false).await?;
+        Ok(Discovery {
+            subnet,
+            switch_infos,
+        })
+    }
+
+    /// The next sweep starts from `d` (the discovery that made this SM
+    /// master, as OpenSM's first sweep continues from its discovering
+    /// one) instead of discovering again. That discovery cleared no
+    /// PortStateChange, so the first light sweep finds it set and a heavy
+    /// sweep follows, which clears it: a change since `d` is not lost.
+    pub fn adopt(&mut self, d: Discovery) {
+        self.adopted = Some(d);
     }
 
     /// One sweep: discover, assign LIDs, route, program, activate.
     pub async fn sweep(&mut self) -> Result<Report, Error> {
         let mut rep = Report::default();
         let mut next = Subnet::default();
-        self.smi.take_counts();
         self.resweep = None;
-        let switch_infos = self.discover(&mut next, true).await?;
+        let switch_infos = match self.adopted.take() {
+            // Its failed SMPs, if any, still in the counts.
+            Some(d) => {
+                next = d.subnet;
+                d.switch_infos
+            }
+            None => {
+                self.smi.take_counts();
+                self.discover(&mut next, true).await?
+            }
+        };
         tracing::debug!("discovered {} nodes", next.topo.len());
         let mut current: Vec<_> = next
             .port_info

@@ -279,6 +279,7 @@ pub(super) fn sm(fabric: &Arc<Mutex<Fabric>>, limit: usize) -> Sm {
         roots: Vec::new(),
         resweep: None,
         reregister: false,
+        adopted: None,
     }
 }
 
@@ -479,4 +480,39 @@ fn a_sweep_keeps_at_most_its_limit_of_smps_outstanding() {
     let fabric = Arc::new(Mutex::new(Fabric::star(30, 32)));
     let rep = run(sm(&fabric, 0).sweep()).unwrap();
     assert!(rep.peak_smps > 4, "{rep}");
+}
+
+/// A master's first sweep continues from the discovery that made it
+/// master: no node is discovered again, the subnet comes up, and the
+/// PortStateChange that discovery left set makes the first light sweep
+/// call for a heavy one (which clears it), so a change since then is not
+/// lost.
+#[test]
+fn a_first_sweep_continues_from_the_discovery_that_made_it_master() {
+    const SW: usize = 1;
+    let fabric = Arc::new(Mutex::new(Fabric::star(3, 4)));
+    let mut sm = sm(&fabric, 4);
+    let node_infos = |f: &Fabric| f.log.iter().filter(|o| o.attr == NodeInfo::ID).count();
+    let d = run(sm.discover_subnet()).unwrap();
+    let discovered = node_infos(&fabric.lock().unwrap());
+    assert!(discovered >= 4);
+    assert!(
+        fabric.lock().unwrap().port_state_change(SW),
+        "discovery cleared nothing"
+    );
+    sm.adopt(d);
+    let rep = run(sm.sweep()).unwrap();
+    {
+        let f = fabric.lock().unwrap();
+        assert_eq!(node_infos(&f), discovered, "discovered again: {rep}");
+        for node in [0, 2, 3] {
+            assert_eq!(f.port(node, 1).port_state, PortState::Active);
+        }
+        assert!(f.port_state_change(SW));
+    }
+    let why = run(sm.light_sweep()).expect("a heavy sweep called for");
+    assert!(why.contains("PortStateChange"), "{why}");
+    run(sm.sweep()).unwrap();
+    assert!(!fabric.lock().unwrap().port_state_change(SW));
+    assert!(node_infos(&fabric.lock().unwrap()) > discovered);
 }
