@@ -18,7 +18,9 @@
 //! [`subnet`] is its model of the fabric in pure Rust (topology, LIDs,
 //! routes), usable without a device.
 //!
-//! The first sweep is heavy (discovery, LIDs, routes, tables, port states);
+//! The first sweep is heavy (LIDs, routes, tables, port states, from the
+//! discovery that made the SM master; that discovery clears no
+//! PortStateChange, so the first light sweep brings a second heavy one);
 //! then every [`Config::sweep`] a light one reads each switch's SwitchInfo
 //! and each CA port's PortInfo, and a heavy sweep follows when a switch
 //! reports PortStateChange, a port's state moved or a node stopped
