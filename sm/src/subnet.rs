@@ -537,7 +537,7 @@ mod tests {
 
     /// A ring of `n` switches (ports 1 and 2 to the neighbours), one HCA on
     /// port 3 of each.
-    fn ring(n: usize) -> (Topology, Vec<NodeId>, Vec<NodeId>) {
+    pub(in crate::subnet) fn ring(n: usize) -> (Topology, Vec<NodeId>, Vec<NodeId>) {
         let mut t = Topology::new();
         let s: Vec<_> = (0..n)
             .map(|i| t.add_node(0x100 + i as u64, NodeKind::Switch, 4))

@@ -206,16 +206,31 @@ fn path_queries_meet_their_mtu_rate_and_lifetime_selectors() {
 /// A join that creates the group `mgid` (its last two bytes) for the
 /// port `port_gid`.
 fn create(s: &mut Subnet, mgid: u16, port_gid: Gid) -> Result<McMemberRecord, SaStatusCode> {
-    let mut g = [0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-    g[14..].copy_from_slice(&mgid.to_be_bytes());
+    let rate = McMemberRecord {
+        rate: 2,
+        ..McMemberRecord::default()
+    };
+    join_new(s, mgid, port_gid, McMemberRecordMask::RATE, rate)
+}
+
+/// A full-member join of `port_gid`, for itself, to the group `n` of
+/// [`mgid`], naming what a join that creates a group must (Q_Key 0x1234,
+/// the default P_Key, SL, FlowLabel, TClass) and the components `extra`
+/// of `q`.
+fn join_new(
+    s: &mut Subnet,
+    n: u16,
+    port_gid: Gid,
+    extra: McMemberRecordMask,
+    q: McMemberRecord,
+) -> Result<McMemberRecord, SaStatusCode> {
     let q = McMemberRecord {
-        mgid: Gid(g),
+        mgid: mgid(n),
         port_gid,
         qkey: 0x1234,
         pkey: 0xffff,
-        rate: 2,
         join_state: JoinState::FULL_MEMBER,
-        ..McMemberRecord::default()
+        ..q
     };
     let m = McMemberRecordMask::MGID
         | McMemberRecordMask::PORT_GID
@@ -224,8 +239,8 @@ fn create(s: &mut Subnet, mgid: u16, port_gid: Gid) -> Result<McMemberRecord, Sa
         | McMemberRecordMask::SL
         | McMemberRecordMask::FLOW_LABEL
         | McMemberRecordMask::TCLASS
-        | McMemberRecordMask::RATE
-        | McMemberRecordMask::JOIN_STATE;
+        | McMemberRecordMask::JOIN_STATE
+        | extra;
     let me = end_port_by_gid(s, port_gid).unwrap_or(0);
     join(s, &q, m, me)
 }
@@ -593,30 +608,8 @@ fn a_new_group_takes_its_creators_mtu_and_rate_or_what_the_selectors_pick() {
         let id = s.topo.find(0x1000 * i).unwrap();
         s.port_info.insert((id, 1), slow);
     }
-    let mgid = |n: u16| {
-        let mut g = [0xff, 0x12, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        g[14..].copy_from_slice(&n.to_be_bytes());
-        Gid(g)
-    };
-    let base = McMemberRecordMask::MGID
-        | McMemberRecordMask::PORT_GID
-        | McMemberRecordMask::QKEY
-        | McMemberRecordMask::PKEY
-        | McMemberRecordMask::SL
-        | McMemberRecordMask::FLOW_LABEL
-        | McMemberRecordMask::TCLASS
-        | McMemberRecordMask::JOIN_STATE;
     let ask = |s: &mut Subnet, n: u16, port: usize, m: McMemberRecordMask, q: McMemberRecord| {
-        let q = McMemberRecord {
-            mgid: mgid(n),
-            port_gid: ports[port],
-            qkey: 0x1234,
-            pkey: 0xffff,
-            join_state: JoinState::FULL_MEMBER,
-            ..q
-        };
-        let me = end_port_by_gid(s, ports[port]).unwrap();
-        join(s, &q, base | m, me).map(|r| (r.mtu, r.rate))
+        join_new(s, n, ports[port], m, q).map(|r| (r.mtu, r.rate))
     };
     let none = McMemberRecordMask::empty();
     assert_eq!(

@@ -263,24 +263,8 @@ impl Lids {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::ring;
     use super::*;
-
-    /// A ring of `n` switches (ports 1 and 2 to the neighbours), one HCA on
-    /// port 3 of each.
-    fn ring(n: usize) -> (Topology, Vec<NodeId>, Vec<NodeId>) {
-        let mut t = Topology::new();
-        let s: Vec<_> = (0..n)
-            .map(|i| t.add_node(0x100 + i as u64, NodeKind::Switch, 4))
-            .collect();
-        let h: Vec<_> = (0..n)
-            .map(|i| t.add_node(0x1000 + i as u64 * 0x10, NodeKind::Ca, 1))
-            .collect();
-        for i in 0..n {
-            t.link(s[i], 1, s[(i + 1) % n], 2).unwrap();
-            t.link(s[i], 3, h[i], 1).unwrap();
-        }
-        (t, s, h)
-    }
 
     #[test]
     fn lids_are_kept_for_ports_that_return() {
