@@ -21,7 +21,7 @@ use rdma_tests::fabric::{Fabric, FabricTest, NodeKind};
 use rdma_tests::{check, fail, Outcome, TestResult};
 
 use crate::sa_client::{async_port, runtime};
-use crate::sa_records::kept_in;
+use crate::sa_records::{against_opensm, Against};
 use crate::sm::{sm_name, tool};
 
 pub const TESTS: &[FabricTest] = &[FabricTest {
@@ -290,37 +290,25 @@ fn selectors_are_met_and_answered_as_opensm_answers_them(f: &Fabric) -> TestResu
         "  {} queries: {paths} paths, {none} ERR_NO_RECORDS, each meeting its selector",
         lines.len()
     );
-    let path = kept_in(f, "sa-paths")?;
-    if sm_name() == "opensm" {
-        std::fs::create_dir_all(path.parent().unwrap_or(&path))?;
-        std::fs::write(&path, &answers)?;
-        println!("  OpenSM's answers kept in {}", path.display());
-        return Ok(Outcome::Passed);
-    }
-    let Ok(theirs) = std::fs::read_to_string(&path) else {
-        return Ok(Outcome::Skipped(format!(
-            "no answers of OpenSM on this topology in {} (the suite runs OpenSM first: \
-             RDMA_FABRIC_SMS=\"opensm ours\")",
-            path.display()
-        )));
+    let (theirs, ours) = match against_opensm(f, "sa-paths", &answers)? {
+        Against::Done(o) => return Ok(o),
+        Against::Same => {
+            println!("  each as OpenSM answered it");
+            return Ok(Outcome::Passed);
+        }
+        Against::Differ { theirs, ours } => (theirs, ours),
     };
-    if theirs != answers {
-        let ours_path = path.with_extension("ours");
-        std::fs::write(&ours_path, &answers)?;
-        let diffs: Vec<String> = answers
-            .lines()
-            .zip(theirs.lines())
-            .filter(|(a, b)| a != b)
-            .map(|(a, b)| format!("  ours:   {a}\n  OpenSM: {b}"))
-            .collect();
-        let n = diffs.len();
-        fail!(
-            "{n} of {} answers differ from OpenSM's (ours kept in {}):\n{}",
-            lines.len(),
-            ours_path.display(),
-            diffs.into_iter().take(20).collect::<Vec<_>>().join("\n")
-        );
-    }
-    println!("  each as OpenSM answered it");
-    Ok(Outcome::Passed)
+    let diffs: Vec<String> = answers
+        .lines()
+        .zip(theirs.lines())
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("  ours:   {a}\n  OpenSM: {b}"))
+        .collect();
+    let n = diffs.len();
+    fail!(
+        "{n} of {} answers differ from OpenSM's (ours kept in {}):\n{}",
+        lines.len(),
+        ours.display(),
+        diffs.into_iter().take(20).collect::<Vec<_>>().join("\n")
+    );
 }

@@ -26,7 +26,7 @@ use rdma_tests::{check, fail, Outcome, TestResult};
 
 use crate::sa_client::{async_port, local_gid_and_lid, runtime};
 use crate::sa_server::{env_gid, hcas, printed, step, whoami, GID_KEY, PEER, ROLE};
-use crate::sm::tool;
+use crate::sm::{sm_name, tool};
 
 pub const TESTS: &[FabricTest] = &[
     FabricTest {
@@ -42,10 +42,6 @@ pub const TESTS: &[FabricTest] = &[
 const SERVICE_TEST: &str = "sa_records::a_service_is_registered_found_and_removed_by_its_port_only";
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
-
-fn sm_name() -> String {
-    std::env::var("RDMA_FABRIC_SM").unwrap_or_else(|_| "opensm".into())
-}
 
 /// The queries: SMInfoRecord; per switch its SwitchInfoRecord, LFT block
 /// 0, MFT records, GUIDInfo block 0, the SLtoVL table from port 1 to port
@@ -153,10 +149,6 @@ fn normalize(text: &str, lids: &BTreeMap<u16, u64>) -> String {
 
 /// Where the answers under OpenSM of the fabric's topology are kept: the
 /// fabric work folder (the parent of the runs' folder) of `ci/fabric.sh`.
-fn kept(f: &Fabric) -> Res<PathBuf> {
-    kept_in(f, "sa-records")
-}
-
 /// Where a test keeps OpenSM's answers on the fabric's topology:
 /// `folder/NAME.opensm` in the fabric work folder (the parent of the runs'
 /// folder) of `ci/fabric.sh`, NAME the topology's.
@@ -170,6 +162,49 @@ pub(crate) fn kept_in(f: &Fabric, folder: &str) -> Res<PathBuf> {
     // ours (`NAME-ours-sm`, `NAME-ours-updn`).
     let topology = f.name.split("-ours").next().unwrap_or(&f.name);
     Ok(work.join(folder).join(format!("{topology}.opensm")))
+}
+
+/// A test's answers on this fabric against OpenSM's on its topology
+/// ([`against_opensm`]).
+pub(crate) enum Against {
+    /// The test ends here: under OpenSM, its answers kept (passed); under
+    /// ours, none of OpenSM's to compare with (skipped).
+    Done(Outcome),
+    /// Under ours, the same as OpenSM's.
+    Same,
+    /// Under ours, not the same: OpenSM's answers, and where ours are kept.
+    Differ {
+        /// OpenSM's answers.
+        theirs: String,
+        /// Ours, kept beside them.
+        ours: PathBuf,
+    },
+}
+
+/// Under OpenSM, keeps `answers` in `folder` ([`kept_in`]) for the run of
+/// the same topology under ours; under ours, compares them with those
+/// kept, keeping ours beside them when they differ.
+pub(crate) fn against_opensm(f: &Fabric, folder: &str, answers: &str) -> Res<Against> {
+    let path = kept_in(f, folder)?;
+    if sm_name() == "opensm" {
+        std::fs::create_dir_all(path.parent().unwrap_or(&path))?;
+        std::fs::write(&path, answers)?;
+        println!("  OpenSM's answers kept in {}", path.display());
+        return Ok(Against::Done(Outcome::Passed));
+    }
+    let Ok(theirs) = std::fs::read_to_string(&path) else {
+        return Ok(Against::Done(Outcome::Skipped(format!(
+            "no answers of OpenSM on this topology in {} (the suite runs OpenSM first: \
+             RDMA_FABRIC_SMS=\"opensm ours\")",
+            path.display()
+        ))));
+    };
+    if theirs == answers {
+        return Ok(Against::Same);
+    }
+    let ours = path.with_extension("ours");
+    std::fs::write(&ours, answers)?;
+    Ok(Against::Differ { theirs, ours })
 }
 
 fn saquery_answers_each_record_as_opensm_does(f: &Fabric) -> TestResult {
@@ -197,50 +232,38 @@ fn saquery_answers_each_record_as_opensm_does(f: &Fabric) -> TestResult {
         "no master in the SMInfoRecords under {}:\n{answers}",
         sm_name()
     );
-    let path = kept(f)?;
-    if sm_name() == "opensm" {
-        std::fs::create_dir_all(path.parent().unwrap_or(&path))?;
-        std::fs::write(&path, &answers)?;
-        println!("  OpenSM's answers kept in {}", path.display());
-        return Ok(Outcome::Passed);
-    }
-    let Ok(theirs) = std::fs::read_to_string(&path) else {
-        return Ok(Outcome::Skipped(format!(
-            "no answers of OpenSM on this topology in {} (the suite runs OpenSM first: \
-             RDMA_FABRIC_SMS=\"opensm ours\")",
-            path.display()
-        )));
+    let (theirs, ours) = match against_opensm(f, "sa-records", &answers)? {
+        Against::Done(o) => return Ok(o),
+        Against::Same => {
+            println!(
+                "  {} lines of records as OpenSM answers them",
+                answers.lines().count()
+            );
+            return Ok(Outcome::Passed);
+        }
+        Against::Differ { theirs, ours } => (theirs, ours),
     };
-    if theirs != answers {
-        let ours_path = path.with_extension("ours");
-        std::fs::write(&ours_path, &answers)?;
-        let (mine, other): (Vec<&str>, Vec<&str>) =
-            (answers.lines().collect(), theirs.lines().collect());
-        let mut header = "";
-        let diffs: Vec<String> = mine
-            .iter()
-            .zip(&other)
-            .filter_map(|(a, b)| {
-                if a.starts_with("== ") {
-                    header = a;
-                }
-                (a != b).then(|| format!("{header}\n  ours:   {a}\n  OpenSM: {b}"))
-            })
-            .take(20)
-            .collect();
-        fail!(
-            "saquery under ours differs from OpenSM's ({} lines against {}; ours kept in {}):\n{}",
-            mine.len(),
-            other.len(),
-            ours_path.display(),
-            diffs.join("\n")
-        );
-    }
-    println!(
-        "  {} lines of records as OpenSM answers them",
-        answers.lines().count()
+    let (mine, other): (Vec<&str>, Vec<&str>) =
+        (answers.lines().collect(), theirs.lines().collect());
+    let mut header = "";
+    let diffs: Vec<String> = mine
+        .iter()
+        .zip(&other)
+        .filter_map(|(a, b)| {
+            if a.starts_with("== ") {
+                header = a;
+            }
+            (a != b).then(|| format!("{header}\n  ours:   {a}\n  OpenSM: {b}"))
+        })
+        .take(20)
+        .collect();
+    fail!(
+        "saquery under ours differs from OpenSM's ({} lines against {}; ours kept in {}):\n{}",
+        mine.len(),
+        other.len(),
+        ours.display(),
+        diffs.join("\n")
     );
-    Ok(Outcome::Passed)
 }
 
 /// The ServiceID of this run's service (the parent's PID in it).

@@ -31,7 +31,7 @@ use rdma::umad::{Address, Port, Registration};
 use rdma_tests::fabric::{output_within, Fabric, FabricTest, NodeKind};
 use rdma_tests::{check, fail, Outcome, TestResult};
 
-use crate::sm::{console, lids_by_kind, sample, tool, wait_for};
+use crate::sm::{console, lids_by_kind, sample, sm_name, tool, wait_for};
 
 pub const TESTS: &[FabricTest] = &[
     FabricTest {
@@ -57,10 +57,6 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 const LIMIT: Duration = Duration::from_secs(60);
 /// ibsim's attribute ID of NodeInfo, for `Error`.
 const NODE_INFO: u16 = 0x11;
-
-fn sm_name() -> String {
-    std::env::var("RDMA_FABRIC_SM").unwrap_or_else(|_| "opensm".into())
-}
 
 /// `Some(skipped)` on a fabric whose topology is not one of
 /// `RDMA_FABRIC_FAULT_NETS` (see the module's documentation); the election
