@@ -112,6 +112,16 @@ fn gid(n: u8) -> Gid {
 const MY4: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 const PEER4: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 const MY6: Ipv6Addr = Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 0, 1);
+
+/// The link's own addresses: MY4/24 and MY6, the default P_Key.
+fn addresses() -> Me {
+    Me {
+        v4: MY4,
+        prefix4: 24,
+        v6: Some(MY6),
+        pkey: 0xffff,
+    }
+}
 const PEER6: Ipv6Addr = Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 0, 2);
 
 /// An IPv4 TCP packet of `len` bytes from `src` to `dst`.
@@ -159,13 +169,7 @@ fn packets_both_ways_allocate_nothing() {
         bytes: 0,
         to_peer: 0,
     };
-    let m = Me {
-        v4: MY4,
-        prefix4: 24,
-        v6: Some(MY6),
-        pkey: 0xffff,
-    };
-    let mut link = Link::new(wire, m, me, 4092);
+    let mut link = Link::new(wire, addresses(), me, 4092);
     let delivered = Cell::new((0u64, 0u64));
     let mut kernel = |p: &[u8]| {
         let (n, bytes) = delivered.get();
@@ -302,13 +306,7 @@ fn connected_mode_packets_allocate_nothing() {
         },
         rc_sent: 0,
     };
-    let m = Me {
-        v4: MY4,
-        prefix4: 24,
-        v6: Some(MY6),
-        pkey: 0xffff,
-    };
-    let mut link = Link::new(wire, m, me, 4092);
+    let mut link = Link::new(wire, addresses(), me, 4092);
     let delivered = Cell::new(0u64);
     let mut kernel = |p: &[u8]| {
         delivered.set(delivered.get() + p.len() as u64);
