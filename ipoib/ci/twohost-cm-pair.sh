@@ -22,25 +22,9 @@ role=${1:?role a or b}
 if [ "$role" = a ]; then me=1 peer=2; else me=2 peer=1; fi
 ifname=ipoib0
 log=/tmp/ipoib-cm-$role.log
-fail() {
-    echo "!! ipoib connected pair ($role): $*"
-    echo "--- ipoib output:"
-    cat "$log" 2>/dev/null
-    [ -z "${pid:-}" ] || kill -TERM "$pid" 2>/dev/null
-    exit 1
-}
-listen() {
-    python3 -c "import socket; s = socket.create_server(('', $1)); s.settimeout(${2:-120}); s.accept()"
-}
-tell() {
-    local _
-    for _ in $(seq 1 120); do
-        python3 -c "import socket; socket.create_connection(('$1', $2), timeout=2)" 2>/dev/null && return 0
-        sleep 1
-    done
-    return 1
-}
-mark() { echo "ipoib connected pair ($role): $* at ${SECONDS} s"; }
+pair="ipoib connected pair"
+# shellcheck source=ipoib/ci/pair-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/pair-lib.sh"
 # up MODE MTU: start ipoib in MODE, wait for its up line, check its MTU.
 up() {
     "$BIN/ipoib" -d rxe0 --ip "10.77.0.$me/24" --ip6 "fd77::$me/64" --name "$ifname" --mode "$1" >>"$log" 2>&1 &
@@ -73,7 +57,6 @@ pings() {
     for _ in 1 2 3; do ping "-$1" -c 1 -W 2 -s 8000 "$dst" | grep -E 'bytes from|received' && break; done
     ping "-$1" -c "$2" -W 2 -s 8000 "$dst" || fail "IPv$1 ping -s 8000 to $dst"
 }
-objects() { rdma res show | grep -E '^[0-9]+: rxe0:'; }
 objects0=$(objects)
 
 modprobe tun || fail "modprobe tun"
@@ -160,18 +143,4 @@ else
     mark "fallback pings done"
 fi
 
-kill -TERM "$pid"
-wait "$pid"
-rc=$?
-pid=
-[ "$rc" = 0 ] || fail "ipoib exited $rc after SIGTERM"
-if ip link show "$ifname" >/dev/null 2>&1; then fail "$ifname left behind"; fi
-for _ in $(seq 1 10); do
-    [ "$(objects)" = "$objects0" ] && break
-    sleep 0.5
-done
-[ "$(objects)" = "$objects0" ] || fail "kernel objects left behind: $(objects), before: $objects0"
-echo "--- ipoib output:"
-cat "$log"
-mark "stopped"
-echo "ipoib connected pair ($role): ok"
+stop_clean

@@ -23,29 +23,9 @@ role=${1:?role a or b}
 if [ "$role" = a ]; then me=1 peer=2; else me=2 peer=1; fi
 ifname=ipoib0
 log=/tmp/ipoib-$role.log
-fail() {
-    echo "!! ipoib pair ($role): $*"
-    echo "--- ipoib output:"
-    cat "$log" 2>/dev/null
-    [ -z "${pid:-}" ] || kill -TERM "$pid" 2>/dev/null
-    exit 1
-}
-# listen PORT [SECONDS]: wait (120 s unless told) for the other host to
-# connect; tell HOST PORT: connect to it (retrying for 120 s). The hosts'
-# steps in order.
-listen() {
-    python3 -c "import socket; s = socket.create_server(('', $1)); s.settimeout(${2:-120}); s.accept()"
-}
-tell() {
-    local _
-    for _ in $(seq 1 120); do
-        python3 -c "import socket; socket.create_connection(('$1', $2), timeout=2)" 2>/dev/null && return 0
-        sleep 1
-    done
-    return 1
-}
-# mark WHAT: the time since the script started, for the pair's length.
-mark() { echo "ipoib pair ($role): $* at ${SECONDS} s"; }
+pair="ipoib pair"
+# shellcheck source=ipoib/ci/pair-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/pair-lib.sh"
 # up LOG: start ipoib writing to LOG and wait for its up line.
 up() {
     "$BIN/ipoib" -d rxe0 --ip "10.77.0.$me/24" --ip6 "fd77::$me/64" --name "$ifname" >"$1" 2>&1 &
@@ -58,8 +38,6 @@ up() {
     fail "no up line in 30 s"
 }
 
-# The kernel objects of rxe0 (PDs, CQs, QPs, CM ids, MRs, contexts).
-objects() { rdma res show | grep -E '^[0-9]+: rxe0:'; }
 objects0=$(objects)
 echo "before: $objects0"
 
@@ -238,19 +216,4 @@ else
     listen 7792 || fail "host a did not report its pings after the restart"
 fi
 
-kill -TERM "$pid"
-wait "$pid"
-rc=$?
-pid=
-[ "$rc" = 0 ] || fail "ipoib exited $rc after SIGTERM"
-if ip link show "$ifname" >/dev/null 2>&1; then fail "$ifname left behind"; fi
-for _ in $(seq 1 10); do
-    [ "$(objects)" = "$objects0" ] && break
-    sleep 0.5
-done
-echo "after: $(objects)"
-[ "$(objects)" = "$objects0" ] || fail "kernel objects left behind: $(objects), before: $objects0"
-echo "--- ipoib output:"
-cat "$log"
-mark "stopped"
-echo "ipoib pair ($role): ok"
+stop_clean
