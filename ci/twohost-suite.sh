@@ -46,9 +46,10 @@ pair datagram/discovery '$BIN/datagram -a $RDMA_A_IPV4 -g 239.255.7.3 -n 1 -C 5 
 
 # IP over InfiniBand in user space (the package rdma-ipoib, datagram mode): a TUN
 # interface on each host over rxe0, pinged both ways over IPv4 and IPv6, the
-# neighbours learnt, iperf3 each way through it and over the link, 16 MiB
-# checked by hash, both stopped cleanly (ipoib/ci/twohost-pair.sh).
-pair ipoib/datagram-ping 'bash ipoib/ci/twohost-pair.sh a' 'bash ipoib/ci/twohost-pair.sh b' 420
+# neighbours learnt, two IP multicast groups joined, sent to and left, iperf3
+# each way through it and over the link, 100 MiB checked by hash, both
+# stopped cleanly (ipoib/ci/twohost-pair.sh).
+pair ipoib/datagram-ping 'bash ipoib/ci/twohost-pair.sh a' 'bash ipoib/ci/twohost-pair.sh b' 600
 # Connected mode (RFC 4755) on rxe0: 8,000-byte pings both ways on RC connections,
 # then b in datagram mode and a in connected mode (fallback, "too big" answers);
 # not on siw0, which has no UD for ARP (ipoib/ci/twohost-cm-pair.sh).

@@ -8,9 +8,11 @@
 # less 4; IPv6 needs 1280), starts ipoib on rxe0, waits for its "up" line,
 # pings the other over IPv4 and IPv6 (5 each once the peer answers), checks
 # that the neighbour entries were learnt (the log line, and the table that
-# SIGUSR1 prints). a measures iperf3 TCP each way through the interfaces and
+# SIGUSR1 prints). b's sockets join two IP multicast groups on the
+# interface, which its ipoib must join and leave with them; a sends to
+# them (ipoib/ci/mcast-check.py). a measures iperf3 TCP each way through the interfaces and
 # over the netdev (a table: both rates, their ratio, the program's datagrams
-# per second and CPU per datagram) and sends b 16 MiB over TCP through the
+# per second and CPU per datagram) and sends b 100 MiB over TCP through the
 # interfaces, checked by hash. Then b's ipoib restarts (SIGTERM, exit 0,
 # started again: a new QP) while a pings it; a's entries must change to
 # b's new address and its pings succeed again. The hosts order their steps
@@ -74,6 +76,37 @@ grep -q "^ipoib: table 10.77.0.$peer lladdr " "$log" || fail "IPv4 neighbour not
 grep -q "^ipoib: table fd77::$peer lladdr " "$log" || fail "IPv6 neighbour not in the table"
 mark "pings done"
 
+# IP multicast beyond the broadcast groups: b's sockets join 239.77.0.1 and
+# ff12::77 on the interface; its ipoib must join their IPoIB groups (its
+# log), a sends to both (groups it never joined), b must receive them, and
+# when b's sockets close, its ipoib must leave both groups.
+g4=239.77.0.1 g6=ff12::77
+if [ "$role" = b ]; then
+    python3 ipoib/ci/mcast-check.py recv "$ifname" "10.77.0.$me" "$g4" "$g6" 7795 >/tmp/mcast-recv.log 2>&1 &
+    mc=$!
+    for _ in $(seq 1 20); do
+        grep -q "^ipoib: joined $g4 " "$log" && grep -q "^ipoib: joined $g6 " "$log" && break
+        sleep 0.5
+    done
+    grep "^ipoib: joined" "$log" || fail "no group joined for the sockets' memberships"
+    grep -q "^ipoib: joined $g4 (group ff12:401b:ffff::f4d:1)" "$log" || fail "$g4 not joined as its IPoIB group"
+    grep -q "^ipoib: joined $g6 (group ff12:601b:ffff::77)" "$log" || fail "$g6 not joined as its IPoIB group"
+    tell "$RDMA_A_IPV4" 7796 || fail "host a never listened (multicast)"
+    wait "$mc" || fail "multicast datagrams not received: $(cat /tmp/mcast-recv.log)"
+    cat /tmp/mcast-recv.log
+    for _ in $(seq 1 10); do
+        grep -q "^ipoib: left $g4 " "$log" && grep -q "^ipoib: left $g6 " "$log" && break
+        sleep 0.5
+    done
+    grep "^ipoib: left" "$log" || fail "the groups were not left when the sockets closed"
+    grep -q "^ipoib: left $g4 " "$log" || fail "$g4 not left"
+    grep -q "^ipoib: left $g6 " "$log" || fail "$g6 not left"
+else
+    listen 7796 || fail "host b did not join its groups"
+    python3 ipoib/ci/mcast-check.py send "$ifname" "10.77.0.$me" "$g4" "$g6" 7795 || fail "multicast send"
+fi
+mark "multicast done"
+
 # Throughput: iperf3 (TCP, 10 s each way: a to b, and b to a with -R) through
 # the interfaces and over the netdev itself (its MTU 4500 against ipoib's
 # 4092), a table of both and their ratio, and for ipoib the program's
@@ -83,7 +116,7 @@ mark "pings done"
 # by at least the bytes iperf3 received and that many MTU-sized datagrams.
 # Then a sends b $MIB MiB through ipoib, checked by hash. a tells b when it
 # is done, so that b's server stops and its bad datagrams come after.
-MIB=16
+MIB=100
 # stats: ipoib's counters line, printed afresh.
 stats() {
     kill -USR1 "$pid"

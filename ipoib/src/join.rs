@@ -30,6 +30,8 @@ pub struct Group {
 pub trait Joins {
     /// Joins `mgid`; waits for the answer.
     fn join(&mut self, mgid: Gid) -> Result<Group, Error>;
+    /// Leaves `mgid` (nothing if it was not joined).
+    fn leave(&mut self, mgid: Gid);
     /// Leaves every group joined.
     fn leave_all(&mut self);
 }
@@ -149,19 +151,40 @@ impl Joins for CmJoins {
         }
     }
 
+    fn leave(&mut self, mgid: Gid) {
+        let ip = mgid.to_ipv6();
+        let is = |a: &SocketAddr| a.ip() == ip;
+        if let Some(i) = self.joined.iter().position(is) {
+            let addr = self.joined.swap_remove(i);
+            self.leave_addr(addr, true);
+        }
+        if let Some(i) = self.local.iter().position(is) {
+            let addr = self.local.swap_remove(i);
+            self.leave_addr(addr, false);
+        }
+    }
+
     fn leave_all(&mut self) {
-        for addr in self.joined.drain(..) {
+        for addr in std::mem::take(&mut self.joined) {
+            self.leave_addr(addr, true);
+        }
+        for addr in std::mem::take(&mut self.local) {
+            self.leave_addr(addr, false);
+        }
+    }
+}
+
+impl CmJoins {
+    /// Leaves `addr`: through the CM if `cm` (it joined there), and the
+    /// netdev's membership.
+    fn leave_addr(&mut self, addr: SocketAddr, cm: bool) {
+        if cm {
             if let Err(e) = self.id.leave_multicast(addr) {
                 eprintln!("ipoib: leaving {addr}: {e}");
             }
-            if let (Some((s, ifindex)), SocketAddr::V6(a)) = (&self.mld, addr) {
-                let _ = s.leave_multicast_v6(a.ip(), *ifindex);
-            }
         }
-        for addr in self.local.drain(..) {
-            if let (Some((s, ifindex)), SocketAddr::V6(a)) = (&self.mld, addr) {
-                let _ = s.leave_multicast_v6(a.ip(), *ifindex);
-            }
+        if let (Some((s, ifindex)), SocketAddr::V6(a)) = (&self.mld, addr) {
+            let _ = s.leave_multicast_v6(a.ip(), *ifindex);
         }
     }
 }

@@ -12,13 +12,16 @@
 //! creates the interface with the port's MTU less the 4-byte header,
 //! prints `ipoib: IFNAME up, lladdr HEX` and carries packets until SIGINT
 //! or SIGTERM, when it removes the interface, leaves the groups and
-//! destroys the QP. It resolves neighbours itself (ARP, neighbour
+//! destroys the QP. Meanwhile it joins and leaves the groups of the IP
+//! multicast groups that sockets join on the interface (`members`). It
+//! resolves neighbours itself (ARP, neighbour
 //! discovery) and prints each one learnt; SIGUSR1 prints its table and
 //! counters. RoCE ports join through the connection manager; InfiniBand
 //! ports (MCMemberRecord joins through the SA) are not supported yet.
 
 mod join;
 mod link;
+mod members;
 #[cfg(test)]
 mod noalloc;
 mod rc;
@@ -38,6 +41,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::join::{CmJoins, Group, Joins};
 use crate::link::Link;
+use crate::members::Members;
 use crate::rc::{Connections, Queues};
 use crate::route::Me;
 use crate::tun::Tun;
@@ -231,7 +235,19 @@ async fn run(a: Args) -> Result<()> {
         tun.name()
     );
 
-    let result = carry(&mut link, &tun, queues.as_mut(), if_mtu as usize).await;
+    let mut members = Members::new(groups.iter().map(|g| g.mgid).collect());
+    let follow = Follow {
+        ifindex: tun.index()?,
+        pkey: a.pkey,
+    };
+    let result = carry(
+        &mut link,
+        &tun,
+        queues.as_mut(),
+        if_mtu as usize,
+        (&mut members, &mut joins, follow),
+    )
+    .await;
 
     // The interface first (no more packets), then the connections, the
     // groups, the QP.
@@ -244,7 +260,7 @@ async fn run(a: Args) -> Result<()> {
     link.wire.rc = None;
     drop(queues);
     joins.leave_all();
-    for g in &groups {
+    for g in groups.iter().chain(members.groups()) {
         let _ = link.wire.ud.qp.detach_mcast(g.mgid, g.mlid);
     }
     link.dump();
@@ -264,12 +280,53 @@ async fn completions<'a>(
 }
 
 /// Carries packets until a signal to stop; `q`: connected mode's queues.
+/// What the interface's memberships are followed by: the kernel's lists
+/// for this interface, and the partition of the groups.
+#[derive(Clone, Copy)]
+struct Follow {
+    ifindex: u32,
+    pkey: u16,
+}
+
+/// Brings `members` to the kernel's memberships of the interface (see
+/// `members`), and prints what changed.
+fn follow(link: &mut Link<UdWire>, members: &mut Members, joins: &mut CmJoins, f: Follow) {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let wanted = members::wanted(
+        &members::igmp(&read("/proc/net/igmp"), f.ifindex),
+        &members::igmp6(&read("/proc/net/igmp6"), f.ifindex),
+        f.pkey,
+    );
+    let qp = &link.wire.ud.qp;
+    let mut attach = |g: &Group, on: bool| {
+        if on {
+            qp.attach_mcast(g.mgid, g.mlid)
+        } else {
+            qp.detach_mcast(g.mgid, g.mlid)
+        }
+    };
+    for c in members.sync(&wanted, joins, &mut attach) {
+        match c {
+            members::Change::Joined(ip, g) => {
+                println!("ipoib: joined {ip} (group {})", g.to_ipv6())
+            }
+            members::Change::Left(ip, g) => println!("ipoib: left {ip} (group {})", g.to_ipv6()),
+            members::Change::Failed(ip, g, e) => {
+                eprintln!("ipoib: not joining {ip} (group {}): {e}", g.to_ipv6())
+            }
+        }
+    }
+}
+
 async fn carry(
     link: &mut Link<UdWire>,
     tun: &Tun,
     mut q: Option<&mut Queues>,
     mtu: usize,
+    (members, joins, f): (&mut Members, &mut CmJoins, Follow),
 ) -> Result<()> {
+    // The kernel's memberships, followed each second (the first at once).
+    let mut memberships = tokio::time::interval(Duration::from_secs(1));
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut usr1 = signal(SignalKind::user_defined1())?;
@@ -382,6 +439,7 @@ async fn carry(
                     rc.tick(now);
                 }
             }
+            _ = memberships.tick() => follow(link, members, joins, f),
             _ = int.recv() => return Ok(()),
             _ = term.recv() => return Ok(()),
             _ = usr1.recv() => {

@@ -103,6 +103,18 @@ impl Tun {
         &self.name
     }
 
+    /// The interface's index.
+    pub fn index(&self) -> io::Result<u32> {
+        let name = std::ffi::CString::new(self.name.as_str())
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: `name` is a NUL-terminated string that outlives the call,
+        // which only reads it.
+        match unsafe { libc::if_nametoindex(name.as_ptr()) } {
+            0 => Err(io::Error::last_os_error()),
+            i => Ok(i),
+        }
+    }
+
     /// Sets the MTU, the IPv4 address and prefix, brings the interface up,
     /// then adds the IPv6 address (which needs an MTU of 1,280 at least).
     pub fn configure(
