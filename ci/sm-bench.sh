@@ -17,7 +17,10 @@
 #                                RDMA_SM_BENCH_UP_TIMEOUT: s to SUBNET UP, default 120;
 #                                RDMA_SM_BENCH_PROFILE: release, the default, or debug:
 #                                the debug build the fabric suite made, as CI runs
-#                                fat700 once: that it comes up, not how fast)
+#                                fat700 once: that it comes up, not how fast;
+#                                RDMA_SM_BENCH_BIN_DIR: a folder holding sm and
+#                                sa_bench, run as they are, nothing built: how
+#                                ci/test.sh runs its debug build beside other builds)
 set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
@@ -29,12 +32,18 @@ FABRIC_NETS=$CI_WORK/fabric
 read -ra NETS <<<"${RDMA_SM_BENCH_NETS:-2sw2path4hca fattree ring}"
 # Release builds: OpenSM is optimised C.
 PROFILE=${RDMA_SM_BENCH_PROFILE:-release}
-case $PROFILE in
-    release) cargo_cmd build --release -p rdma-sm --bin sm -p rdma-examples --bin sa_bench ;;
-    debug) cargo_cmd build -p rdma-sm --bin sm -p rdma-examples --bin sa_bench ;;
-    *) die "RDMA_SM_BENCH_PROFILE=$PROFILE: release or debug" ;;
-esac
-BIN=$REPO_ROOT/target/$PROFILE
+if [ -n "${RDMA_SM_BENCH_BIN_DIR:-}" ]; then
+    BIN=$(realpath "$RDMA_SM_BENCH_BIN_DIR")
+    PROFILE="$BIN's"
+    for b in sm sa_bench; do [ -x "$BIN/$b" ] || die "RDMA_SM_BENCH_BIN_DIR=$BIN has no $b"; done
+else
+    case $PROFILE in
+        release) cargo_cmd build --release -p rdma-sm --bin sm -p rdma-examples --bin sa_bench ;;
+        debug) cargo_cmd build -p rdma-sm --bin sm -p rdma-examples --bin sa_bench ;;
+        *) die "RDMA_SM_BENCH_PROFILE=$PROFILE: release or debug" ;;
+    esac
+    BIN=$REPO_ROOT/target/$PROFILE
+fi
 OUT=$CI_WORK/sm-bench
 mkdir -p "$OUT"
 rm -f "$OUT"/*.txt
