@@ -176,7 +176,7 @@ fn answer(req: &Received, subnet: &RwLock<Subnet>, reporter: Option<&Reporter>) 
                 Err(code) => error(m, code),
             }
         }
-        (pkey_records::P_KEY_TABLE_RECORD, Method::GET | Method::GET_TABLE) => {
+        (records::attr_id::P_KEY_TABLE_RECORD, Method::GET | Method::GET_TABLE) => {
             pkey_records::answer(m, subnet)?
         }
         (records::attr_id::INFORM_INFO, Method::SET) => {
@@ -428,7 +428,6 @@ mod paths;
 mod pkey_records;
 mod reports;
 mod service;
-mod smp_records;
 mod tables;
 
 pub use reports::Reporter;

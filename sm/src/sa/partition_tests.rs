@@ -2,9 +2,10 @@
 //! MCMemberRecords only within a shared partition, joins refused outside
 //! the port's partitions, P_KeyTableRecords of the ports' tables.
 
-use super::pkey_records::{pkey_table_records, PKeyTableRecord};
+use super::pkey_records::pkey_table_records;
 use super::*;
 use crate::partitions::{self, Partitions};
+use rdma::mad::sa::PKeyTableRecord;
 
 /// Three CAs (ports 0x1001, 0x2001, 0x3001) on a switch, routed, with the
 /// P_Key tables of `conf` as the sweep gives them (the SM on 0x3001); the

@@ -2,92 +2,11 @@
 //! per block of 32 entries, as the sweep gave the ports (the default
 //! partition alone, full, for ports whose table the SM leaves as it is).
 
-use rdma::mad::sa::{Component as C, SaRecord};
-use rdma::mad::{Attribute, PKeyTable};
+use rdma::mad::sa::PKeyTableRecord;
+use rdma::mad::PKeyTable;
 
 use super::*;
 use crate::partitions;
-
-/// The SA attribute ID of P_KeyTableRecord.
-pub(crate) const P_KEY_TABLE_RECORD: u16 = 0x0033;
-
-bitflags::bitflags! {
-    /// The ComponentMask bits of a P_KeyTableRecord query.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    pub(crate) struct PKeyTableRecordMask: u64 {
-        /// LID: the port's (a switch's port 0 LID for every port of it).
-        const LID = 1 << 0;
-        /// BlockNum.
-        const BLOCK_NUM = 1 << 1;
-        /// PortNum.
-        const PORT_NUM = 1 << 2;
-        /// The reserved bits after PortNum.
-        const RESERVED = 1 << 3;
-        /// The 32 P_Keys.
-        const P_KEY_TABLE = 1 << 4;
-    }
-}
-
-/// P_KeyTableRecord: 8 bytes of LID, BlockNum, PortNum and reserved, then
-/// one P_KeyTable block (64 bytes).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct PKeyTableRecord {
-    pub lid: u16,
-    pub block_num: u16,
-    pub port_num: u8,
-    pub table: PKeyTable,
-}
-
-impl Attribute for PKeyTableRecord {
-    const ID: u16 = P_KEY_TABLE_RECORD;
-    const NAME: &'static str = "P_KeyTableRecord";
-    const SIZE: usize = 72;
-
-    fn in_class(c: u8) -> bool {
-        c == rdma::mad::class::SUBN_ADM
-    }
-
-    fn decode(b: &[u8]) -> rdma::mad::Result<Self> {
-        let b = b.get(..Self::SIZE).ok_or(rdma::mad::Error::Truncated {
-            what: Self::NAME,
-            need: Self::SIZE,
-            have: b.len(),
-        })?;
-        Ok(PKeyTableRecord {
-            lid: u16::from_be_bytes([b[0], b[1]]),
-            block_num: u16::from_be_bytes([b[2], b[3]]),
-            port_num: b[4],
-            table: PKeyTable::decode(&b[8..])?,
-        })
-    }
-
-    fn encode_into(&self, out: &mut [u8]) -> rdma::mad::Result<()> {
-        let have = out.len();
-        let out = out
-            .get_mut(..Self::SIZE)
-            .ok_or(rdma::mad::Error::Truncated {
-                what: Self::NAME,
-                need: Self::SIZE,
-                have,
-            })?;
-        out[..2].copy_from_slice(&self.lid.to_be_bytes());
-        out[2..4].copy_from_slice(&self.block_num.to_be_bytes());
-        out[4] = self.port_num;
-        out[5..8].fill(0);
-        self.table.encode_into(&mut out[8..])
-    }
-}
-
-impl SaRecord for PKeyTableRecord {
-    type Mask = PKeyTableRecordMask;
-    const COMPONENTS: &'static [C] = &[
-        C::new("LID", 0, 16),
-        C::new("BlockNum", 16, 16),
-        C::new("PortNum", 32, 8),
-        C::new("Reserved", 40, 24),
-        C::new("P_KeyTable", 64, 512),
-    ];
-}
 
 /// The answer to a Get or GetTable of P_KeyTableRecords (none: the query
 /// does not decode).

@@ -1,4 +1,4 @@
-//! The records of the nodes' SMP attributes ([`super::smp_records`]), built
+//! The records of the nodes' SMP attributes (their codecs in `rdma::mad::sa`), built
 //! from what the sweep knows and matched by component mask: SMInfoRecord,
 //! SwitchInfoRecord, LinearForwardingTableRecord,
 //! MulticastForwardingTableRecord, GUIDInfoRecord, SLtoVLMappingTableRecord
@@ -29,12 +29,12 @@ use rdma::mad::{
     VlArbitrationTable,
 };
 
-use super::smp_records::{
-    id, GuidInfoRecord, LftRecord, MftRecord, Sl2VlTableRecord, SmInfoRecord, SwitchInfoRecord,
-    VlArbTableRecord,
-};
 use super::*;
 use crate::port_mask::PortMask;
+use rdma::mad::sa::{
+    attr_id as id, GuidInfoRecord, LftRecord, MftRecord, Sl2VlTableRecord, SmInfoRecord,
+    SwitchInfoRecord, VlArbTableRecord,
+};
 
 /// Whether `attr` is one of the records of this module.
 pub(super) fn serves(attr: u16) -> bool {

@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use rdma::mad::sa::{Component as C, SaRecord};
+use rdma::mad::sa::{MftRecord, MftRecordMask};
 use rdma::mad::{class, Attribute, Mad, MadHeader, Method, MulticastForwardingTable};
 use rdma::umad::{Address, Port, Registration, SaClient};
 use rdma::Gid;
@@ -469,82 +469,6 @@ fn smp_mft(agent: &rdma::umad::Agent, lid: u16, block: u16, pos: u8) -> Res<[u16
     Ok(r.mad.attribute::<MulticastForwardingTable>()?.port_masks)
 }
 
-/// MulticastForwardingTableRecord (IBA 15.2.5.8, 72 bytes): LID (16
-/// bits), Position (4), reserved (3), BlockNum (9), reserved (32), then
-/// the block's 32 port masks. Written here from the specification, apart
-/// from the SM's own type, so that the SA's encoding is checked too.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct MftRecord {
-    lid: u16,
-    position: u8,
-    block_num: u16,
-    masks: [u16; 32],
-}
-
-bitflags::bitflags! {
-    /// The ComponentMask bits of an MftRecord query.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    struct MftRecordMask: u64 {
-        const LID = 1;
-        const POSITION = 1 << 1;
-        const BLOCK_NUM = 1 << 3;
-    }
-}
-
-impl Attribute for MftRecord {
-    const ID: u16 = 0x0017;
-    const NAME: &'static str = "MulticastForwardingTableRecord";
-    const SIZE: usize = 72;
-    fn in_class(c: u8) -> bool {
-        c == class::SUBN_ADM
-    }
-    fn decode(b: &[u8]) -> rdma::mad::Result<Self> {
-        let Some(b) = b.get(..Self::SIZE) else {
-            return Err(rdma::mad::Error::Truncated {
-                what: Self::NAME,
-                need: Self::SIZE,
-                have: b.len(),
-            });
-        };
-        let pb = u16::from_be_bytes([b[2], b[3]]);
-        Ok(MftRecord {
-            lid: u16::from_be_bytes([b[0], b[1]]),
-            position: (pb >> 12) as u8,
-            block_num: pb & 0x1ff,
-            masks: MulticastForwardingTable::decode(&b[8..])?.port_masks,
-        })
-    }
-    fn encode_into(&self, out: &mut [u8]) -> rdma::mad::Result<()> {
-        let have = out.len();
-        let Some(o) = out.get_mut(..Self::SIZE) else {
-            return Err(rdma::mad::Error::Truncated {
-                what: Self::NAME,
-                need: Self::SIZE,
-                have,
-            });
-        };
-        o.fill(0);
-        o[..2].copy_from_slice(&self.lid.to_be_bytes());
-        let pb = u16::from(self.position & 0xf) << 12 | (self.block_num & 0x1ff);
-        o[2..4].copy_from_slice(&pb.to_be_bytes());
-        MulticastForwardingTable {
-            port_masks: self.masks,
-        }
-        .encode_into(&mut o[8..])
-    }
-}
-
-impl SaRecord for MftRecord {
-    type Mask = MftRecordMask;
-    const COMPONENTS: &'static [C] = &[
-        C::new("LID", 0, 16),
-        C::new("Position", 16, 4),
-        C::new("Reserved", 20, 3),
-        C::new("BlockNum", 23, 9),
-        C::new("Reserved", 32, 32),
-    ];
-}
-
 /// Block `block` of position `pos` of the switch at `lid` as the SA's
 /// MftRecord gives it (a GetTable of LID, Position and BlockNum: one
 /// record, or none for a block the SM keeps empty).
@@ -559,7 +483,7 @@ async fn sa_mft(sa: &SaClient, lid: u16, block: u16, pos: u8) -> Res<[u16; 32]> 
     let got = sa.get_table(&q, mask).await?;
     match got.as_slice() {
         [] => Ok([0; 32]),
-        [r] if r.lid == lid && r.position == pos && r.block_num == block => Ok(r.masks),
+        [r] if r.lid == lid && r.position == pos && r.block_num == block => Ok(r.mft.port_masks),
         other => fail!(
             "MftRecord of LID {lid} block {block} position {pos} under {}: {other:?}",
             sm_name()

@@ -1,7 +1,7 @@
 //! Subnet administration (IBA 15), the codec: the SA class header, the SA
 //! records, and the queries that carry them, as bytes. It sends nothing:
 //! the SA client over a umad port is `umad::sa` (feature `tokio`); an SA
-//! server (the `sm` example's `sa_server.rs`) answers with it.
+//! server (the package `rdma-sm`) answers with it.
 //!
 //! An SA MAD is the 24-byte common header, the 32-byte SA header
 //! ([`SaHeader`]: the RMPP header, SM_Key, AttributeOffset, ComponentMask),
@@ -12,7 +12,10 @@
 //! The records are [`Attribute`]s, and [`SaRecord`]s with their
 //! ComponentMask type: [`NodeRecord`], [`PortInfoRecord`], [`LinkRecord`],
 //! [`ServiceRecord`], [`PathRecord`], [`McMemberRecord`],
-//! [`InformInfoRecord`]; [`InformInfo`] is the subscription set to the SA.
+//! [`InformInfoRecord`], and the records of one node's or port's SMP
+//! attribute: [`SmInfoRecord`], [`SwitchInfoRecord`], [`LftRecord`],
+//! [`MftRecord`], [`GuidInfoRecord`], [`PKeyTableRecord`], [`Sl2VlTableRecord`],
+//! [`VlArbTableRecord`]; [`InformInfo`] is the subscription set to the SA.
 //! [`SaRequest`] builds a request, [`SaTable`] iterates the records of a
 //! GetTable response, [`response`] reads the record of a Get, Set or Delete
 //! response, and a status that is not success is an [`SaError::Status`]
@@ -48,6 +51,7 @@ mod node;
 mod path;
 mod query;
 mod service;
+mod smp_records;
 
 pub use component::{Component, Matcher, MAX_RECORD};
 pub use inform::{InformInfo, InformInfoRecord, InformInfoRecordMask};
@@ -61,6 +65,12 @@ pub use query::{
     CLASS_VERSION,
 };
 pub use service::{ServiceRecord, ServiceRecordMask};
+pub use smp_records::{
+    GuidInfoRecord, GuidInfoRecordMask, LftRecord, LftRecordMask, MftRecord, MftRecordMask,
+    PKeyTableRecord, PKeyTableRecordMask, Sl2VlTableRecord, Sl2VlTableRecordMask, SmInfoRecord,
+    SmInfoRecordMask, SwitchInfoRecord, SwitchInfoRecordMask, VlArbTableRecord,
+    VlArbTableRecordMask,
+};
 
 use super::rmpp::RmppHeader;
 use super::wire::{In, Out};
@@ -78,12 +88,28 @@ pub mod attr_id {
     pub const NODE_RECORD: u16 = 0x0011;
     /// PortInfoRecord.
     pub const PORT_INFO_RECORD: u16 = 0x0012;
+    /// SLtoVLMappingTableRecord.
+    pub const SL2VL_TABLE_RECORD: u16 = 0x0013;
+    /// SwitchInfoRecord.
+    pub const SWITCH_INFO_RECORD: u16 = 0x0014;
+    /// LinearForwardingTableRecord.
+    pub const LFT_RECORD: u16 = 0x0015;
+    /// MulticastForwardingTableRecord.
+    pub const MFT_RECORD: u16 = 0x0017;
+    /// SMInfoRecord.
+    pub const SM_INFO_RECORD: u16 = 0x0018;
     /// LinkRecord.
     pub const LINK_RECORD: u16 = 0x0020;
+    /// GUIDInfoRecord.
+    pub const GUID_INFO_RECORD: u16 = 0x0030;
     /// ServiceRecord.
     pub const SERVICE_RECORD: u16 = 0x0031;
+    /// P_KeyTableRecord.
+    pub const P_KEY_TABLE_RECORD: u16 = 0x0033;
     /// PathRecord.
     pub const PATH_RECORD: u16 = 0x0035;
+    /// VLArbitrationTableRecord.
+    pub const VL_ARB_TABLE_RECORD: u16 = 0x0036;
     /// MCMemberRecord.
     pub const MC_MEMBER_RECORD: u16 = 0x0038;
     /// TraceRecord.
@@ -231,7 +257,7 @@ mod tests {
     /// Every prefix shorter than the record is `Truncated`; random bytes
     /// decode, encode, and decode to the same record; encoding into a short
     /// buffer fails.
-    fn hostile<R: SaRecord + PartialEq + std::fmt::Debug>() {
+    pub(super) fn hostile<R: SaRecord + PartialEq + std::fmt::Debug>() {
         for n in 0..R::SIZE {
             assert!(
                 matches!(R::decode(&vec![0xff; n]), Err(Error::Truncated { .. })),
