@@ -296,11 +296,17 @@ fn load_words(words: &[AtomicU64], dst: &mut [u8]) {
 /// Stores `src` into bytes `part` of `w`, keeping its other bytes even when
 /// they are written concurrently.
 fn merge(w: &AtomicU64, part: &Range<usize>, src: &[u8]) {
-    let _ = w.fetch_update(Relaxed, Relaxed, |old| {
+    // A compare-and-swap loop (what `fetch_update` is, spelled out: it is
+    // deprecated on nightly for `try_update`, which the MSRV lacks).
+    let mut old = w.load(Relaxed);
+    loop {
         let mut bytes = old.to_ne_bytes();
         bytes[part.clone()].copy_from_slice(src);
-        Some(u64::from_ne_bytes(bytes))
-    });
+        match w.compare_exchange_weak(old, u64::from_ne_bytes(bytes), Relaxed, Relaxed) {
+            Ok(_) => return,
+            Err(now) => old = now,
+        }
+    }
 }
 
 #[cfg(test)]
