@@ -91,6 +91,10 @@ if [ "$role" = b ]; then
     grep "^ipoib: joined" "$log" || fail "no group joined for the sockets' memberships"
     grep -q "^ipoib: joined $g4 (group ff12:401b:ffff::f4d:1)" "$log" || fail "$g4 not joined as its IPoIB group"
     grep -q "^ipoib: joined $g6 (group ff12:601b:ffff::77)" "$log" || fail "$g6 not joined as its IPoIB group"
+    # RoCE v2 delivers a group's packets through the netdev's IPv6
+    # membership of the MGID: there while joined, gone once left.
+    maddr() { ip -6 maddr show dev "$RDMA_NETDEV" | grep -cE "inet6 (ff12:401b:ffff::f4d:1|ff12:601b:ffff::77)$"; }
+    [ "$(maddr)" = 2 ] || fail "the netdev is not a member of both MGIDs: $(ip -6 maddr show dev "$RDMA_NETDEV")"
     tell "$RDMA_A_IPV4" 7796 || fail "host a never listened (multicast)"
     wait "$mc" || fail "multicast datagrams not received: $(cat /tmp/mcast-recv.log)"
     cat /tmp/mcast-recv.log
@@ -101,6 +105,7 @@ if [ "$role" = b ]; then
     grep "^ipoib: left" "$log" || fail "the groups were not left when the sockets closed"
     grep -q "^ipoib: left $g4 " "$log" || fail "$g4 not left"
     grep -q "^ipoib: left $g6 " "$log" || fail "$g6 not left"
+    [ "$(maddr)" = 0 ] || fail "the netdev is still a member of an MGID left: $(ip -6 maddr show dev "$RDMA_NETDEV")"
 else
     listen 7796 || fail "host b did not join its groups"
     python3 ipoib/ci/mcast-check.py send "$ifname" "10.77.0.$me" "$g4" "$g6" 7795 || fail "multicast send"

@@ -59,6 +59,8 @@ pub struct CmJoins {
     /// The bound GID's index and port, for the paths of local joins.
     sgid_index: u8,
     port: u8,
+    /// How long a join waits for the CM's answer.
+    timeout: Duration,
 }
 
 /// The Q_Key of the CM's UDP port space (`RDMA_UDP_QKEY`).
@@ -93,7 +95,13 @@ impl CmJoins {
             mld,
             sgid_index,
             port,
+            timeout: JOIN_TIMEOUT,
         })
+    }
+
+    /// Joins wait `t` for the CM's answer from now on (20 s at first).
+    pub fn set_timeout(&mut self, t: Duration) {
+        self.timeout = t;
     }
 
     /// The device the id is bound to.
@@ -108,6 +116,8 @@ impl CmJoins {
 }
 
 impl Joins for CmJoins {
+    /// On any error the group is not left half joined: the netdev's
+    /// membership and the CM's join are undone.
     fn join(&mut self, mgid: Gid) -> Result<Group, Error> {
         let ip: Ipv6Addr = mgid.to_ipv6();
         let addr = SocketAddr::V6(SocketAddrV6::new(ip, 0, 0, 0));
@@ -116,7 +126,7 @@ impl Joins for CmJoins {
                 .map_err(|e| format!("joining {ip} on the netdev: {e}"))?;
         }
         match self.id.join_multicast(addr) {
-            Ok(()) => self.joined.push(addr),
+            Ok(()) => {}
             Err(e) if e.errno() == ENOTSUPP && self.mld.is_some() => {
                 self.local.push(addr);
                 return Ok(Group {
@@ -126,27 +136,19 @@ impl Joins for CmJoins {
                     mlid: 0,
                 });
             }
-            Err(e) => return Err(format!("joining {ip}: {e}").into()),
+            Err(e) => {
+                self.leave_addr(addr, false);
+                return Err(format!("joining {ip}: {e}").into());
+            }
         }
-        loop {
-            let ev = self
-                .ch
-                .wait_event(JOIN_TIMEOUT)?
-                .ok_or_else(|| format!("no answer to the join of {ip} in {JOIN_TIMEOUT:?}"))?;
-            match ev.kind {
-                CmEventKind::MulticastJoin => {
-                    let ud = ev.ud.ok_or("a join event without UD parameters")?;
-                    return Ok(Group {
-                        mgid,
-                        path: ud.path,
-                        qkey: ud.qkey,
-                        mlid: ud.path.dlid,
-                    });
-                }
-                k if k.is_error() => {
-                    return Err(format!("joining {ip}: {k:?}, status {}", ev.status).into())
-                }
-                _ => {}
+        match self.answer(mgid) {
+            Ok(g) => {
+                self.joined.push(addr);
+                Ok(g)
+            }
+            Err(e) => {
+                self.leave_addr(addr, true);
+                Err(format!("joining {ip}: {e}").into())
             }
         }
     }
@@ -175,6 +177,38 @@ impl Joins for CmJoins {
 }
 
 impl CmJoins {
+    /// The CM's answer to the join of `mgid`: its event (an answer for
+    /// another group, late from an earlier join that gave up, is passed
+    /// over), within the timeout.
+    fn answer(&mut self, mgid: Gid) -> Result<Group, Error> {
+        let end = std::time::Instant::now() + self.timeout;
+        loop {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            let ev = self
+                .ch
+                .wait_event(left)?
+                .ok_or_else(|| format!("no answer in {:?}", self.timeout))?;
+            match ev.kind {
+                CmEventKind::MulticastJoin => {
+                    let ud = ev.ud.ok_or("a join event without UD parameters")?;
+                    if ud.path.dgid != Some(mgid) {
+                        continue;
+                    }
+                    return Ok(Group {
+                        mgid,
+                        path: ud.path,
+                        qkey: ud.qkey,
+                        mlid: ud.path.dlid,
+                    });
+                }
+                k if k.is_error() => {
+                    return Err(format!("{k:?}, status {}", ev.status).into());
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Leaves `addr`: through the CM if `cm` (it joined there), and the
     /// netdev's membership.
     fn leave_addr(&mut self, addr: SocketAddr, cm: bool) {

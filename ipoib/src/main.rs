@@ -236,6 +236,10 @@ async fn run(a: Args) -> Result<()> {
     );
 
     let mut members = Members::new(groups.iter().map(|g| g.mgid).collect());
+    // The joins that follow the kernel's memberships run on the packet
+    // loop: each waits 2 s at most for the CM (RoCE v2's are local and
+    // answer at once), at most `members::JOINS_PER_SYNC` a second.
+    joins.set_timeout(Duration::from_secs(2));
     let follow = Follow {
         ifindex: tun.index()?,
         pkey: a.pkey,
@@ -291,10 +295,17 @@ struct Follow {
 /// Brings `members` to the kernel's memberships of the interface (see
 /// `members`), and prints what changed.
 fn follow(link: &mut Link<UdWire>, members: &mut Members, joins: &mut CmJoins, f: Follow) {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    // A list that cannot be read now (out of memory or descriptors) is
+    // not an empty one: nothing changes until both can be.
+    let (Ok(v4), Ok(v6)) = (
+        std::fs::read_to_string("/proc/net/igmp"),
+        std::fs::read_to_string("/proc/net/igmp6"),
+    ) else {
+        return;
+    };
     let wanted = members::wanted(
-        &members::igmp(&read("/proc/net/igmp"), f.ifindex),
-        &members::igmp6(&read("/proc/net/igmp6"), f.ifindex),
+        &members::igmp(&v4, f.ifindex),
+        &members::igmp6(&v6, f.ifindex),
         f.pkey,
     );
     let qp = &link.wire.ud.qp;
@@ -305,7 +316,7 @@ fn follow(link: &mut Link<UdWire>, members: &mut Members, joins: &mut CmJoins, f
             qp.detach_mcast(g.mgid, g.mlid)
         }
     };
-    for c in members.sync(&wanted, joins, &mut attach) {
+    for c in members.sync(&wanted, Instant::now(), joins, &mut attach) {
         match c {
             members::Change::Joined(ip, g) => {
                 println!("ipoib: joined {ip} (group {})", g.to_ipv6())
@@ -325,8 +336,10 @@ async fn carry(
     mtu: usize,
     (members, joins, f): (&mut Members, &mut CmJoins, Follow),
 ) -> Result<()> {
-    // The kernel's memberships, followed each second (the first at once).
+    // The kernel's memberships, followed each second (the first at once;
+    // a tick missed while the loop was busy is not made up).
     let mut memberships = tokio::time::interval(Duration::from_secs(1));
+    memberships.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut usr1 = signal(SignalKind::user_defined1())?;

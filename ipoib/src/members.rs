@@ -14,16 +14,26 @@
 //! whether or not this port is a member (RoCE needs no multicast LID; an
 //! InfiniBand port would need a send-only join first).
 
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::{Duration, Instant};
 
 use rdma::Gid;
 use rdma_ipoib::mgid;
 
 use crate::join::{Group, Joins};
 
-/// At most this many groups besides those of the start; the rest are
-/// refused (and reported once each).
+/// At most this many groups besides those of the start; the rest wait
+/// for a free slot (each reported once).
 pub const MAX_GROUPS: usize = 64;
+/// At most this many groups of each family are read from the kernel's
+/// lists (the rest are not looked at): any local user can join thousands
+/// on the interface, and the lists are read every second.
+pub const MAX_READ: usize = 4 * MAX_GROUPS;
+/// At most this many joins a sync: a join may wait for the CM.
+pub const JOINS_PER_SYNC: usize = 4;
+/// A group whose join or attach failed is tried again after this long.
+pub const RETRY: Duration = Duration::from_secs(10);
 
 /// The IPv4 groups of interface `ifindex` in `text`, the contents of
 /// `/proc/net/igmp`: a line `IDX\tNAME : COUNT QUERIER` per interface,
@@ -39,7 +49,7 @@ pub fn igmp(text: &str, ifindex: u32) -> Vec<Ipv4Addr> {
             }
             let word = line.split_whitespace().next().unwrap_or("");
             if let Ok(w) = u32::from_str_radix(word, 16) {
-                if word.len() == 8 {
+                if word.len() == 8 && out.len() < MAX_READ {
                     out.push(Ipv4Addr::from(w.to_ne_bytes()));
                 }
             }
@@ -67,6 +77,7 @@ pub fn igmp6(text: &str, ifindex: u32) -> Vec<Ipv6Addr> {
             }
             u128::from_str_radix(hex, 16).ok().map(Ipv6Addr::from)
         })
+        .take(MAX_READ)
         .collect()
 }
 
@@ -75,6 +86,7 @@ pub fn igmp6(text: &str, ifindex: u32) -> Vec<Ipv6Addr> {
 /// (scope 1) never leaves the host and has none.
 pub fn wanted(v4: &[Ipv4Addr], v6: &[Ipv6Addr], pkey: u16) -> Vec<(Gid, IpAddr)> {
     let mut out: Vec<(Gid, IpAddr)> = Vec::new();
+    let mut seen = HashSet::new();
     let v4 = v4
         .iter()
         .filter_map(|a| Some((mgid::ipv4(*a, pkey, mgid::LINK_LOCAL)?, IpAddr::V4(*a))));
@@ -83,7 +95,7 @@ pub fn wanted(v4: &[Ipv4Addr], v6: &[Ipv6Addr], pkey: u16) -> Vec<(Gid, IpAddr)>
         .filter(|a| a.segments()[0] & 0x000f != 1)
         .filter_map(|a| Some((mgid::ipv6(*a, pkey, mgid::LINK_LOCAL)?, IpAddr::V6(*a))));
     for (g, ip) in v4.chain(v6) {
-        if !out.iter().any(|(h, _)| *h == g) {
+        if seen.insert(g) {
             out.push((g, ip));
         }
     }
@@ -97,8 +109,9 @@ pub enum Change {
     Joined(IpAddr, Gid),
     /// Detached and left it.
     Left(IpAddr, Gid),
-    /// Could not join or attach (not tried again while the kernel keeps
-    /// the group).
+    /// Could not join or attach (tried again after [`RETRY`] while the
+    /// kernel keeps the group; reported when it first fails), or over
+    /// [`MAX_GROUPS`] (joined when a slot is free; reported once).
     Failed(IpAddr, Gid, String),
 }
 
@@ -106,7 +119,10 @@ pub enum Change {
 pub struct Members {
     fixed: Vec<Gid>,
     joined: Vec<(Gid, IpAddr, Group)>,
-    failed: Vec<Gid>,
+    /// Groups whose join or attach failed, and when to try again.
+    failed: HashMap<Gid, Instant>,
+    /// Groups over the limit, reported.
+    over: HashSet<Gid>,
 }
 
 impl Members {
@@ -115,7 +131,8 @@ impl Members {
         Members {
             fixed,
             joined: Vec::new(),
-            failed: Vec::new(),
+            failed: HashMap::new(),
+            over: HashSet::new(),
         }
     }
 
@@ -124,22 +141,26 @@ impl Members {
         self.joined.iter().map(|(_, _, g)| g)
     }
 
-    /// Brings the joined groups to `wanted` (from [`wanted`]): joins
-    /// through `joins` and attaches with `attach(group, true)` what is
-    /// new, detaches (`attach(group, false)`) and leaves what is gone.
+    /// Brings the joined groups to `wanted` (from [`wanted`]) at `now`:
+    /// detaches (`attach(group, false)`) and leaves what is gone, then
+    /// joins through `joins` and attaches with `attach(group, true)` what
+    /// is new, at most [`JOINS_PER_SYNC`] of them (the rest at the next
+    /// sync).
     pub fn sync(
         &mut self,
         wanted: &[(Gid, IpAddr)],
+        now: Instant,
         joins: &mut dyn Joins,
         attach: &mut dyn FnMut(&Group, bool) -> rdma::Result<()>,
     ) -> Vec<Change> {
         let mut changes = Vec::new();
-        let is_wanted = |g: &Gid| wanted.iter().any(|(w, _)| w == g);
-        self.failed.retain(|g| is_wanted(g));
+        let want: HashSet<Gid> = wanted.iter().map(|(g, _)| *g).collect();
+        self.failed.retain(|g, _| want.contains(g));
+        self.over.retain(|g| want.contains(g));
         let mut i = 0;
         while i < self.joined.len() {
             let (g, ip, group) = self.joined[i];
-            if is_wanted(&g) {
+            if want.contains(&g) {
                 i += 1;
                 continue;
             }
@@ -148,38 +169,52 @@ impl Members {
             joins.leave(g);
             changes.push(Change::Left(ip, g));
         }
+        let have: HashSet<Gid> = self.joined.iter().map(|(g, _, _)| *g).collect();
+        let mut tries = 0;
         for &(g, ip) in wanted {
             if self.fixed.contains(&g)
-                || self.failed.contains(&g)
-                || self.joined.iter().any(|(h, _, _)| *h == g)
+                || have.contains(&g)
+                || self.failed.get(&g).is_some_and(|at| now < *at)
             {
                 continue;
             }
             if self.joined.len() >= MAX_GROUPS {
-                self.failed.push(g);
-                changes.push(Change::Failed(
-                    ip,
-                    g,
-                    format!("more than {MAX_GROUPS} groups"),
-                ));
-                continue;
-            }
-            let group = match joins.join(g) {
-                Ok(group) => group,
-                Err(e) => {
-                    self.failed.push(g);
-                    changes.push(Change::Failed(ip, g, e.to_string()));
-                    continue;
+                if self.over.insert(g) {
+                    changes.push(Change::Failed(
+                        ip,
+                        g,
+                        format!("more than {MAX_GROUPS} groups"),
+                    ));
                 }
-            };
-            if let Err(e) = attach(&group, true) {
-                joins.leave(g);
-                self.failed.push(g);
-                changes.push(Change::Failed(ip, g, format!("attaching the QP: {e}")));
                 continue;
             }
-            self.joined.push((g, ip, group));
-            changes.push(Change::Joined(ip, g));
+            if tries == JOINS_PER_SYNC {
+                break;
+            }
+            tries += 1;
+            self.over.remove(&g);
+            let first = self.failed.remove(&g).is_none();
+            let result = joins.join(g).map_err(|e| e.to_string()).and_then(|group| {
+                match attach(&group, true) {
+                    Ok(()) => Ok(group),
+                    Err(e) => {
+                        joins.leave(g);
+                        Err(format!("attaching the QP: {e}"))
+                    }
+                }
+            });
+            match result {
+                Ok(group) => {
+                    self.joined.push((g, ip, group));
+                    changes.push(Change::Joined(ip, g));
+                }
+                Err(e) => {
+                    self.failed.insert(g, now + RETRY);
+                    if first {
+                        changes.push(Change::Failed(ip, g, e));
+                    }
+                }
+            }
         }
         changes
     }
@@ -276,10 +311,12 @@ mod tests {
         joined: Vec<Gid>,
         left: Vec<Gid>,
         refuse: Vec<Gid>,
+        tried: usize,
     }
 
     impl Joins for Fake {
         fn join(&mut self, mgid: Gid) -> Result<Group, Box<dyn std::error::Error>> {
+            self.tried += 1;
             if self.refuse.contains(&mgid) {
                 return Err("refused".into());
             }
@@ -305,6 +342,7 @@ mod tests {
     #[test]
     fn groups_are_joined_attached_detached_and_left_as_the_kernel_s() {
         let fixed = g4(1);
+        let now = Instant::now();
         let mut m = Members::new(vec![fixed.0]);
         let mut j = Fake::default();
         let mut attached: Vec<(Gid, bool)> = Vec::new();
@@ -312,7 +350,7 @@ mod tests {
             attached.push((g.mgid, on));
             Ok(())
         };
-        let c = m.sync(&[fixed, g4(2), g4(3)], &mut j, &mut at);
+        let c = m.sync(&[fixed, g4(2), g4(3)], now, &mut j, &mut at);
         assert_eq!(
             c,
             [
@@ -321,10 +359,12 @@ mod tests {
             ]
         );
         // The same list again: nothing.
-        assert!(m.sync(&[fixed, g4(2), g4(3)], &mut j, &mut at).is_empty());
+        assert!(m
+            .sync(&[fixed, g4(2), g4(3)], now, &mut j, &mut at)
+            .is_empty());
         // 2 gone, and the fixed group gone from the kernel's list: only 2
         // is left.
-        let c = m.sync(&[g4(3)], &mut j, &mut at);
+        let c = m.sync(&[g4(3)], now, &mut j, &mut at);
         assert_eq!(c, [Change::Left(g4(2).1, g4(2).0)]);
         assert_eq!(m.groups().count(), 1);
         assert_eq!(j.joined, [g4(2).0, g4(3).0]);
@@ -336,33 +376,46 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_group_is_reported_once_and_tried_again_when_it_comes_back() {
+    fn a_failed_group_is_reported_once_and_tried_again_after_a_while() {
+        let t0 = Instant::now();
         let mut m = Members::new(Vec::new());
         let mut j = Fake {
             refuse: vec![g4(2).0],
             ..Fake::default()
         };
         let mut ok = |_: &Group, _: bool| Ok(());
-        let c = m.sync(&[g4(2)], &mut j, &mut ok);
+        let c = m.sync(&[g4(2)], t0, &mut j, &mut ok);
         assert!(matches!(&c[..], [Change::Failed(_, g, e)] if *g == g4(2).0 && e == "refused"));
-        assert!(m.sync(&[g4(2)], &mut j, &mut ok).is_empty());
-        // Gone and back, now accepted.
-        assert!(m.sync(&[], &mut j, &mut ok).is_empty());
+        // Not before RETRY; then tried, and quiet while it still fails.
+        assert!(m.sync(&[g4(2)], t0 + RETRY / 2, &mut j, &mut ok).is_empty());
+        assert_eq!(j.tried, 1);
+        assert!(m.sync(&[g4(2)], t0 + RETRY, &mut j, &mut ok).is_empty());
+        assert_eq!(j.tried, 2);
+        // The error passes: joined at the next try.
         j.refuse.clear();
         assert_eq!(
-            m.sync(&[g4(2)], &mut j, &mut ok),
+            m.sync(&[g4(2)], t0 + RETRY * 2, &mut j, &mut ok),
             [Change::Joined(g4(2).1, g4(2).0)]
         );
+        // Gone and back: tried at once.
+        let mut m = Members::new(Vec::new());
+        j.refuse = vec![g4(5).0];
+        assert_eq!(m.sync(&[g4(5)], t0, &mut j, &mut ok).len(), 1);
+        assert!(m.sync(&[], t0, &mut j, &mut ok).is_empty());
+        j.refuse.clear();
+        assert_eq!(m.sync(&[g4(5)], t0, &mut j, &mut ok).len(), 1);
+        assert_eq!(m.groups().count(), 1);
         // A failed attach leaves the group it joined.
         let mut bad = |_: &Group, _: bool| Err(rdma::Error::new("ibv_attach_mcast", libc::ENOMEM));
-        let c = m.sync(&[g4(2), g4(3)], &mut j, &mut bad);
+        let c = m.sync(&[g4(5), g4(3)], t0, &mut j, &mut bad);
         assert!(matches!(&c[..], [Change::Failed(_, g, _)] if *g == g4(3).0));
         assert_eq!(j.left, [g4(3).0]);
         assert_eq!(m.groups().count(), 1);
     }
 
     #[test]
-    fn a_flood_of_memberships_joins_at_most_max_groups() {
+    fn a_flood_of_memberships_joins_a_few_a_sync_and_at_most_max_groups() {
+        let now = Instant::now();
         let mut m = Members::new(Vec::new());
         let mut j = Fake::default();
         let mut ok = |_: &Group, _: bool| Ok(());
@@ -372,14 +425,44 @@ mod tests {
                 (mgid::ipv4(a, 0xffff, 2).unwrap(), IpAddr::V4(a))
             })
             .collect();
-        let c = m.sync(&many, &mut j, &mut ok);
+        let c = m.sync(&many, now, &mut j, &mut ok);
+        assert_eq!(c.len(), JOINS_PER_SYNC);
+        let mut c = Vec::new();
+        for _ in 1..MAX_GROUPS / JOINS_PER_SYNC {
+            c.extend(m.sync(&many, now, &mut j, &mut ok));
+        }
         assert_eq!(j.joined.len(), MAX_GROUPS);
-        assert_eq!(c.len(), 1000);
+        // The rest, once the limit is reached: reported once each.
+        let failed = c.iter().filter(|c| matches!(c, Change::Failed(..))).count();
+        assert_eq!(failed, 1000 - MAX_GROUPS);
+        assert!(m.sync(&many, now, &mut j, &mut ok).is_empty());
+        assert_eq!(j.tried, MAX_GROUPS);
+        // One gone: its slot goes to a waiting group at once.
+        let fewer = &many[1..];
+        let c = m.sync(fewer, now, &mut j, &mut ok);
         assert_eq!(
-            c.iter().filter(|c| matches!(c, Change::Failed(..))).count(),
-            1000 - MAX_GROUPS
+            c,
+            [
+                Change::Left(many[0].1, many[0].0),
+                Change::Joined(many[MAX_GROUPS].1, many[MAX_GROUPS].0)
+            ]
         );
-        // Reported once: the next sync is quiet.
-        assert!(m.sync(&many, &mut j, &mut ok).is_empty());
+        assert_eq!(m.groups().count(), MAX_GROUPS);
+    }
+
+    #[test]
+    fn the_lists_read_are_bounded() {
+        let mut text = String::from("5\tipoib0    :  2000      V3\n");
+        let mut text6 = String::new();
+        for i in 0..2000u32 {
+            text += &format!(
+                "\t\t\t\t{:08X}     1 0:00000000\t\t0\n",
+                (0xef00_0000u32 | i).swap_bytes()
+            );
+            text6 += &format!("5    ipoib0          ff12{:028x}     1 00000004 0\n", i);
+        }
+        assert_eq!(igmp(&text, 5).len(), MAX_READ);
+        assert_eq!(igmp6(&text6, 5).len(), MAX_READ);
+        assert_eq!(igmp(&text, 5)[1], Ipv4Addr::new(239, 0, 0, 1));
     }
 }
