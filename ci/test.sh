@@ -85,7 +85,7 @@ if [ "${RDMA_CI_SKIP_FABRIC:-0}" != 1 ] && [ -z "${RDMA_TEST_FILTER:-}" ] && [ -
     cargo_executable '*' bin <"$FABRIC_JSON" | xargs -r ln -f -t "$FABRIC_BINS"
     ln -f "$FABRIC_TEST" "$FABRIC_BINS/deps/"
     for b in sm sa_bench; do [ -x "$FABRIC_BINS/$b" ] || die "no $b among the workspace's binaries"; done
-    rm -f "$CI_WORK/fabric.summary" "$CI_WORK"/fabric-stage.*
+    rm -f "$CI_WORK/fabric.summary" "$CI_WORK/sm-bench.summary" "$CI_WORK"/fabric-stage.*
     (
         t0=$(now)
         rc=0
@@ -102,8 +102,21 @@ if [ "${RDMA_CI_SKIP_FABRIC:-0}" != 1 ] && [ -z "${RDMA_TEST_FILTER:-}" ] && [ -
         elapsed "$t0" >"$CI_WORK/fabric-stage.seconds"
     ) >"$CI_WORK/fabric-stage.log" 2>&1 &
     FABRIC_PID=$!
-    # A step that fails stops the fabric stage too (its scripts stop ibsim and OpenSM).
-    trap '[ -z "$FABRIC_PID" ] || { pkill -TERM -P "$FABRIC_PID"; kill -TERM "$FABRIC_PID"; } 2>/dev/null || true' EXIT
+    # A step that fails stops the fabric stage too: SIGTERM to every process
+    # under it, deepest first (ci/fabric.sh stops ibsim and the SMs on it;
+    # ibsim and the SMs get it as well), if the stage is still this
+    # shell's job (its PID is not reused by then).
+    stop_fabric_stage() {
+        [ -n "$FABRIC_PID" ] && jobs -pr | grep -qx "$FABRIC_PID" || return 0
+        kill_tree "$FABRIC_PID"
+        wait "$FABRIC_PID" 2>/dev/null || true
+    }
+    kill_tree() {
+        local c
+        for c in $(pgrep -P "$1"); do kill_tree "$c"; done
+        kill -TERM "$1" 2>/dev/null || true
+    }
+    trap stop_fabric_stage EXIT
 fi
 
 if [ "${RDMA_CI_SKIP_HOST:-0}" != 1 ]; then
