@@ -458,13 +458,18 @@ impl Sm {
                     Ok(pi) => {
                         let up = pi.port_physical_state == PhysPortState::LinkUp;
                         s.port_info.insert((id, p), pi);
-                        let explore = match s.topo.node(id).kind {
-                            NodeKind::Switch => {
-                                p != 0 && (probe.from.is_none() || p != ni.local_port_num)
-                            }
-                            // Only the local CA sends out of its port.
-                            _ => probe.from.is_none(),
-                        };
+                        // A port whose link a probe from its other end
+                        // already found leads nowhere new: not probed again
+                        // (on a fat tree, every leaf's uplinks, found from
+                        // the spines).
+                        let explore = s.topo.peer(id, p).is_none()
+                            && match s.topo.node(id).kind {
+                                NodeKind::Switch => {
+                                    p != 0 && (probe.from.is_none() || p != ni.local_port_num)
+                                }
+                                // Only the local CA sends out of its port.
+                                _ => probe.from.is_none(),
+                            };
                         if up && explore && probe.path.len() < 64 {
                             let mut path = probe.path.clone();
                             path.push(p);
@@ -539,7 +544,9 @@ impl Sm {
     ) {
         let sm_lid = s.sm_lid;
         // End ports: LID, SM LID, prefix (and ClientReregister on CA ports
-        // when asked).
+        // when asked); a linked CA port in Initialize goes to Armed in the
+        // same Set (one SMP fewer a CA; switch ports go to Armed below,
+        // after the LFTs).
         let mut jobs = Vec::new();
         for (id, n) in s.topo.nodes() {
             let rereg = self.reregister && n.kind != NodeKind::Switch;
@@ -564,7 +571,15 @@ impl Sm {
                 w.master_sm_lid = sm_lid;
                 w.gid_prefix = SUBNET_PREFIX;
                 w.lmc = lmc;
-                w.port_state = PortState::NoChange;
+                let arm = n.kind != NodeKind::Switch
+                    && pi.port_state == PortState::Initialize
+                    && s.topo.peer(id, p).is_some();
+                w.port_state = if arm {
+                    link_params(s, id, p, &mut w);
+                    PortState::Armed
+                } else {
+                    PortState::NoChange
+                };
                 w.port_physical_state = PhysPortState::NoChange;
                 w.subnet_timeout = 18;
                 w.client_reregister = rereg;
@@ -572,14 +587,24 @@ impl Sm {
             }
         }
         let results = self.set_port_infos(&jobs).await;
-        for ((id, p, _, _), r) in jobs.into_iter().zip(results) {
+        for ((id, p, _, w), r) in jobs.into_iter().zip(results) {
             match r {
                 Ok(pi) => {
                     rep.port_infos_set += 1;
+                    if w.port_state == PortState::Armed {
+                        rep.armed += 1;
+                    }
                     // Kept without the one-shot ClientReregister, which
-                    // later Sets (port states) copy.
+                    // later Sets (port states) copy; a port that answers
+                    // NoChange took the state asked for (as below).
                     let pi = PortInfo {
                         client_reregister: false,
+                        port_state: match pi.port_state {
+                            PortState::NoChange if w.port_state == PortState::Armed => {
+                                PortState::Armed
+                            }
+                            st => st,
+                        },
                         ..pi
                     };
                     s.port_info.insert((id, p), pi);
@@ -683,6 +708,9 @@ impl Sm {
                 let is_port0 = node.kind == NodeKind::Switch && p == 0;
                 if pi.port_state == from && (linked || is_port0) {
                     let mut w = *pi;
+                    if to == PortState::Armed && linked {
+                        link_params(s, id, p, &mut w);
+                    }
                     w.port_state = to;
                     w.port_physical_state = PhysPortState::NoChange;
                     jobs.push((id, p, s.paths[&id].clone(), w));
@@ -715,5 +743,27 @@ impl Sm {
                 }
             }
         }
+    }
+}
+
+/// The link's parameters in `w`, the PortInfo that takes port `p` of `id`
+/// from Initialize to Armed (so they are written while the port is still
+/// in Initialize, as OpenSM's link manager writes them in its pass before
+/// Armed): NeighborMTU the smaller MTUCap of the two ends,
+/// OperationalVLs the smaller VLCap, as that link manager computes them
+/// (its max_op_vls, 5 by default, is VLCap's largest code). A field
+/// whose peer is not known is left as read.
+fn link_params(s: &Subnet, id: NodeId, p: u8, w: &mut PortInfo) {
+    let Some(peer) = s.topo.peer(id, p) else {
+        return;
+    };
+    let Some(other) = s.port_info.get(&(peer.node, peer.port)) else {
+        return;
+    };
+    if w.mtu_cap != 0 && other.mtu_cap != 0 {
+        w.neighbor_mtu = w.mtu_cap.min(other.mtu_cap);
+    }
+    if w.vl_cap != 0 && other.vl_cap != 0 {
+        w.operational_vls = w.vl_cap.min(other.vl_cap);
     }
 }

@@ -76,9 +76,15 @@ impl Fabric {
     }
 
     fn add(&mut self, guid: u64, node_type: u8, num_ports: u8) -> usize {
+        // MTU 4096 and VL0-7 (as ibsim's ports), NeighborMTU and
+        // OperationalVLs at their reset values (256, VL0).
         let down = PortInfo {
             port_state: PortState::Down,
             port_physical_state: PhysPortState::Polling,
+            mtu_cap: 5,
+            vl_cap: 4,
+            neighbor_mtu: 1,
+            operational_vls: 1,
             ..PortInfo::default()
         };
         let mut ports = vec![down; usize::from(num_ports) + 1];
@@ -205,6 +211,12 @@ impl Fabric {
                     cur.lmc = w.lmc;
                     cur.master_sm_lid = w.master_sm_lid;
                     cur.gid_prefix = w.gid_prefix;
+                    // As ibsim: more VLs than the port has is a bad Set.
+                    if w.operational_vls > cur.vl_cap {
+                        return None;
+                    }
+                    cur.neighbor_mtu = w.neighbor_mtu;
+                    cur.operational_vls = w.operational_vls;
                     cur.port_state = match (cur.port_state, w.port_state) {
                         (PortState::Initialize, PortState::Armed) => PortState::Armed,
                         (PortState::Armed, PortState::Active) => PortState::Active,
@@ -515,4 +527,102 @@ fn a_first_sweep_continues_from_the_discovery_that_made_it_master() {
     run(sm.sweep()).unwrap();
     assert!(!fabric.lock().unwrap().port_state_change(SW));
     assert!(node_infos(&fabric.lock().unwrap()) > discovered);
+}
+
+/// Two spines and two leaves, each leaf linked to each spine, and two CAs
+/// on each leaf (CA 0 the SM's). Each link is probed from one end only:
+/// a leaf's uplink found from the spine is not probed again from the
+/// leaf, so NodeInfo goes once along each link (and once to the SM's own
+/// CA). A CA port takes its LID and Armed in one Set, then Active: two
+/// PortInfo Sets, where a switch port takes two state Sets and no LID.
+#[test]
+fn each_link_is_probed_once_and_a_ca_port_is_set_twice() {
+    let mut f = Fabric {
+        nodes: Vec::new(),
+        log: Vec::new(),
+        hook: None,
+        lost: None,
+    };
+    let ca0 = f.add(0x100, CA, 1);
+    let leaves = [f.add(0x200, SWITCH, 4), f.add(0x300, SWITCH, 4)];
+    let spines = [f.add(0x400, SWITCH, 2), f.add(0x500, SWITCH, 2)];
+    let mut cas = vec![ca0];
+    for (i, &leaf) in leaves.iter().enumerate() {
+        for (j, &spine) in spines.iter().enumerate() {
+            f.link(leaf, 3 + j as u8, spine, 1 + i as u8);
+        }
+        for k in 0..2u8 {
+            let ca = if i == 0 && k == 0 {
+                ca0
+            } else {
+                f.add(0x1000 + 0x100 * (2 * i as u64 + u64::from(k)), CA, 1)
+            };
+            f.link(ca, 1, leaf, 1 + k);
+            if ca != ca0 {
+                cas.push(ca);
+            }
+        }
+    }
+    let fabric = Arc::new(Mutex::new(f));
+    let mut sm = sm(&fabric, 4);
+    let rep = run(sm.sweep()).unwrap();
+    let f = fabric.lock().unwrap();
+    let links = 4 + 4;
+    let node_infos = f.log.iter().filter(|o| o.attr == NodeInfo::ID).count();
+    assert_eq!(node_infos, links + 1, "{rep}");
+    let sets_to = |node: usize| {
+        f.log
+            .iter()
+            .filter(|o| o.attr == PortInfo::ID && o.method == Method::SET && o.node == node)
+            .count()
+    };
+    for &ca in &cas {
+        assert_eq!(f.port(ca, 1).port_state, PortState::Active, "CA {ca}");
+        assert_eq!(sets_to(ca), 2, "CA {ca}: {rep}");
+    }
+    // Each spine: its port 0's LID, and its two linked ports to Armed and
+    // Active (port 0 is Active already here).
+    for &spine in &spines {
+        assert_eq!(sets_to(spine), 1 + 2 * 2, "spine {spine}: {rep}");
+    }
+    // The CAs' ports, the leaves' four and the spines' two.
+    assert_eq!(rep.armed, 4 + 2 * 4 + 2 * 2, "{rep}");
+    assert_eq!(rep.activated, rep.armed, "{rep}");
+}
+
+/// Each link's ends get the smaller MTU and VL count of the two in the
+/// Set that arms them (a CA of MTU 2048 and VL0-3 on a switch of 4096 and
+/// VL0-7: both ends 2048 and VL0-3), and nothing else is written for it.
+#[test]
+fn a_link_takes_the_smaller_mtu_and_vls_of_its_ends() {
+    let mut f = Fabric::star(3, 4);
+    // CA 1 (node 2) on switch port 2: MTU 2048, VL0-3.
+    f.nodes[2].ports[1].mtu_cap = 4;
+    f.nodes[2].ports[1].vl_cap = 3;
+    let fabric = Arc::new(Mutex::new(f));
+    let mut sm = sm(&fabric, 4);
+    let rep = run(sm.sweep()).unwrap();
+    let f = fabric.lock().unwrap();
+    for (node, p, mtu, vls) in [
+        (2, 1, 4, 3),
+        (1, 2, 4, 3),
+        (0, 1, 5, 4),
+        (1, 1, 5, 4),
+        (3, 1, 5, 4),
+    ] {
+        let pi = f.port(node, p);
+        assert_eq!(
+            pi.port_state,
+            PortState::Active,
+            "node {node} port {p}: {rep}"
+        );
+        assert_eq!(
+            (pi.neighbor_mtu, pi.operational_vls),
+            (mtu, vls),
+            "node {node} port {p}: {rep}"
+        );
+    }
+    // Down ports keep their reset values.
+    assert_eq!(f.port(1, 4).neighbor_mtu, 1);
+    assert_eq!(rep.failures, 0, "{rep}");
 }
