@@ -308,10 +308,41 @@ fn same_lids(sm: &SmProc, want: &BTreeMap<u64, u16>) -> Res<()> {
 }
 
 /// The fabric's SM master again at its LID.
+/// Then the ports the tests used, and the SM's own, name it as their
+/// master again (each port's MasterSMLID, which `sminfo` without a LID
+/// asks): SA queries go there, so the tests that follow need it, and an
+/// SM that reports itself master has not always written it yet.
 fn fabric_sm_back(f: &Fabric) -> Res<()> {
     wait_states(f, &[(f.sm_lid, MASTER)])
-        .map(|_| ())
-        .map_err(|e| format!("the fabric's SM did not take the subnet back: {e}").into())
+        .map_err(|e| format!("the fabric's SM did not take the subnet back: {e}"))?;
+    let mut hosts: Vec<Option<String>> = vec![None];
+    if let Ok((a, b)) = two_hcas(f) {
+        hosts.extend([Some(a), Some(b)]);
+    }
+    let want = format!("sm lid {} sm guid", f.sm_lid);
+    wait_for(LIMIT, || {
+        let mut shown = String::new();
+        let mut ok = true;
+        for h in &hosts {
+            let c = f.command("sminfo", h.as_deref());
+            let out = rdma_tests::fabric::output_within(c, Duration::from_secs(30))?;
+            let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            ok &= out.status.success() && text.contains(&want);
+            shown.push_str(&format!(
+                "at {}: {text}\n",
+                h.as_deref().unwrap_or("the SM's node")
+            ));
+        }
+        Ok((ok, shown))
+    })
+    .map(|_| ())
+    .map_err(|e| {
+        format!(
+            "the ports do not name the fabric's SM (LID {}) as master: {e}",
+            f.sm_lid
+        )
+        .into()
+    })
 }
 
 fn two_of_ours_one_master_one_standby(f: &Fabric) -> TestResult {
