@@ -746,13 +746,12 @@ impl Sm {
     }
 }
 
-/// The link's parameters in `w`, the PortInfo that takes port `p` of `id`
-/// from Initialize to Armed (so they are written while the port is still
-/// in Initialize, as OpenSM's link manager writes them in its pass before
-/// Armed): NeighborMTU the smaller MTUCap of the two ends,
-/// OperationalVLs the smaller VLCap, as that link manager computes them
-/// (its max_op_vls, 5 by default, is VLCap's largest code). A field
-/// whose peer is not known is left as read.
+/// The link's MTU in `w`, the PortInfo that takes port `p` of `id` from
+/// Initialize to Armed: NeighborMTU the smaller MTUCap of the two ends,
+/// as OpenSM's link manager computes it (which writes it in its pass
+/// before Armed). OperationalVLs stays as the port has it: more data VLs
+/// need SL-to-VL and VL arbitration tables, which this SM does not write
+/// (OpenSM writes all three). Left as read when the peer is not known.
 fn link_params(s: &Subnet, id: NodeId, p: u8, w: &mut PortInfo) {
     let Some(peer) = s.topo.peer(id, p) else {
         return;
@@ -762,8 +761,5 @@ fn link_params(s: &Subnet, id: NodeId, p: u8, w: &mut PortInfo) {
     };
     if w.mtu_cap != 0 && other.mtu_cap != 0 {
         w.neighbor_mtu = w.mtu_cap.min(other.mtu_cap);
-    }
-    if w.vl_cap != 0 && other.vl_cap != 0 {
-        w.operational_vls = w.vl_cap.min(other.vl_cap);
     }
 }

@@ -590,13 +590,14 @@ fn each_link_is_probed_once_and_a_ca_port_is_set_twice() {
     assert_eq!(rep.activated, rep.armed, "{rep}");
 }
 
-/// Each link's ends get the smaller MTU and VL count of the two in the
-/// Set that arms them (a CA of MTU 2048 and VL0-3 on a switch of 4096 and
-/// VL0-7: both ends 2048 and VL0-3), and nothing else is written for it.
+/// Each link's ends get the smaller MTU of the two in the Set that arms
+/// them (a CA of MTU 2048 on a switch of 4096: both ends 2048), and their
+/// operational VLs stay as they were (VL0: no SL-to-VL or arbitration
+/// tables are written for more).
 #[test]
-fn a_link_takes_the_smaller_mtu_and_vls_of_its_ends() {
+fn a_link_takes_the_smaller_mtu_of_its_ends() {
     let mut f = Fabric::star(3, 4);
-    // CA 1 (node 2) on switch port 2: MTU 2048, VL0-3.
+    // CA 1 (node 2) on switch port 2: MTU 2048, VL0-3 (its peer VL0-7).
     f.nodes[2].ports[1].mtu_cap = 4;
     f.nodes[2].ports[1].vl_cap = 3;
     let fabric = Arc::new(Mutex::new(f));
@@ -604,11 +605,11 @@ fn a_link_takes_the_smaller_mtu_and_vls_of_its_ends() {
     let rep = run(sm.sweep()).unwrap();
     let f = fabric.lock().unwrap();
     for (node, p, mtu, vls) in [
-        (2, 1, 4, 3),
-        (1, 2, 4, 3),
-        (0, 1, 5, 4),
-        (1, 1, 5, 4),
-        (3, 1, 5, 4),
+        (2, 1, 4, 1),
+        (1, 2, 4, 1),
+        (0, 1, 5, 1),
+        (1, 1, 5, 1),
+        (3, 1, 5, 1),
     ] {
         let pi = f.port(node, p);
         assert_eq!(
