@@ -19,6 +19,7 @@
 
 use super::attr_id as id;
 use super::{Component as C, SaRecord};
+use crate::mad::wire::fit;
 use crate::mad::{
     class, Attribute, Error, GuidInfo, LinearForwardingTable, MulticastForwardingTable, PKeyTable,
     Result as MadResult, SlToVlMappingTable, SmInfo, SwitchInfo, VlArbitrationTable,
@@ -273,14 +274,8 @@ impl Attribute for MftRecord {
         })
     }
     fn encode_into(&self, out: &mut [u8]) -> MadResult<()> {
-        for (field, bits, value) in [
-            ("Position", 4, u64::from(self.position)),
-            ("BlockNum", 9, u64::from(self.block_num)),
-        ] {
-            if value >> bits != 0 {
-                return Err(Error::FieldOverflow { field, bits, value });
-            }
-        }
+        fit("Position", 4, self.position.into())?;
+        fit("BlockNum", 9, self.block_num.into())?;
         let o = zeroed(out, Self::NAME, Self::SIZE)?;
         o[..2].copy_from_slice(&self.lid.to_be_bytes());
         let pb = u16::from(self.position) << 12 | self.block_num;
