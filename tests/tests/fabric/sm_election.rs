@@ -4,7 +4,9 @@
 //!
 //! - two of ours: the higher priority is master, the other standby, and
 //!   `sminfo` shows each state (the fabric's SM hands over and is standby);
-//! - ours with OpenSM, in both orders of priority: the higher is master;
+//! - ours with OpenSM, in both orders of priority: the higher is master
+//!   (ours hands over to a better OpenSM, and takes over when it dies; a
+//!   better ours stays master beside OpenSM);
 //! - the master killed: the standby takes over, every LID as it was;
 //! - our master killed and restarted: every LID as it was.
 //!
@@ -100,25 +102,6 @@ impl SmProc {
         Ok(())
     }
 
-    /// SIGHUP: OpenSM rereads its options and sweeps heavily, which is
-    /// when a master OpenSM finds an SM that came up after it (on a real
-    /// fabric the new SM's port sends a Trap 144 as IsSM is set, which
-    /// starts that sweep; ibsim's CA ports send none: their CapabilityMask
-    /// lacks IsCapabilityMaskNoticeSupported).
-    fn hangup(&self) -> Res<()> {
-        // SAFETY: kill has no memory preconditions; the pid is this
-        // process's child, not yet waited for (`stop` consumes `self`).
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGHUP) };
-        if rc != 0 {
-            fail!(
-                "SIGHUP to the SM on {}: {}",
-                self.host,
-                std::io::Error::last_os_error()
-            );
-        }
-        Ok(())
-    }
-
     fn log(&self) -> String {
         let name = if self.opensm { "osm.log" } else { "sm.log" };
         std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
@@ -173,8 +156,8 @@ fn start_ours(f: &Fabric, host: &str, priority: u8, dir: &std::path::Path) -> Re
 }
 
 /// OpenSM on `host` at `priority` (its own poll: 10 s, 4 retries; a
-/// standby of OpenSM sends the master trap 144 at each poll, and each costs
-/// a master a heavy sweep).
+/// standby of OpenSM of higher priority than the master sends it trap 144,
+/// which starts the master's heavy sweep).
 fn start_opensm(f: &Fabric, host: &str, priority: u8, dir: &std::path::Path) -> Res<SmProc> {
     let mut c = f.command("opensm", Some(host));
     c.args(["-p", &priority.to_string(), "-d", "2", "-f"])
@@ -244,18 +227,8 @@ fn state_at(f: &Fabric, lid: u16) -> Res<(u8, String)> {
 
 /// Waits until each (LID, state) of `want` holds.
 fn wait_states(f: &Fabric, want: &[(u16, u8)]) -> Res<String> {
-    wait_states_poking(f, want, || Ok(()))
-}
-
-/// [`wait_states`], calling `poke` before each look at the states.
-fn wait_states_poking(
-    f: &Fabric,
-    want: &[(u16, u8)],
-    mut poke: impl FnMut() -> Res<()>,
-) -> Res<String> {
     let mut shown = String::new();
     wait_for(LIMIT, || {
-        poke()?;
         shown.clear();
         let mut ok = true;
         for &(lid, st) in want {
@@ -365,15 +338,6 @@ fn two_of_ours_one_master_one_standby(f: &Fabric) -> TestResult {
 }
 
 fn ours_and_opensm_the_higher_priority_is_master(f: &Fabric) -> TestResult {
-    if std::env::var("RDMA_FABRIC_OPENSM_ELECTION").as_deref() != Ok("1") {
-        return Ok(Outcome::Skipped(
-            "RDMA_FABRIC_OPENSM_ELECTION=1 runs it: a master OpenSM of priority 5 hands over \
-             to our standby of priority 10 only after a heavy sweep of its own finds it, and \
-             in one whole-suite run of nine it had not within 90 s (SIGHUPs every 5 s did not \
-             start one); under OpenSM as the fabric's SM the test takes about a minute"
-                .into(),
-        ));
-    }
     let (a, b) = match two_hcas(f) {
         Ok(hcas) => hcas,
         Err(outcome) => return outcome,
@@ -381,41 +345,55 @@ fn ours_and_opensm_the_higher_priority_is_master(f: &Fabric) -> TestResult {
     let (la, lb) = (lid_of(f, &a)?, lid_of(f, &b)?);
     for opensm_higher in [true, false] {
         let (po, pr) = if opensm_higher { (10, 5) } else { (5, 10) };
-        let osm = start_opensm(f, &a, po, &sm_dir(f, "opensm")?)?;
+        // Ours first, master once the fabric's SM (priority 0) handed over
+        // to it; then OpenSM. OpenSM never starts under a master of lower
+        // priority than its own but ours: such a standby OpenSM sends that
+        // master trap 144, whose TrapRepress ibsim drops, and under
+        // umad2sim (no MAD timeouts) that trap stays outstanding in
+        // OpenSM for good, so that none of its later sweeps as master
+        // ends (it would never find ours, nor hand over to it).
         let ours = start_ours(f, &b, pr, &sm_dir(f, "ours")?)?;
+        wait_states(f, &[(lb, MASTER), (f.sm_lid, STANDBY)])
+            .map_err(|e| format!("ours alone, priority {pr}: {e}\nours:\n{}", ours.log()))?;
+        let osm = start_opensm(f, &a, po, &sm_dir(f, "opensm")?)?;
+        // OpenSM higher: ours finds it (its trap 144) and hands over.
         let want = if opensm_higher {
-            [(la, MASTER), (lb, STANDBY)]
+            [(la, MASTER), (lb, STANDBY), (f.sm_lid, STANDBY)]
         } else {
-            [(la, STANDBY), (lb, MASTER)]
+            [(lb, MASTER), (la, STANDBY), (f.sm_lid, STANDBY)]
         };
-        // A master OpenSM finds ours (standby, of higher priority) and hands
-        // over in a heavy sweep, which a SIGHUP every 5 s starts (see
-        // `SmProc::hangup`).
-        let mut polls = 0u32;
-        wait_states_poking(f, &want, || {
-            polls += 1;
-            if !opensm_higher && polls % 20 == 0 {
-                osm.hangup()?;
-            }
-            Ok(())
-        })
-        .map_err(|e| {
+        let shown = wait_states(f, &want).map_err(|e| {
             format!(
                 "OpenSM priority {po}, ours {pr}: {e}\nours:\n{}\nOpenSM:\n{}",
                 ours.log(),
                 osm.log()
             )
         })?;
-        // The master goes last: ours hands over to the fabric's SM as it
-        // stops, or takes over from OpenSM and then hands over.
+        println!(
+            "  OpenSM priority {po}, ours {pr}:\n  {}",
+            shown.trim_end().replace('\n', "\n  ")
+        );
         if opensm_higher {
+            // The master dies: our standby takes over.
+            let t0 = Instant::now();
             osm.stop()?;
-            wait_states(f, &[(lb, MASTER)])?;
-            ours.stop()?;
+            wait_states(f, &[(lb, MASTER)])
+                .map_err(|e| format!("OpenSM stopped: {e}\nours:\n{}", ours.log()))?;
+            println!(
+                "  failover: ours master {:.1} s after OpenSM was killed (poll {POLL_MS} ms, {RETRIES} retries)",
+                t0.elapsed().as_secs_f64()
+            );
+            let missed = missed_polls(&ours.log());
+            check!(
+                missed as u32 <= RETRIES + 1,
+                "{missed} missed polls before taking over (retries {RETRIES}):\n{}",
+                ours.log()
+            );
         } else {
             osm.stop()?;
-            ours.stop()?;
         }
+        // Ours hands over to the fabric's SM as it stops.
+        ours.stop()?;
         fabric_sm_back(f)?;
     }
     Ok(Outcome::Passed)
