@@ -19,31 +19,38 @@
 
 use super::attr_id as id;
 use super::{Component as C, SaRecord};
-use crate::mad::wire::fit;
+use crate::mad::wire::{fit, In, Out};
 use crate::mad::{
     class, Attribute, Error, GuidInfo, LinearForwardingTable, MulticastForwardingTable, PKeyTable,
     Result as MadResult, SlToVlMappingTable, SmInfo, SwitchInfo, VlArbitrationTable,
 };
 
-/// `b` if it holds `need` bytes, else the error of a record cut short.
-fn whole<'a>(b: &'a [u8], what: &'static str, need: usize) -> MadResult<&'a [u8]> {
-    if b.len() < need {
-        return Err(Error::Truncated {
-            what,
-            need,
-            have: b.len(),
-        });
-    }
-    Ok(&b[..need])
+/// A record of `size` bytes in `b`: a reader for its header, and its
+/// attribute, which starts at byte `at`.
+fn read<'a, A: Attribute>(
+    b: &'a [u8],
+    what: &'static str,
+    size: usize,
+    at: usize,
+) -> MadResult<(In<'a>, A)> {
+    let head = In::new(b, what, size)?;
+    let attr = b.get(at..size).ok_or(Error::Truncated {
+        what,
+        need: size,
+        have: b.len(),
+    })?;
+    Ok((head, A::decode(attr)?))
 }
 
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-
-/// `out`'s first `size` bytes, zeroed (reserved fields stay 0), or the
-/// error of a buffer too short.
-fn zeroed<'a>(out: &'a mut [u8], what: &'static str, size: usize) -> MadResult<&'a mut [u8]> {
+/// `out`'s first `size` bytes zeroed (reserved fields stay 0) with `attr`
+/// encoded from byte `at`: a writer for the header.
+fn write<'a, A: Attribute>(
+    out: &'a mut [u8],
+    what: &'static str,
+    size: usize,
+    at: usize,
+    attr: &A,
+) -> MadResult<Out<'a>> {
     let have = out.len();
     let o = out.get_mut(..size).ok_or(Error::Truncated {
         what,
@@ -51,7 +58,8 @@ fn zeroed<'a>(out: &'a mut [u8], what: &'static str, size: usize) -> MadResult<&
         have,
     })?;
     o.fill(0);
-    Ok(o)
+    attr.encode_into(o.get_mut(at..).unwrap_or_default())?;
+    Out::new(o, what, size)
 }
 
 /// A mask type of one bit per component: what the records' `SaRecord::Mask`
@@ -115,16 +123,14 @@ impl Attribute for SmInfoRecord {
         c == class::SUBN_ADM
     }
     fn decode(b: &[u8]) -> MadResult<Self> {
-        let b = whole(b, Self::NAME, Self::SIZE)?;
+        let (h, sm_info) = read(b, Self::NAME, Self::SIZE, 4)?;
         Ok(SmInfoRecord {
-            lid: u16_at(b, 0),
-            sm_info: SmInfo::decode(&b[4..])?,
+            lid: h.u16(0)?,
+            sm_info,
         })
     }
     fn encode_into(&self, out: &mut [u8]) -> MadResult<()> {
-        let o = zeroed(out, Self::NAME, Self::SIZE)?;
-        o[..2].copy_from_slice(&self.lid.to_be_bytes());
-        self.sm_info.encode_into(&mut o[4..])
+        write(out, Self::NAME, Self::SIZE, 4, &self.sm_info)?.u16(0, self.lid)
     }
 }
 
@@ -158,16 +164,14 @@ impl Attribute for SwitchInfoRecord {
         c == class::SUBN_ADM
     }
     fn decode(b: &[u8]) -> MadResult<Self> {
-        let b = whole(b, Self::NAME, Self::SIZE)?;
+        let (h, switch_info) = read(b, Self::NAME, Self::SIZE, 4)?;
         Ok(SwitchInfoRecord {
-            lid: u16_at(b, 0),
-            switch_info: SwitchInfo::decode(&b[4..])?,
+            lid: h.u16(0)?,
+            switch_info,
         })
     }
     fn encode_into(&self, out: &mut [u8]) -> MadResult<()> {
-        let o = zeroed(out, Self::NAME, Self::SIZE)?;
-        o[..2].copy_from_slice(&self.lid.to_be_bytes());
-        self.switch_info.encode_into(&mut o[4..])
+        write(out, Self::NAME, Self::SIZE, 4, &self.switch_info)?.u16(0, self.lid)
     }
 }
 
@@ -217,18 +221,17 @@ impl Attribute for LftRecord {
         c == class::SUBN_ADM
     }
     fn decode(b: &[u8]) -> MadResult<Self> {
-        let b = whole(b, Self::NAME, Self::SIZE)?;
+        let (h, lft) = read(b, Self::NAME, Self::SIZE, 8)?;
         Ok(LftRecord {
-            lid: u16_at(b, 0),
-            block_num: u16_at(b, 2),
-            lft: LinearForwardingTable::decode(&b[8..])?,
+            lid: h.u16(0)?,
+            block_num: h.u16(2)?,
+            lft,
         })
     }
     fn encode_into(&self, out: &mut [u8]) -> MadResult<()> {
-        let o = zeroed(out, Self::NAME, Self::SIZE)?;
-        o[..2].copy_from_slice(&self.lid.to_be_bytes());
-        o[2..4].copy_from_slice(&self.block_num.to_be_bytes());
-        self.lft.encode_into(&mut o[8..])
+        let mut o = write(out, Self::NAME, Self::SIZE, 8, &self.lft)?;
+        o.u16(0, self.lid)?;
+        o.u16(2, self.block_num)
     }
 }
 
@@ -264,23 +267,21 @@ impl Attribute for MftRecord {
         c == class::SUBN_ADM
     }
     fn decode(b: &[u8]) -> MadResult<Self> {
-        let b = whole(b, Self::NAME, Self::SIZE)?;
-        let pb = u16_at(b, 2);
+        let (h, mft) = read(b, Self::NAME, Self::SIZE, 8)?;
+        let pb = h.u16(2)?;
         Ok(MftRecord {
-            lid: u16_at(b, 0),
+            lid: h.u16(0)?,
             position: (pb >> 12) as u8,
             block_num: pb & 0x1ff,
-            mft: MulticastForwardingTable::decode(&b[8..])?,
+            mft,
         })
     }
     fn encode_into(&self, out: &mut [u8]) -> MadResult<()> {
         fit("Position", 4, self.position.into())?;
         fit("BlockNum", 9, self.block_num.into())?;
-        let o = zeroed(out, Self::NAME, Self::SIZE)?;
-        o[..2].copy_from_slice(&self.lid.to_be_bytes());
-        let pb = u16::from(self.position) << 12 | self.block_num;
-        o[2..4].copy_from_slice(&pb.to_be_bytes());
-        self.mft.encode_into(&mut o[8..])
+        let mut o = write(out, Self::NAME, Self::SIZE, 8, &self.mft)?;
+        o.u16(0, self.lid)?;
+        o.u16(2, u16::from(self.position) << 12 | self.block_num)
     }
 }
 
@@ -315,18 +316,17 @@ impl Attribute for GuidInfoRecord {
         c == class::SUBN_ADM
     }
     fn decode(b: &[u8]) -> MadResult<Self> {
-        let b = whole(b, Self::NAME, Self::SIZE)?;
+        let (h, guid_info) = read(b, Self::NAME, Self::SIZE, 8)?;
         Ok(GuidInfoRecord {
-            lid: u16_at(b, 0),
-            block_num: b[2],
-            guid_info: GuidInfo::decode(&b[8..])?,
+            lid: h.u16(0)?,
+            block_num: h.u8(2)?,
+            guid_info,
         })
     }
     fn encode_into(&self, out: &mut [u8]) -> MadResult<()> {
-        let o = zeroed(out, Self::NAME, Self::SIZE)?;
-        o[..2].copy_from_slice(&self.lid.to_be_bytes());
-        o[2] = self.block_num;
-        self.guid_info.encode_into(&mut o[8..])
+        let mut o = write(out, Self::NAME, Self::SIZE, 8, &self.guid_info)?;
+        o.u16(0, self.lid)?;
+        o.u8(2, self.block_num)
     }
 }
 
@@ -370,20 +370,19 @@ impl Attribute for PKeyTableRecord {
         c == class::SUBN_ADM
     }
     fn decode(b: &[u8]) -> MadResult<Self> {
-        let b = whole(b, Self::NAME, Self::SIZE)?;
+        let (h, table) = read(b, Self::NAME, Self::SIZE, 8)?;
         Ok(PKeyTableRecord {
-            lid: u16_at(b, 0),
-            block_num: u16_at(b, 2),
-            port_num: b[4],
-            table: PKeyTable::decode(&b[8..])?,
+            lid: h.u16(0)?,
+            block_num: h.u16(2)?,
+            port_num: h.u8(4)?,
+            table,
         })
     }
     fn encode_into(&self, out: &mut [u8]) -> MadResult<()> {
-        let o = zeroed(out, Self::NAME, Self::SIZE)?;
-        o[..2].copy_from_slice(&self.lid.to_be_bytes());
-        o[2..4].copy_from_slice(&self.block_num.to_be_bytes());
-        o[4] = self.port_num;
-        self.table.encode_into(&mut o[8..])
+        let mut o = write(out, Self::NAME, Self::SIZE, 8, &self.table)?;
+        o.u16(0, self.lid)?;
+        o.u16(2, self.block_num)?;
+        o.u8(4, self.port_num)
     }
 }
 
@@ -420,20 +419,19 @@ impl Attribute for Sl2VlTableRecord {
         c == class::SUBN_ADM
     }
     fn decode(b: &[u8]) -> MadResult<Self> {
-        let b = whole(b, Self::NAME, Self::SIZE)?;
+        let (h, table) = read(b, Self::NAME, Self::SIZE, 8)?;
         Ok(Sl2VlTableRecord {
-            lid: u16_at(b, 0),
-            input_port: b[2],
-            output_port: b[3],
-            table: SlToVlMappingTable::decode(&b[8..])?,
+            lid: h.u16(0)?,
+            input_port: h.u8(2)?,
+            output_port: h.u8(3)?,
+            table,
         })
     }
     fn encode_into(&self, out: &mut [u8]) -> MadResult<()> {
-        let o = zeroed(out, Self::NAME, Self::SIZE)?;
-        o[..2].copy_from_slice(&self.lid.to_be_bytes());
-        o[2] = self.input_port;
-        o[3] = self.output_port;
-        self.table.encode_into(&mut o[8..])
+        let mut o = write(out, Self::NAME, Self::SIZE, 8, &self.table)?;
+        o.u16(0, self.lid)?;
+        o.u8(2, self.input_port)?;
+        o.u8(3, self.output_port)
     }
 }
 
@@ -469,20 +467,19 @@ impl Attribute for VlArbTableRecord {
         c == class::SUBN_ADM
     }
     fn decode(b: &[u8]) -> MadResult<Self> {
-        let b = whole(b, Self::NAME, Self::SIZE)?;
+        let (h, table) = read(b, Self::NAME, Self::SIZE, 8)?;
         Ok(VlArbTableRecord {
-            lid: u16_at(b, 0),
-            output_port: b[2],
-            block_num: b[3],
-            table: VlArbitrationTable::decode(&b[8..])?,
+            lid: h.u16(0)?,
+            output_port: h.u8(2)?,
+            block_num: h.u8(3)?,
+            table,
         })
     }
     fn encode_into(&self, out: &mut [u8]) -> MadResult<()> {
-        let o = zeroed(out, Self::NAME, Self::SIZE)?;
-        o[..2].copy_from_slice(&self.lid.to_be_bytes());
-        o[2] = self.output_port;
-        o[3] = self.block_num;
-        self.table.encode_into(&mut o[8..])
+        let mut o = write(out, Self::NAME, Self::SIZE, 8, &self.table)?;
+        o.u16(0, self.lid)?;
+        o.u8(2, self.output_port)?;
+        o.u8(3, self.block_num)
     }
 }
 
