@@ -67,39 +67,16 @@ struct Smp {
     then: Then,
 }
 
-/// libibnetdisc's sweep (see the module's docs) and what it found.
-pub struct Sweep<'a> {
-    diag: &'a Diag,
-    max_out: usize,
-    timeout: Duration,
-    queue: VecDeque<Smp>,
-    wire: HashMap<u32, Smp>,
+/// A fabric as a sweep found it (or as a cache file holds it).
+#[derive(Default)]
+pub struct Fabric {
     /// The nodes, in the order they were found.
     pub nodes: Vec<NodeRec>,
-    by_guid: HashMap<u64, usize>,
     /// The local node and port the sweep started from.
     pub from: Option<(usize, u8)>,
-    /// How many SMPs were sent.
-    pub sent: usize,
 }
 
-impl<'a> Sweep<'a> {
-    /// A sweep from `diag`'s port with at most `outstanding` SMPs on the
-    /// wire, each try waiting `timeout`.
-    pub fn new(diag: &'a Diag, outstanding: usize, timeout: Duration) -> Self {
-        Sweep {
-            diag,
-            max_out: outstanding.max(1),
-            timeout,
-            queue: VecDeque::new(),
-            wire: HashMap::new(),
-            nodes: Vec::new(),
-            by_guid: HashMap::new(),
-            from: None,
-            sent: 0,
-        }
-    }
-
+impl Fabric {
     /// The port a link leads to (linked ports always exist).
     pub fn port(&self, r: (usize, u8)) -> (&NodeRec, &PortRec) {
         let n = &self.nodes[r.0];
@@ -130,6 +107,37 @@ impl<'a> Sweep<'a> {
         self.nodes
             .iter()
             .find(|n| n.ports.iter().flatten().any(|p| p.guid == guid))
+    }
+}
+
+/// libibnetdisc's sweep (see the module's docs) and what it found.
+pub struct Sweep<'a> {
+    diag: &'a Diag,
+    max_out: usize,
+    timeout: Duration,
+    queue: VecDeque<Smp>,
+    wire: HashMap<u32, Smp>,
+    /// What it found.
+    pub fabric: Fabric,
+    by_guid: HashMap<u64, usize>,
+    /// How many SMPs were sent.
+    pub sent: usize,
+}
+
+impl<'a> Sweep<'a> {
+    /// A sweep from `diag`'s port with at most `outstanding` SMPs on the
+    /// wire, each try waiting `timeout`.
+    pub fn new(diag: &'a Diag, outstanding: usize, timeout: Duration) -> Self {
+        Sweep {
+            diag,
+            max_out: outstanding.max(1),
+            timeout,
+            queue: VecDeque::new(),
+            wire: HashMap::new(),
+            fabric: Fabric::default(),
+            by_guid: HashMap::new(),
+            sent: 0,
+        }
     }
 
     fn issue(&mut self, path: &[u8], attr: u16, modifier: u32, then: Then) -> ibdiag::Result<()> {
@@ -193,20 +201,20 @@ impl<'a> Sweep<'a> {
             }
             Then::NodeDesc(n) => {
                 let d = NodeDescription::decode(data).map_err(|e| e.to_string())?;
-                self.nodes[n].desc = d.text();
+                self.fabric.nodes[n].desc = d.text();
                 Ok(())
             }
             Then::SwitchInfo(n) => {
                 let s = SwitchInfo::decode(data).map_err(|e| e.to_string())?;
-                self.nodes[n].enhsp0 = s.enhanced_port0;
-                self.nodes[n].switch_info = Some(s);
+                self.fabric.nodes[n].enhsp0 = s.enhanced_port0;
+                self.fabric.nodes[n].switch_info = Some(s);
                 Ok(())
             }
             Then::PortInfo(n, p) => {
                 let pi = PortInfo::decode(data).map_err(|e| e.to_string())?;
                 self.port_info(&smp.path, n, p, pi)?;
                 if p == 0 {
-                    for i in 1..=self.nodes[n].info.num_ports {
+                    for i in 1..=self.fabric.nodes[n].info.num_ports {
                         self.issue(&smp.path, PortInfo::ID, u32::from(i), Then::PortInfo(n, i))?;
                     }
                 }
@@ -216,8 +224,8 @@ impl<'a> Sweep<'a> {
     }
 
     fn port_mut(&mut self, n: usize, p: u8) -> &mut PortRec {
-        let guid = self.nodes[n].info.port_guid;
-        let slot = &mut self.nodes[n].ports[usize::from(p)];
+        let guid = self.fabric.nodes[n].info.port_guid;
+        let slot = &mut self.fabric.nodes[n].ports[usize::from(p)];
         slot.get_or_insert_with(|| PortRec {
             num: p,
             guid,
@@ -234,7 +242,7 @@ impl<'a> Sweep<'a> {
         let (n, new) = match self.by_guid.get(&ni.node_guid) {
             Some(&n) => (n, false),
             None => {
-                self.nodes.push(NodeRec {
+                self.fabric.nodes.push(NodeRec {
                     info: ni,
                     desc: String::new(),
                     smalid: 0,
@@ -244,20 +252,20 @@ impl<'a> Sweep<'a> {
                     path: path.to_vec(),
                     ports: vec![None; usize::from(ni.num_ports) + 1],
                 });
-                let n = self.nodes.len() - 1;
+                let n = self.fabric.nodes.len() - 1;
                 self.by_guid.insert(ni.node_guid, n);
                 (n, true)
             }
         };
         let p = ni.local_port_num;
-        if usize::from(p) >= self.nodes[n].ports.len() {
+        if usize::from(p) >= self.fabric.nodes[n].ports.len() {
             return Ok(());
         }
         self.port_mut(n, p).guid = ni.port_guid;
         match from {
-            None => self.from = Some((n, p)),
+            None => self.fabric.from = Some((n, p)),
             Some((rn, rp)) => {
-                if self.nodes[rn].ports[usize::from(rp)].is_none() {
+                if self.fabric.nodes[rn].ports[usize::from(rp)].is_none() {
                     return Err(format!(
                         "internal error: node {rn} port {rp} was not created"
                     ));
@@ -283,7 +291,7 @@ impl<'a> Sweep<'a> {
     fn link(&mut self, a: (usize, u8), b: (usize, u8)) {
         for x in [a, b] {
             if let Some((on, op)) = self.port_mut(x.0, x.1).remote.take() {
-                if let Some(Some(other)) = self.nodes[on].ports.get_mut(usize::from(op)) {
+                if let Some(Some(other)) = self.fabric.nodes[on].ports.get_mut(usize::from(op)) {
                     other.remote = None;
                 }
             }
@@ -293,30 +301,30 @@ impl<'a> Sweep<'a> {
     }
 
     fn port_info(&mut self, path: &[u8], n: usize, p: u8, pi: PortInfo) -> ibdiag::Result<()> {
-        if usize::from(p) >= self.nodes[n].ports.len() {
+        if usize::from(p) >= self.fabric.nodes[n].ports.len() {
             return Ok(());
         }
-        let is_switch = self.nodes[n].info.node_type == SWITCH;
-        let (smalid, smalmc) = (self.nodes[n].smalid, self.nodes[n].smalmc);
+        let is_switch = self.fabric.nodes[n].info.node_type == SWITCH;
+        let (smalid, smalmc) = (self.fabric.nodes[n].smalid, self.fabric.nodes[n].smalmc);
         let port = self.port_mut(n, p);
         port.info = Some(pi);
         port.num = p;
         port.base_lid = pi.lid;
         port.lmc = pi.lmc;
         if p == 0 {
-            self.nodes[n].smalid = pi.lid;
-            self.nodes[n].smalmc = pi.lmc;
+            self.fabric.nodes[n].smalid = pi.lid;
+            self.fabric.nodes[n].smalmc = pi.lmc;
         } else if is_switch {
             port.base_lid = smalid;
             port.lmc = smalmc;
         }
-        let from = self.from == Some((n, p));
+        let from = self.fabric.from == Some((n, p));
         if p != 0
             && pi.port_physical_state == PhysPortState::LinkUp
             && ((is_switch && p != pi.local_port_num) || from)
         {
             let mut next = path.to_vec();
-            if !is_switch && self.from.map(|f| f.0) == Some(n) && path.len() > 2 {
+            if !is_switch && self.fabric.from.map(|f| f.0) == Some(n) && path.len() > 2 {
                 next.pop();
             } else {
                 if next.len() > 63 {

@@ -6,6 +6,7 @@
 
 pub mod discover;
 pub mod ep_msg;
+pub mod fabric_cache;
 pub mod fts;
 pub mod ibdiag;
 pub mod linkinfo;

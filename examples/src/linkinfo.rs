@@ -5,7 +5,7 @@
 
 use rdma::mad::{LinkSpeed, LinkSpeedExt, LinkWidth, PortInfo, PortState};
 
-use crate::discover::{clean, NodeRec, PortRec, Sweep, CAP_EXT_SPEEDS, SWITCH};
+use crate::discover::{clean, Fabric, NodeRec, PortRec, CAP_EXT_SPEEDS, SWITCH};
 
 /// The PortInfo that holds a port's CapabilityMask: a switch's port 0's,
 /// a CA's own.
@@ -97,7 +97,7 @@ pub fn link_state(n: &NodeRec, p: &PortRec) -> String {
 
 /// The far end of a link `r` from `n`'s port `p`: `[0x... ]   LID PORT[  ]
 /// "desc" (Could be ...)`, with the far port's GUID first when `guid`.
-pub fn peer(s: &Sweep<'_>, n: &NodeRec, p: &PortRec, r: (usize, u8), guid: bool) -> String {
+pub fn peer(s: &Fabric, n: &NodeRec, p: &PortRec, r: (usize, u8), guid: bool) -> String {
     let (rn, rp) = s.port(r);
     let (w, sp) = could_be(n, p, rn, rp);
     let g = if guid {

@@ -51,7 +51,7 @@ fn main() -> ExitCode {
     let range = (num(&a.startlid), num(&a.endlid));
     let diag = Diag::open(&a.common).unwrap_or_else(|e| ibdiag::exit_error("dump_fts", &e));
     let mut s = Sweep::new(&diag, 2, Duration::from_millis(a.common.timeout_ms.max(1)));
-    if s.run().is_err() || s.from.is_none() {
+    if s.run().is_err() || s.fabric.from.is_none() {
         eprintln!("Failed to discover fabric");
         return ExitCode::from(255);
     }
@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         verbose: a.verbose > 0,
     };
     let mut find = |lid| {
-        s.port_of_lid(lid).map(|(n, p)| LidPort {
+        s.fabric.port_of_lid(lid).map(|(n, p)| LidPort {
             node_type: n.info.node_type,
             port_guid: p.guid,
             base_lid: p.base_lid,
@@ -69,7 +69,13 @@ fn main() -> ExitCode {
             desc: clean(&n.desc),
         })
     };
-    for n in s.nodes.iter().rev().filter(|n| n.info.node_type == SWITCH) {
+    for n in s
+        .fabric
+        .nodes
+        .iter()
+        .rev()
+        .filter(|n| n.info.node_type == SWITCH)
+    {
         let hops: Vec<String> = n.path.iter().map(u8::to_string).collect();
         let sw = Switch {
             nports: u32::from(n.info.num_ports),

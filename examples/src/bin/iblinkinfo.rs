@@ -9,8 +9,12 @@
 //! node: the C tool sweeps one hop around it, this tool the whole fabric
 //! and shows the same node with the same peers.
 //!
+//! `--load-cache FILE` shows the fabric of a cache file instead
+//! ([`rdma_examples::fabric_cache`]: libibnetdisc's format, so that a file
+//! of C `ibnetdiscover --cache` serves as well as one of ours).
+//!
 //! Usage: `iblinkinfo [-l] [-p] [-d] [--switches-only|--cas-only]
-//! [-S GUID | -D PATH] [-o OUTSTANDING]`
+//! [-S GUID | -D PATH] [-o OUTSTANDING] [--load-cache FILE]`
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -18,7 +22,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use rdma::mad::PortState;
-use rdma_examples::discover::{clean, NodeRec, PortRec, Sweep, CA, SWITCH};
+use rdma_examples::discover::{clean, Fabric, NodeRec, PortRec, Sweep, CA, SWITCH};
+use rdma_examples::fabric_cache;
 use rdma_examples::ibdiag::{self, Common, Diag};
 use rdma_examples::linkinfo::{link_state, peer};
 
@@ -57,6 +62,10 @@ struct Args {
     /// How many SMPs may be outstanding at once during the sweep.
     #[arg(short = 'o', long = "outstanding_smps", default_value_t = 2)]
     outstanding: usize,
+    /// Show the fabric of this cache file (`ibnetdiscover --cache`)
+    /// instead of sweeping.
+    #[arg(long = "load-cache", value_name = "FILE")]
+    load_cache: Option<String>,
 }
 
 /// What the options ask to print.
@@ -82,7 +91,7 @@ fn link(n: &NodeRec, p: &PortRec, show: &Show) -> String {
 }
 
 /// One port's line.
-fn port_line(o: &mut String, s: &Sweep<'_>, n: &NodeRec, p: &PortRec, show: &Show) {
+fn port_line(o: &mut String, s: &Fabric, n: &NodeRec, p: &PortRec, show: &Show) {
     let info = p.info.unwrap_or_default();
     let remote = match p.remote {
         Some(r) => peer(s, n, p, r, show.line),
@@ -112,7 +121,7 @@ fn port_line(o: &mut String, s: &Sweep<'_>, n: &NodeRec, p: &PortRec, show: &Sho
 
 /// A node's ports (those Down only with `-d`), after its header line
 /// (none in line mode) when any is shown.
-fn node(o: &mut String, s: &Sweep<'_>, n: &NodeRec, show: &Show) {
+fn node(o: &mut String, s: &Fabric, n: &NodeRec, show: &Show) {
     let mut header = show.line;
     for p in n.ports.iter().skip(1).flatten() {
         let down = p.info.unwrap_or_default().port_state == PortState::Down;
@@ -156,6 +165,10 @@ fn guid_at(diag: &Diag, path: &str) -> Result<u64, String> {
 fn main() -> ExitCode {
     let a = Args::parse();
     let diag = Diag::open(&a.common).unwrap_or_else(|e| ibdiag::exit_error("iblinkinfo", &e));
+    if a.direct.is_some() && a.load_cache.is_some() {
+        eprintln!("Cannot specify cache and direct route path");
+        return ExitCode::from(1);
+    }
     // With -D the node is asked for its NodeInfo first, as the C tool
     // does: a route that leads nowhere is an error before any sweep.
     let wanted = match (&a.guid, &a.direct) {
@@ -169,15 +182,31 @@ fn main() -> ExitCode {
         (Some(g), None) => Some((ibdiag::parse_int(g).unwrap_or(0), g.clone())),
         (None, None) => None,
     };
-    let mut s = Sweep::new(
-        &diag,
-        a.outstanding,
-        Duration::from_millis(a.common.timeout_ms.max(1)),
-    );
-    if s.run().is_err() || s.from.is_none() {
-        eprintln!("discover failed");
-        return ExitCode::from(1);
-    }
+    let s = match &a.load_cache {
+        Some(file) => match std::fs::read(file)
+            .map_err(|e| e.to_string())
+            .and_then(|b| fabric_cache::read(&b).map_err(|e| e.to_string()))
+        {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("loading cached fabric failed");
+                eprintln!("iblinkinfo: {file}: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        None => {
+            let mut s = Sweep::new(
+                &diag,
+                a.outstanding,
+                Duration::from_millis(a.common.timeout_ms.max(1)),
+            );
+            if s.run().is_err() || s.fabric.from.is_none() {
+                eprintln!("discover failed");
+                return ExitCode::from(1);
+            }
+            s.fabric
+        }
+    };
     let only = if a.switches_only {
         Some(SWITCH)
     } else if a.cas_only {

@@ -6,14 +6,21 @@
 //! `-o` SMPs outstanding (2, as the C tool), so that nodes are found, and
 //! listed, in the same order.
 //!
-//! Usage: `ibnetdiscover [-o OUTSTANDING] [-l|-S|-H] [TOPOLOGY_FILE]`
+//! `--cache FILE` also writes the fabric found to a cache file in
+//! libibnetdisc's format ([`rdma_examples::fabric_cache`]).
+//!
+//! Usage: `ibnetdiscover [-o OUTSTANDING] [-l|-S|-H] [--cache FILE]
+//! [TOPOLOGY_FILE]`
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use rdma_examples::discover::{clean, NodeRec, PortRec, Sweep, CA, CAP_EXT_SPEEDS, ROUTER, SWITCH};
+use rdma_examples::discover::{
+    clean, Fabric, NodeRec, PortRec, Sweep, CA, CAP_EXT_SPEEDS, ROUTER, SWITCH,
+};
+use rdma_examples::fabric_cache;
 use rdma_examples::ibdiag::{self, Common, Diag};
 
 /// Discover the fabric and print its topology (like ibnetdiscover).
@@ -34,6 +41,10 @@ struct Args {
     /// List the CAs only.
     #[arg(short = 'H', long = "Hca_list")]
     hca_list: bool,
+    /// Also write what the sweep found to this cache file (libibnetdisc's
+    /// format: `iblinkinfo --load-cache` reads it, ours or the C tool).
+    #[arg(long = "cache", value_name = "FILE")]
+    cache: Option<String>,
     /// Write the topology to this file instead of stdout.
     file: Option<String>,
 }
@@ -132,7 +143,7 @@ fn out_ids(o: &mut String, n: &NodeRec) {
     }
 }
 
-fn topology(s: &Sweep<'_>) -> String {
+fn topology(s: &Fabric) -> String {
     let mut o = String::new();
     let _ = write!(o, "#\n# Topology file: generated on {}\n#\n", ctime_now());
     if let Some((f, _)) = s.from {
@@ -248,7 +259,7 @@ fn topology(s: &Sweep<'_>) -> String {
     o
 }
 
-fn list(s: &Sweep<'_>, types: &[u8]) -> String {
+fn list(s: &Fabric, types: &[u8]) -> String {
     let mut o = String::new();
     for &t in types {
         for n in s.nodes.iter().rev().filter(|n| n.info.node_type == t) {
@@ -286,17 +297,17 @@ fn main() -> ExitCode {
         ibdiag::exit_error("ibnetdiscover", &format!("discover failed: {e}"));
     }
     let swept = t0.elapsed();
-    if s.from.is_none() {
+    if s.fabric.from.is_none() {
         ibdiag::exit_error("ibnetdiscover", "discover failed");
     }
     let out = if a.list {
-        list(&s, &[CA, SWITCH, ROUTER])
+        list(&s.fabric, &[CA, SWITCH, ROUTER])
     } else if a.switch_list {
-        list(&s, &[SWITCH])
+        list(&s.fabric, &[SWITCH])
     } else if a.hca_list {
-        list(&s, &[CA])
+        list(&s.fabric, &[CA])
     } else {
-        topology(&s)
+        topology(&s.fabric)
     };
     match &a.file {
         Some(f) => {
@@ -306,7 +317,15 @@ fn main() -> ExitCode {
         }
         None => print!("{out}"),
     }
-    let (nodes, sent) = (s.nodes.len(), s.sent);
+    if let Some(f) = &a.cache {
+        if let Err(e) = std::fs::write(f, fabric_cache::write(&s.fabric)) {
+            ibdiag::exit_error(
+                "ibnetdiscover",
+                &format!("caching ibnetdiscover data failed: {f}: {e}"),
+            );
+        }
+    }
+    let (nodes, sent) = (s.fabric.nodes.len(), s.sent);
     let written = start.elapsed();
     drop(s);
     drop(diag);

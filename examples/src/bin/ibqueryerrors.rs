@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use rdma::mad::{attr_id, Attribute, ClassPortInfo, Method, PortCounters, PortCountersExtended};
-use rdma_examples::discover::{clean, NodeRec, Sweep, CA, ROUTER, SWITCH};
+use rdma_examples::discover::{clean, Fabric, NodeRec, Sweep, CA, ROUTER, SWITCH};
 use rdma_examples::ibdiag::{self, Common, Dest, Diag};
 use rdma_examples::linkinfo::{link_state, peer};
 
@@ -279,7 +279,7 @@ fn data_field(name: &str, v: u64) -> String {
 
 struct Check<'a> {
     diag: &'a Diag,
-    sweep: &'a Sweep<'a>,
+    sweep: &'a Fabric,
     a: &'a Args,
     suppressed: Vec<String>,
     limits: HashMap<String, u64>,
@@ -590,7 +590,7 @@ fn main() -> ExitCode {
         a.outstanding,
         Duration::from_millis(a.common.timeout_ms.max(1)),
     );
-    if s.run().is_err() || s.from.is_none() {
+    if s.run().is_err() || s.fabric.from.is_none() {
         eprintln!("discover failed");
         return ExitCode::from(255);
     }
@@ -618,7 +618,7 @@ fn main() -> ExitCode {
         .collect();
     let mut c = Check {
         diag: &diag,
-        sweep: &s,
+        sweep: &s.fabric,
         a: &a,
         suppressed,
         limits,
@@ -627,7 +627,7 @@ fn main() -> ExitCode {
     let wanted = |n: &NodeRec| types.is_empty() || types.contains(&n.info.node_type);
     if let Some(g) = &a.guid {
         let guid = ibdiag::parse_int(g).unwrap_or(0);
-        match s.node_of_port_guid(guid) {
+        match s.fabric.node_of_port_guid(guid) {
             Some(n) if wanted(n) => c.node(n),
             Some(_) => {}
             None => eprintln!("Failed to find node: {g}"),
@@ -637,13 +637,13 @@ fn main() -> ExitCode {
             eprintln!("Failed to query local Node Info");
             return ExitCode::SUCCESS;
         };
-        match s.node_of_port_guid(guid) {
+        match s.fabric.node_of_port_guid(guid) {
             Some(n) if wanted(n) => c.node(n),
             Some(_) => {}
             None => eprintln!("Failed to find node: {path}"),
         }
     } else {
-        for n in s.nodes.iter().rev().filter(|n| wanted(n)) {
+        for n in s.fabric.nodes.iter().rev().filter(|n| wanted(n)) {
             c.node(n);
         }
     }

@@ -12,6 +12,7 @@
 
 mod compare;
 mod diags;
+mod fabric_cache;
 mod ipoib;
 mod lmc;
 mod mads;
@@ -49,6 +50,7 @@ fn main() -> std::process::ExitCode {
                 lmc::TESTS,
                 tools::TESTS,
                 diags::TESTS,
+                fabric_cache::TESTS,
                 ipoib::TESTS,
                 compare::TESTS,
             ]
