@@ -38,10 +38,14 @@ pub struct PortRec {
     pub remote: Option<(usize, u8)>,
 }
 
-/// A node the sweep found, with its ports (index: port number).
+/// A node the sweep found, with its ports (index: port number; boxed, so
+/// that a node of many ports that are not there costs a pointer each).
 pub struct NodeRec {
     pub info: NodeInfo,
+    /// NodeDescription as text (up to the first NUL).
     pub desc: String,
+    /// NodeDescription as the node answered it.
+    pub description: NodeDescription,
     pub smalid: u16,
     pub smalmc: u8,
     pub enhsp0: bool,
@@ -49,7 +53,7 @@ pub struct NodeRec {
     pub switch_info: Option<SwitchInfo>,
     /// The directed route by which it was found first.
     pub path: Vec<u8>,
-    pub ports: Vec<Option<PortRec>>,
+    pub ports: Vec<Option<Box<PortRec>>>,
 }
 
 #[derive(Clone, Copy)]
@@ -74,13 +78,16 @@ pub struct Fabric {
     pub nodes: Vec<NodeRec>,
     /// The local node and port the sweep started from.
     pub from: Option<(usize, u8)>,
+    /// The most hops a NodeInfo probe took (libibnetdisc's
+    /// `maxhops_discovered`, counted as it counts them).
+    pub max_hops: u32,
 }
 
 impl Fabric {
     /// The port a link leads to (linked ports always exist).
     pub fn port(&self, r: (usize, u8)) -> (&NodeRec, &PortRec) {
         let n = &self.nodes[r.0];
-        let p = n.ports[usize::from(r.1)].as_ref();
+        let p = n.ports[usize::from(r.1)].as_deref();
         (n, p.expect("a linked port exists"))
     }
 
@@ -96,7 +103,7 @@ impl Fabric {
             ports.iter().flatten().find_map(|p| {
                 let base = u32::from(p.base_lid);
                 let span = 1u32 << p.lmc.min(7);
-                (base != 0 && (base..base + span).contains(&lid)).then_some((n, p))
+                (base != 0 && (base..base + span).contains(&lid)).then_some((n, &**p))
             })
         })
     }
@@ -202,6 +209,7 @@ impl<'a> Sweep<'a> {
             Then::NodeDesc(n) => {
                 let d = NodeDescription::decode(data).map_err(|e| e.to_string())?;
                 self.fabric.nodes[n].desc = d.text();
+                self.fabric.nodes[n].description = d;
                 Ok(())
             }
             Then::SwitchInfo(n) => {
@@ -226,10 +234,12 @@ impl<'a> Sweep<'a> {
     fn port_mut(&mut self, n: usize, p: u8) -> &mut PortRec {
         let guid = self.fabric.nodes[n].info.port_guid;
         let slot = &mut self.fabric.nodes[n].ports[usize::from(p)];
-        slot.get_or_insert_with(|| PortRec {
-            num: p,
-            guid,
-            ..PortRec::default()
+        slot.get_or_insert_with(|| {
+            Box::new(PortRec {
+                num: p,
+                guid,
+                ..PortRec::default()
+            })
         })
     }
 
@@ -245,6 +255,7 @@ impl<'a> Sweep<'a> {
                 self.fabric.nodes.push(NodeRec {
                     info: ni,
                     desc: String::new(),
+                    description: NodeDescription([0; 64]),
                     smalid: 0,
                     smalmc: 0,
                     enhsp0: false,
@@ -325,12 +336,19 @@ impl<'a> Sweep<'a> {
         {
             let mut next = path.to_vec();
             if !is_switch && self.fabric.from.map(|f| f.0) == Some(n) && path.len() > 2 {
+                // libibnetdisc counts a step back as a hop found.
                 next.pop();
+                self.fabric.max_hops += 1;
             } else {
                 if next.len() > 63 {
                     return Ok(());
                 }
                 next.push(p);
+                // The hops of the route (its first byte is the 0 of the
+                // local port), counted up by one as libibnetdisc counts.
+                if (next.len() - 1) as u32 > self.fabric.max_hops {
+                    self.fabric.max_hops += 1;
+                }
             }
             self.issue(&next, NodeInfo::ID, 0, Then::NodeInfo(Some((n, p))))?;
         }

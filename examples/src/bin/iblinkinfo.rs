@@ -183,14 +183,11 @@ fn main() -> ExitCode {
         (None, None) => None,
     };
     let s = match &a.load_cache {
-        Some(file) => match std::fs::read(file)
-            .map_err(|e| e.to_string())
-            .and_then(|b| fabric_cache::read(&b).map_err(|e| e.to_string()))
-        {
+        Some(file) => match fabric_cache::load(std::path::Path::new(file)) {
             Ok(f) => f,
             Err(e) => {
                 eprintln!("loading cached fabric failed");
-                eprintln!("iblinkinfo: {file}: {e}");
+                eprintln!("iblinkinfo: {e}");
                 return ExitCode::from(1);
             }
         },

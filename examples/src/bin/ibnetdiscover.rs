@@ -318,10 +318,10 @@ fn main() -> ExitCode {
         None => print!("{out}"),
     }
     if let Some(f) = &a.cache {
-        if let Err(e) = std::fs::write(f, fabric_cache::write(&s.fabric)) {
+        if let Err(e) = fabric_cache::save(std::path::Path::new(f), &s.fabric) {
             ibdiag::exit_error(
                 "ibnetdiscover",
-                &format!("caching ibnetdiscover data failed: {f}: {e}"),
+                &format!("caching ibnetdiscover data failed: {e}"),
             );
         }
     }
