@@ -4,7 +4,9 @@
 //!
 //! - two of ours: the higher priority is master, the other standby, and
 //!   `sminfo` shows each state (the fabric's SM hands over and is standby);
-//! - ours with OpenSM, in both orders of priority: the higher is master
+//! - ours with OpenSM, in both orders of priority, where the fabric's SM is
+//!   ours (see the test for why not beside the fabric's OpenSM): the
+//!   higher is master
 //!   (ours hands over to a better OpenSM, and takes over when it dies; a
 //!   better ours stays master beside OpenSM);
 //! - the master killed: the standby takes over, every LID as it was;
@@ -342,6 +344,17 @@ fn ours_and_opensm_the_higher_priority_is_master(f: &Fabric) -> TestResult {
         Ok(hcas) => hcas,
         Err(outcome) => return outcome,
     };
+    if crate::sm::sm_name() != "ours" {
+        return Ok(Outcome::Skipped(
+            "run where the fabric's SM is ours: an OpenSM keeps an SMP it sent outstanding \
+             for good when ibsim drops the answer (it drops every TrapRepress, and an OpenSM \
+             that finds a master in its discovery sends it trap 144), as umad2sim has no MAD \
+             timeouts, and then none of its sweeps ends; beside the fabric's OpenSM, that \
+             OpenSM, master again by handover after this test, never ended a sweep in 1 run \
+             of 2 on fattree, and the suite's next tests found no SM"
+                .into(),
+        ));
+    }
     let (la, lb) = (lid_of(f, &a)?, lid_of(f, &b)?);
     for opensm_higher in [true, false] {
         let (po, pr) = if opensm_higher { (10, 5) } else { (5, 10) };
@@ -375,6 +388,7 @@ fn ours_and_opensm_the_higher_priority_is_master(f: &Fabric) -> TestResult {
         );
         if opensm_higher {
             // The master dies: our standby takes over.
+            let from = ours.log().len();
             let t0 = Instant::now();
             osm.stop()?;
             wait_states(f, &[(lb, MASTER)])
@@ -383,27 +397,44 @@ fn ours_and_opensm_the_higher_priority_is_master(f: &Fabric) -> TestResult {
                 "  failover: ours master {:.1} s after OpenSM was killed (poll {POLL_MS} ms, {RETRIES} retries)",
                 t0.elapsed().as_secs_f64()
             );
-            let missed = missed_polls(&ours.log());
-            check!(
-                missed as u32 <= RETRIES + 1,
-                "{missed} missed polls before taking over (retries {RETRIES}):\n{}",
-                ours.log()
-            );
+            took_over_in_time(&ours.log(), from)?;
+            // Ours hands over to the fabric's SM as it stops.
+            ours.stop()?;
         } else {
+            // Not killed here: a standby OpenSM whose master dies keeps
+            // its SMInfo poll outstanding for good under umad2sim (no MAD
+            // timeouts), and the sweeps that would end its standby never
+            // end (seen: the fabric's OpenSM, master again by handover
+            // after such a death, never swept; the suite's later tests
+            // found no SM).
             osm.stop()?;
+            ours.stop()?;
         }
-        // Ours hands over to the fabric's SM as it stops.
-        ours.stop()?;
         fabric_sm_back(f)?;
     }
     Ok(Outcome::Passed)
 }
 
-/// The standby's polls of the master that got no answer, from its log.
-fn missed_polls(log: &str) -> usize {
-    log.lines()
+/// The standby's polls of the master that got no answer, from its log
+/// after its first `from` bytes (its length when the master was killed).
+fn missed_polls(log: &str, from: usize) -> usize {
+    log.get(from..)
+        .unwrap_or_default()
+        .lines()
         .filter(|l| l.contains("missed") && l.contains("polls"))
         .count()
+}
+
+/// The standby took over once the polls it missed after the master's
+/// death ran out its retries, not later: a count, not a time (one missed
+/// before the death may count towards them).
+fn took_over_in_time(log: &str, from: usize) -> TestResult {
+    let missed = missed_polls(log, from) as u32;
+    check!(
+        (1..=RETRIES).contains(&missed),
+        "{missed} missed polls after the master's death before taking over (retries {RETRIES}):\n{log}"
+    );
+    Ok(Outcome::Passed)
 }
 
 fn the_master_killed_the_standby_takes_over_with_the_same_lids(f: &Fabric) -> TestResult {
@@ -416,6 +447,7 @@ fn the_master_killed_the_standby_takes_over_with_the_same_lids(f: &Fabric) -> Te
     let high = start_ours(f, &a, 10, &sm_dir(f, "high")?)?;
     let low = start_ours(f, &b, 5, &sm_dir(f, "low")?)?;
     wait_states(f, &[(la, MASTER), (lb, STANDBY)])?;
+    let from = low.log().len();
     let t0 = Instant::now();
     high.kill()?;
     wait_states(f, &[(lb, MASTER)]).map_err(|e| format!("{e}\nstandby:\n{}", low.log()))?;
@@ -423,13 +455,7 @@ fn the_master_killed_the_standby_takes_over_with_the_same_lids(f: &Fabric) -> Te
         "  failover: the standby was master {:.1} s after the master was killed (poll {POLL_MS} ms, {RETRIES} retries)",
         t0.elapsed().as_secs_f64()
     );
-    // It took over after its retries ran out, not later: a count, not a time.
-    let missed = missed_polls(&low.log());
-    check!(
-        missed as u32 <= RETRIES + 1,
-        "{missed} missed polls before taking over (retries {RETRIES}):\n{}",
-        low.log()
-    );
+    took_over_in_time(&low.log(), from)?;
     same_lids(&low, &before)?;
     lids_still_hold(f, &before)?;
     low.stop()?;
