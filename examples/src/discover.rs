@@ -175,6 +175,17 @@ impl<'a> Sweep<'a> {
         Ok(())
     }
 
+    /// The whole fabric as a sweep from `diag`'s port finds it (at most
+    /// `outstanding` SMPs on the wire, each try waiting `timeout_ms`, at
+    /// least 1); `None` when the sweep failed or found no local node.
+    pub fn fabric(diag: &Diag, outstanding: usize, timeout_ms: u64) -> Option<Fabric> {
+        let mut s = Sweep::new(diag, outstanding, Duration::from_millis(timeout_ms.max(1)));
+        match s.run() {
+            Ok(()) if s.fabric.from.is_some() => Some(s.fabric),
+            _ => None,
+        }
+    }
+
     /// Sweeps the fabric: every node reachable from the local port.
     pub fn run(&mut self) -> ibdiag::Result<()> {
         self.issue(&[0], NodeInfo::ID, 0, Then::NodeInfo(None))?;

@@ -133,39 +133,27 @@ fn cached(p: &PortRec) -> bool {
 pub fn write(f: &Fabric) -> Result<Vec<u8>, CacheError> {
     let (from, _) = f.from.ok_or(CacheError::NoStartNode(0))?;
     let from = f.nodes[from].info.node_guid;
-    let keys = |n: &NodeRec| -> Vec<u8> {
-        let nums: Vec<u8> = n
-            .ports
-            .iter()
-            .flatten()
-            .filter(|p| cached(p))
-            .map(|p| p.num)
-            .take(255)
-            .collect();
-        nums
-    };
-    let ports: Vec<(usize, &PortRec)> = f
+    // Each node's cached ports, in the file's order of nodes.
+    let kept: Vec<(usize, Vec<&PortRec>)> = f
         .nodes
         .iter()
         .enumerate()
         .rev()
-        .flat_map(|(i, n)| {
-            let nums = keys(n);
-            n.ports
-                .iter()
-                .flatten()
-                .filter(move |p| nums.contains(&p.num))
-                .map(move |p| (i, &**p))
+        .map(|(i, n)| {
+            let ports = n.ports.iter().flatten().map(|p| &**p).filter(|p| cached(p));
+            (i, ports.take(255).collect())
         })
         .collect();
+    let port_count: usize = kept.iter().map(|(_, ports)| ports.len()).sum();
     let mut o = Vec::new();
     o.extend(MAGIC.to_le_bytes());
     o.extend(VERSION.to_le_bytes());
     o.extend((f.nodes.len() as u32).to_le_bytes());
-    o.extend((ports.len() as u32).to_le_bytes());
+    o.extend((port_count as u32).to_le_bytes());
     o.extend(from.to_le_bytes());
     o.extend(f.max_hops.to_le_bytes());
-    for n in f.nodes.iter().rev() {
+    for (i, ports) in &kept {
+        let n = &f.nodes[*i];
         o.extend(n.smalid.to_le_bytes());
         o.push(n.smalmc);
         o.push(u8::from(n.enhsp0));
@@ -175,15 +163,16 @@ pub fn write(f: &Fabric) -> Result<Vec<u8>, CacheError> {
         o.push(n.info.num_ports);
         o.extend(smp_data(Some(&n.info)));
         o.extend(n.description.0);
-        let nums = keys(n);
-        o.push(nums.len() as u8);
-        for num in nums {
-            let p = n.ports[usize::from(num)].as_deref();
-            o.extend(p.map_or(0, |p| p.guid).to_le_bytes());
-            o.push(num);
+        o.push(ports.len() as u8);
+        for p in ports {
+            o.extend(p.guid.to_le_bytes());
+            o.push(p.num);
         }
     }
-    for (i, p) in ports {
+    for (i, p) in kept
+        .iter()
+        .flat_map(|(i, ports)| ports.iter().map(move |p| (*i, p)))
+    {
         o.extend(p.guid.to_le_bytes());
         o.push(p.num);
         o.push(0); // the external port number: no chassis here
@@ -309,8 +298,14 @@ impl<'a> In<'a> {
         a.copy_from_slice(self.take(what, 8)?);
         Ok(u64::from_le_bytes(a))
     }
-    fn room(&self) -> usize {
-        self.b.len().saturating_sub(self.at)
+    /// Whether the bytes left can hold `count` records of at least
+    /// `size` bytes each (checked before anything is allocated for them).
+    fn room_for(&self, what: &'static str, count: u32, size: usize) -> Result<(), CacheError> {
+        let room = self.b.len().saturating_sub(self.at) / size;
+        if count as usize > room {
+            return Err(CacheError::Count { what, count, room });
+        }
+        Ok(())
     }
 }
 
@@ -355,14 +350,7 @@ struct PortEntry {
 pub fn read(b: &[u8]) -> Result<Fabric, CacheError> {
     let (node_count, port_count, from_guid, max_hops) = header(b)?;
     let mut r = In { b, at: HEADER };
-    let room = r.room() / NODE;
-    if node_count as usize > room {
-        return Err(CacheError::Count {
-            what: "node",
-            count: node_count,
-            room,
-        });
-    }
+    r.room_for("node", node_count, NODE)?;
     // Nodes in the file's order (the C tools' listing order), each with
     // its port keys.
     let mut listed = Vec::with_capacity(node_count as usize);
@@ -409,14 +397,7 @@ pub fn read(b: &[u8]) -> Result<Fabric, CacheError> {
             keys,
         ));
     }
-    let room = r.room() / PORT;
-    if port_count as usize > room {
-        return Err(CacheError::Count {
-            what: "port",
-            count: port_count,
-            room,
-        });
-    }
+    r.room_for("port", port_count, PORT)?;
     let mut entries = Vec::with_capacity(port_count as usize);
     // The record of each key: the last one of the file (libibnetdisc's
     // hash chains hold the newest first).

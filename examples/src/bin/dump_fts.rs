@@ -8,7 +8,6 @@
 //! Usage: `dump_fts [-a] [-n] [-M] [STARTLID [ENDLID]]`
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Parser;
 use rdma_examples::discover::{clean, Sweep, SWITCH};
@@ -50,18 +49,17 @@ fn main() -> ExitCode {
     };
     let range = (num(&a.startlid), num(&a.endlid));
     let diag = Diag::open(&a.common).unwrap_or_else(|e| ibdiag::exit_error("dump_fts", &e));
-    let mut s = Sweep::new(&diag, 2, Duration::from_millis(a.common.timeout_ms.max(1)));
-    if s.run().is_err() || s.fabric.from.is_none() {
+    let Some(fabric) = Sweep::fabric(&diag, 2, a.common.timeout_ms) else {
         eprintln!("Failed to discover fabric");
         return ExitCode::from(255);
-    }
+    };
     let o = Options {
         all: a.all,
         brief: a.brief,
         verbose: a.verbose > 0,
     };
     let mut find = |lid| {
-        s.fabric.port_of_lid(lid).map(|(n, p)| LidPort {
+        fabric.port_of_lid(lid).map(|(n, p)| LidPort {
             node_type: n.info.node_type,
             port_guid: p.guid,
             base_lid: p.base_lid,
@@ -69,8 +67,7 @@ fn main() -> ExitCode {
             desc: clean(&n.desc),
         })
     };
-    for n in s
-        .fabric
+    for n in fabric
         .nodes
         .iter()
         .rev()

@@ -18,7 +18,6 @@
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Parser;
 use rdma::mad::PortState;
@@ -191,18 +190,13 @@ fn main() -> ExitCode {
                 return ExitCode::from(1);
             }
         },
-        None => {
-            let mut s = Sweep::new(
-                &diag,
-                a.outstanding,
-                Duration::from_millis(a.common.timeout_ms.max(1)),
-            );
-            if s.run().is_err() || s.fabric.from.is_none() {
+        None => match Sweep::fabric(&diag, a.outstanding, a.common.timeout_ms) {
+            Some(f) => f,
+            None => {
                 eprintln!("discover failed");
                 return ExitCode::from(1);
             }
-            s.fabric
-        }
+        },
     };
     let only = if a.switches_only {
         Some(SWITCH)

@@ -22,7 +22,6 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Parser;
 use rdma::mad::{attr_id, Attribute, ClassPortInfo, Method, PortCounters, PortCountersExtended};
@@ -585,15 +584,10 @@ fn guid_at(diag: &Diag, path: &str) -> Option<u64> {
 fn main() -> ExitCode {
     let a = Args::parse();
     let diag = Diag::open(&a.common).unwrap_or_else(|e| ibdiag::exit_error("ibqueryerrors", &e));
-    let mut s = Sweep::new(
-        &diag,
-        a.outstanding,
-        Duration::from_millis(a.common.timeout_ms.max(1)),
-    );
-    if s.run().is_err() || s.fabric.from.is_none() {
+    let Some(fabric) = Sweep::fabric(&diag, a.outstanding, a.common.timeout_ms) else {
         eprintln!("discover failed");
         return ExitCode::from(255);
-    }
+    };
     let (limits, shown) = match thresholds(&a.threshold_file) {
         Some((m, s)) => (m, s),
         None => (HashMap::new(), "(null)".to_string()),
@@ -618,7 +612,7 @@ fn main() -> ExitCode {
         .collect();
     let mut c = Check {
         diag: &diag,
-        sweep: &s.fabric,
+        sweep: &fabric,
         a: &a,
         suppressed,
         limits,
@@ -627,7 +621,7 @@ fn main() -> ExitCode {
     let wanted = |n: &NodeRec| types.is_empty() || types.contains(&n.info.node_type);
     if let Some(g) = &a.guid {
         let guid = ibdiag::parse_int(g).unwrap_or(0);
-        match s.fabric.node_of_port_guid(guid) {
+        match fabric.node_of_port_guid(guid) {
             Some(n) if wanted(n) => c.node(n),
             Some(_) => {}
             None => eprintln!("Failed to find node: {g}"),
@@ -637,13 +631,13 @@ fn main() -> ExitCode {
             eprintln!("Failed to query local Node Info");
             return ExitCode::SUCCESS;
         };
-        match s.fabric.node_of_port_guid(guid) {
+        match fabric.node_of_port_guid(guid) {
             Some(n) if wanted(n) => c.node(n),
             Some(_) => {}
             None => eprintln!("Failed to find node: {path}"),
         }
     } else {
-        for n in s.fabric.nodes.iter().rev().filter(|n| wanted(n)) {
+        for n in fabric.nodes.iter().rev().filter(|n| wanted(n)) {
             c.node(n);
         }
     }
